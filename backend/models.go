@@ -1,0 +1,538 @@
+package backend
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Envelope is the set of fields every DRP object carries (reference §3.1).
+// Validated, Available and Errors are computed by the server; clients' values
+// are advisory and overwritten.
+type Envelope struct {
+	Validated bool              `json:"Validated"`
+	Available bool              `json:"Available"`
+	Errors    []string          `json:"Errors"`
+	ReadOnly  bool              `json:"ReadOnly"`
+	Meta      map[string]string `json:"Meta"`
+	Endpoint  string            `json:"Endpoint"`
+	Bundle    string            `json:"Bundle"`
+}
+
+// Env returns the envelope itself, so every model embedding it satisfies Model.
+func (e *Envelope) Env() *Envelope { return e }
+
+// FillEnvelope turns nil lists and maps into empty ones, as DRP's Fill does.
+func (e *Envelope) FillEnvelope() {
+	if e.Errors == nil {
+		e.Errors = []string{}
+	}
+	if e.Meta == nil {
+		e.Meta = map[string]string{}
+	}
+}
+
+// SetValid records the outcome of validation: problems that only make the
+// object unavailable (missing references) go in Errors; the object stays saved.
+func (e *Envelope) SetValid(errs []string) {
+	e.Validated = true
+	e.Errors = append([]string{}, errs...)
+	e.Available = len(errs) == 0
+}
+
+// Model is what every stored object type implements.
+type Model interface {
+	Prefix() string // the plural API prefix: "machines"
+	Key() string    // the native key value
+	SetKey(string)  // sets the native key (create by name, Uuid assignment)
+	Env() *Envelope
+	Fill() // nil lists and maps to empty ones
+}
+
+// Claim is one grant: Scope, Action, Specific (reference §4.5; JSON keys are
+// lower-case on the wire).
+type Claim struct {
+	Scope    string `json:"scope"`
+	Action   string `json:"action"`
+	Specific string `json:"specific"`
+}
+
+func (c Claim) String() string { return c.Scope + " " + c.Action + " " + c.Specific }
+
+// User is a person or automation that logs in.
+type User struct {
+	Envelope
+	Name         string   `json:"Name"`
+	Description  string   `json:"Description"`
+	Roles        []string `json:"Roles"`
+	PasswordHash []byte   `json:"PasswordHash,omitempty"` // never returned; may be given on create
+	Secret       string   `json:"Secret,omitempty"`       // never returned
+}
+
+func (u *User) Prefix() string  { return "users" }
+func (u *User) Key() string     { return u.Name }
+func (u *User) SetKey(k string) { u.Name = k }
+func (u *User) Fill()           { u.FillEnvelope(); u.Roles = nonNilStrings(u.Roles) }
+func (u *User) Sanitize()       { u.PasswordHash = nil; u.Secret = "" }
+
+// Role is a named set of claims.
+type Role struct {
+	Envelope
+	Name          string  `json:"Name"`
+	Description   string  `json:"Description"`
+	Documentation string  `json:"Documentation"`
+	Claims        []Claim `json:"Claims"`
+}
+
+func (r *Role) Prefix() string  { return "roles" }
+func (r *Role) Key() string     { return r.Name }
+func (r *Role) SetKey(k string) { r.Name = k }
+func (r *Role) Fill() {
+	r.FillEnvelope()
+	if r.Claims == nil {
+		r.Claims = []Claim{}
+	}
+}
+
+// Tenant restricts the visibility of objects for its users.
+type Tenant struct {
+	Envelope
+	Name          string              `json:"Name"`
+	Description   string              `json:"Description"`
+	Documentation string              `json:"Documentation"`
+	Members       map[string][]string `json:"Members"`
+	Users         []string            `json:"Users"`
+}
+
+func (t *Tenant) Prefix() string  { return "tenants" }
+func (t *Tenant) Key() string     { return t.Name }
+func (t *Tenant) SetKey(k string) { t.Name = k }
+func (t *Tenant) Fill() {
+	t.FillEnvelope()
+	if t.Members == nil {
+		t.Members = map[string][]string{}
+	}
+	t.Users = nonNilStrings(t.Users)
+}
+
+// Fingerprint identifies a machine's hardware.
+type Fingerprint struct {
+	SSNHash         []byte   `json:"SSNHash"`
+	CSNHash         []byte   `json:"CSNHash"`
+	CloudInstanceID string   `json:"CloudInstanceID"`
+	SystemUUID      string   `json:"SystemUUID"`
+	MemoryIds       []string `json:"MemoryIds"`
+}
+
+// Machine is a bare-metal (or virtual) machine under management.
+type Machine struct {
+	Envelope
+	Partial          bool           `json:"Partial"`
+	Name             string         `json:"Name"`
+	Description      string         `json:"Description"`
+	Uuid             string         `json:"Uuid"`
+	CurrentJob       string         `json:"CurrentJob"`
+	Address          string         `json:"Address"`
+	Stage            string         `json:"Stage"`
+	BootEnv          string         `json:"BootEnv"`
+	Profiles         []string       `json:"Profiles"`
+	Params           map[string]any `json:"Params"`
+	Tasks            []string       `json:"Tasks"`
+	CurrentTask      int            `json:"CurrentTask"`
+	RetryTaskAttempt int            `json:"RetryTaskAttempt"`
+	TaskErrorStacks  []any          `json:"TaskErrorStacks"`
+	Runnable         bool           `json:"Runnable"`
+	Secret           string         `json:"Secret,omitempty"` // never returned
+	OS               string         `json:"OS"`
+	HardwareAddrs    []string       `json:"HardwareAddrs"`
+	Workflow         string         `json:"Workflow"`
+	Arch             string         `json:"Arch"`
+	Locked           bool           `json:"Locked"`
+	Context          string         `json:"Context"`
+	Fingerprint      Fingerprint    `json:"Fingerprint"`
+	Pool             string         `json:"Pool"`
+	PoolAllocated    bool           `json:"PoolAllocated"`
+	PoolStatus       string         `json:"PoolStatus"`
+	WorkflowComplete bool           `json:"WorkflowComplete"`
+}
+
+func (m *Machine) Prefix() string  { return "machines" }
+func (m *Machine) Key() string     { return m.Uuid }
+func (m *Machine) SetKey(k string) { m.Uuid = k }
+func (m *Machine) Fill() {
+	m.FillEnvelope()
+	m.Profiles = nonNilStrings(m.Profiles)
+	m.Tasks = nonNilStrings(m.Tasks)
+	m.HardwareAddrs = nonNilStrings(m.HardwareAddrs)
+	if m.Params == nil {
+		m.Params = map[string]any{}
+	}
+	if m.TaskErrorStacks == nil {
+		m.TaskErrorStacks = []any{}
+	}
+	if m.Fingerprint.MemoryIds == nil {
+		m.Fingerprint.MemoryIds = []string{}
+	}
+	if m.Arch == "" {
+		m.Arch = "amd64"
+	}
+	if m.Pool == "" {
+		m.Pool = DefaultPool
+	}
+	if m.PoolStatus == "" {
+		m.PoolStatus = PoolFree
+	}
+	if m.Meta["feature-flags"] == "" {
+		m.Meta["feature-flags"] = "change-stage-v2"
+	}
+}
+func (m *Machine) Sanitize() { m.Secret = "" }
+
+// DefaultPool is the root pool every machine starts in.
+const DefaultPool = "default"
+
+// PoolStatus values (reference §5.3).
+const (
+	PoolJoining     = "Joining"
+	PoolHoldJoin    = "HoldJoin"
+	PoolFree        = "Free"
+	PoolBuilding    = "Building"
+	PoolHoldBuild   = "HoldBuild"
+	PoolInUse       = "InUse"
+	PoolDestroying  = "Destroying"
+	PoolHoldDestroy = "HoldDestroy"
+	PoolLeaving     = "Leaving"
+	PoolHoldLeave   = "HoldLeave"
+)
+
+// PoolStatuses lists every valid PoolStatus.
+var PoolStatuses = []string{PoolJoining, PoolHoldJoin, PoolFree, PoolBuilding, PoolHoldBuild,
+	PoolInUse, PoolDestroying, PoolHoldDestroy, PoolLeaving, PoolHoldLeave}
+
+// Profile is a named, reusable set of params.
+type Profile struct {
+	Envelope
+	Partial       bool           `json:"Partial"`
+	Name          string         `json:"Name"`
+	Description   string         `json:"Description"`
+	Documentation string         `json:"Documentation"`
+	Params        map[string]any `json:"Params"`
+	Profiles      []string       `json:"Profiles"`
+}
+
+func (p *Profile) Prefix() string  { return "profiles" }
+func (p *Profile) Key() string     { return p.Name }
+func (p *Profile) SetKey(k string) { p.Name = k }
+func (p *Profile) Fill() {
+	p.FillEnvelope()
+	if p.Params == nil {
+		p.Params = map[string]any{}
+	}
+	p.Profiles = nonNilStrings(p.Profiles)
+}
+
+// Param defines a parameter: its JSON schema and whether it is Secure.
+type Param struct {
+	Envelope
+	Name          string `json:"Name"`
+	Description   string `json:"Description"`
+	Documentation string `json:"Documentation"`
+	Secure        bool   `json:"Secure"`
+	Schema        any    `json:"Schema"`
+}
+
+func (p *Param) Prefix() string  { return "params" }
+func (p *Param) Key() string     { return p.Name }
+func (p *Param) SetKey(k string) { p.Name = k }
+func (p *Param) Fill()           { p.FillEnvelope() }
+
+// TemplateInfo is one template of a task, stage or bootenv.
+type TemplateInfo struct {
+	Name     string            `json:"Name"`
+	Path     string            `json:"Path"`
+	Link     string            `json:"Link"`
+	ID       string            `json:"ID"`
+	Contents string            `json:"Contents"`
+	Meta     map[string]string `json:"Meta"`
+}
+
+// BootEnv describes how a machine boots.
+type BootEnv struct {
+	Envelope
+	Name          string         `json:"Name"`
+	Description   string         `json:"Description"`
+	Documentation string         `json:"Documentation"`
+	OS            map[string]any `json:"OS"`
+	Templates     []TemplateInfo `json:"Templates"`
+	OnlyUnknown   bool           `json:"OnlyUnknown"`
+}
+
+func (b *BootEnv) Prefix() string  { return "bootenvs" }
+func (b *BootEnv) Key() string     { return b.Name }
+func (b *BootEnv) SetKey(k string) { b.Name = k }
+func (b *BootEnv) Fill() {
+	b.FillEnvelope()
+	if b.OS == nil {
+		b.OS = map[string]any{}
+	}
+	if b.Templates == nil {
+		b.Templates = []TemplateInfo{}
+	}
+}
+
+// Workflow is an ordered list of stages.
+type Workflow struct {
+	Envelope
+	Name          string   `json:"Name"`
+	Description   string   `json:"Description"`
+	Documentation string   `json:"Documentation"`
+	Stages        []string `json:"Stages"`
+}
+
+func (w *Workflow) Prefix() string  { return "workflows" }
+func (w *Workflow) Key() string     { return w.Name }
+func (w *Workflow) SetKey(k string) { w.Name = k }
+func (w *Workflow) Fill()           { w.FillEnvelope(); w.Stages = nonNilStrings(w.Stages) }
+
+// Stage is a step of a workflow: tasks, params and an optional bootenv.
+type Stage struct {
+	Envelope
+	Partial        bool           `json:"Partial"`
+	Name           string         `json:"Name"`
+	Description    string         `json:"Description"`
+	Documentation  string         `json:"Documentation"`
+	Templates      []TemplateInfo `json:"Templates"`
+	RequiredParams []string       `json:"RequiredParams"`
+	OptionalParams []string       `json:"OptionalParams"`
+	Params         map[string]any `json:"Params"`
+	BootEnv        string         `json:"BootEnv"`
+	Tasks          []string       `json:"Tasks"`
+	Profiles       []string       `json:"Profiles"`
+	Reboot         bool           `json:"Reboot"`
+	RunnerWait     bool           `json:"RunnerWait"`
+}
+
+func (s *Stage) Prefix() string  { return "stages" }
+func (s *Stage) Key() string     { return s.Name }
+func (s *Stage) SetKey(k string) { s.Name = k }
+func (s *Stage) Fill() {
+	s.FillEnvelope()
+	if s.Templates == nil {
+		s.Templates = []TemplateInfo{}
+	}
+	s.RequiredParams = nonNilStrings(s.RequiredParams)
+	s.OptionalParams = nonNilStrings(s.OptionalParams)
+	s.Tasks = nonNilStrings(s.Tasks)
+	s.Profiles = nonNilStrings(s.Profiles)
+	if s.Params == nil {
+		s.Params = map[string]any{}
+	}
+}
+
+// Task is a unit of work run by a machine's agent.
+type Task struct {
+	Envelope
+	Name           string         `json:"Name"`
+	Description    string         `json:"Description"`
+	Documentation  string         `json:"Documentation"`
+	Templates      []TemplateInfo `json:"Templates"`
+	RequiredParams []string       `json:"RequiredParams"`
+	OptionalParams []string       `json:"OptionalParams"`
+	Prerequisites  []string       `json:"Prerequisites"`
+	ExtraRoles     []string       `json:"ExtraRoles,omitempty"`
+	ExtraClaims    []Claim        `json:"ExtraClaims,omitempty"`
+}
+
+func (t *Task) Prefix() string  { return "tasks" }
+func (t *Task) Key() string     { return t.Name }
+func (t *Task) SetKey(k string) { t.Name = k }
+func (t *Task) Fill() {
+	t.FillEnvelope()
+	if t.Templates == nil {
+		t.Templates = []TemplateInfo{}
+	}
+	t.RequiredParams = nonNilStrings(t.RequiredParams)
+	t.OptionalParams = nonNilStrings(t.OptionalParams)
+	t.Prerequisites = nonNilStrings(t.Prerequisites)
+}
+
+// Job states and exit states (reference §8.1).
+const (
+	JobCreated    = "created"
+	JobRunning    = "running"
+	JobFailed     = "failed"
+	JobFinished   = "finished"
+	JobIncomplete = "incomplete"
+)
+
+// Job is one run of one task on one machine.
+type Job struct {
+	Envelope
+	Uuid         string    `json:"Uuid"`
+	Previous     string    `json:"Previous"`
+	Machine      string    `json:"Machine"`
+	Task         string    `json:"Task"`
+	Stage        string    `json:"Stage"`
+	Context      string    `json:"Context"`
+	State        string    `json:"State"`
+	ExitState    string    `json:"ExitState"`
+	StartTime    time.Time `json:"StartTime"`
+	EndTime      time.Time `json:"EndTime"`
+	Archived     bool      `json:"Archived"`
+	Current      bool      `json:"Current"`
+	CurrentIndex int       `json:"CurrentIndex"`
+	NextIndex    int       `json:"NextIndex"`
+	Workflow     string    `json:"Workflow"`
+	BootEnv      string    `json:"BootEnv"`
+	ExtraClaims  []Claim   `json:"ExtraClaims,omitempty"`
+	Token        string    `json:"Token,omitempty"`
+}
+
+func (j *Job) Prefix() string  { return "jobs" }
+func (j *Job) Key() string     { return j.Uuid }
+func (j *Job) SetKey(k string) { j.Uuid = k }
+func (j *Job) Fill()           { j.FillEnvelope() }
+
+// PoolTransitionActions is an action group applied on a pool transition.
+type PoolTransitionActions struct {
+	Workflow         string         `json:"Workflow,omitempty"`
+	AddProfiles      []string       `json:"AddProfiles,omitempty"`
+	AddParameters    map[string]any `json:"AddParameters,omitempty"`
+	RemoveProfiles   []string       `json:"RemoveProfiles,omitempty"`
+	RemoveParameters []string       `json:"RemoveParameters,omitempty"`
+}
+
+// PoolAutoFill is stored and returned, never acted on (reference §5.1).
+type PoolAutoFill struct {
+	UseAutoFill      bool           `json:"UseAutoFill"`
+	MinFree          int            `json:"MinFree"`
+	MaxFree          int            `json:"MaxFree"`
+	CreateParameters map[string]any `json:"CreateParameters,omitempty"`
+	AcquirePool      string         `json:"AcquirePool,omitempty"`
+	ReturnPool       string         `json:"ReturnPool,omitempty"`
+}
+
+// Pool groups machines and carries the action groups of its transitions.
+type Pool struct {
+	Envelope
+	Id              string                 `json:"Id"`
+	Description     string                 `json:"Description,omitempty"`
+	Documentation   string                 `json:"Documentation,omitempty"`
+	ParentPool      string                 `json:"ParentPool,omitempty"`
+	EnterActions    *PoolTransitionActions `json:"EnterActions,omitempty"`
+	ExitActions     *PoolTransitionActions `json:"ExitActions,omitempty"`
+	AllocateActions *PoolTransitionActions `json:"AllocateActions,omitempty"`
+	ReleaseActions  *PoolTransitionActions `json:"ReleaseActions,omitempty"`
+	AutoFill        *PoolAutoFill          `json:"AutoFill,omitempty"`
+}
+
+func (p *Pool) Prefix() string  { return "pools" }
+func (p *Pool) Key() string     { return p.Id }
+func (p *Pool) SetKey(k string) { p.Id = k }
+func (p *Pool) Fill()           { p.FillEnvelope() }
+
+// PoolResult is one machine in a pool operation's reply.
+type PoolResult struct {
+	Name      string `json:"Name"`
+	Uuid      string `json:"Uuid"`
+	Allocated bool   `json:"Allocated"`
+	Status    string `json:"Status"`
+}
+
+// Plugin is a configured instance of a plugin provider.
+type Plugin struct {
+	Envelope
+	Partial       bool           `json:"Partial"`
+	Name          string         `json:"Name"`
+	Description   string         `json:"Description"`
+	Documentation string         `json:"Documentation"`
+	Params        map[string]any `json:"Params"`
+	Provider      string         `json:"Provider"`
+	PluginErrors  []string       `json:"PluginErrors"`
+}
+
+func (p *Plugin) Prefix() string  { return "plugins" }
+func (p *Plugin) Key() string     { return p.Name }
+func (p *Plugin) SetKey(k string) { p.Name = k }
+func (p *Plugin) Fill() {
+	p.FillEnvelope()
+	if p.Params == nil {
+		p.Params = map[string]any{}
+	}
+	p.PluginErrors = nonNilStrings(p.PluginErrors)
+}
+
+// AvailableAction is an action a plugin provider offers on a model.
+type AvailableAction struct {
+	Provider       string   `json:"Provider"`
+	Model          string   `json:"Model"`
+	Command        string   `json:"Command"`
+	RequiredParams []string `json:"RequiredParams"`
+	OptionalParams []string `json:"OptionalParams"`
+}
+
+// PluginProvider is built into the server; read-only through the API.
+type PluginProvider struct {
+	Meta             map[string]string `json:"Meta"`
+	Name             string            `json:"Name"`
+	Version          string            `json:"Version"`
+	PluginVersion    int               `json:"PluginVersion"`
+	AutoStart        bool              `json:"AutoStart"`
+	HasPublish       bool              `json:"HasPublish"`
+	AvailableActions []AvailableAction `json:"AvailableActions"`
+	RequiredParams   []string          `json:"RequiredParams"`
+	OptionalParams   []string          `json:"OptionalParams"`
+	StoreObjects     map[string]any    `json:"StoreObjects"`
+	Documentation    string            `json:"Documentation"`
+	Content          string            `json:"Content"`
+}
+
+// Reservation pins an address to a machine's hardware address.
+type Reservation struct {
+	Envelope
+	Addr        string `json:"Addr"`
+	Token       string `json:"Token"`
+	Strategy    string `json:"Strategy"`
+	Description string `json:"Description"`
+	Scoped      bool   `json:"Scoped"`
+	Subnet      string `json:"Subnet"`
+	NextServer  string `json:"NextServer"`
+	Duration    int    `json:"Duration"`
+	Options     []any  `json:"Options"`
+}
+
+func (r *Reservation) Prefix() string  { return "reservations" }
+func (r *Reservation) Key() string     { return r.Addr }
+func (r *Reservation) SetKey(k string) { r.Addr = k }
+func (r *Reservation) Fill() {
+	r.FillEnvelope()
+	if r.Options == nil {
+		r.Options = []any{}
+	}
+	if r.Strategy == "" {
+		r.Strategy = "MAC"
+	}
+}
+
+// Event is published on the internal bus and streamed to subscribers.
+type Event struct {
+	Time      time.Time       `json:"Time"`
+	Type      string          `json:"Type"`
+	Action    string          `json:"Action"`
+	Key       string          `json:"Key"`
+	Principal string          `json:"Principal"`
+	Object    json.RawMessage `json:"Object"`
+	Original  json.RawMessage `json:"Original"`
+}
+
+// Pref is one preference (GET/POST /api/v3/prefs is a map of these).
+type Pref struct {
+	Name  string `json:"Name"`
+	Value string `json:"Value"`
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
