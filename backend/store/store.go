@@ -26,8 +26,8 @@ type Record struct {
 	Data []byte
 }
 
-// Store is the GORM-backed repository. A Store returned by InTx runs every
-// call inside that transaction.
+// Store is the GORM-backed repository. Transactions travel in the context:
+// every method called with a ctx derived from InTx's runs in that transaction.
 type Store struct {
 	db      *gorm.DB
 	dialect string
@@ -78,8 +78,10 @@ func (s *Store) List(ctx context.Context, prefix string, q backend.Query) (recs 
 	return nil, 0, 0, errTODO
 }
 
-// InTx runs fn in one transaction; fn's Store uses it.
-func (s *Store) InTx(ctx context.Context, fn func(tx *Store) error) error { return errTODO }
+// InTx runs fn in one transaction carried by fn's ctx; store calls made with
+// that ctx join it. A nested InTx joins the outer transaction. fn's error
+// rolls everything back.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) error { return errTODO }
 
 // ClaimForUpdate, inside InTx, selects and locks up to n objects matching q
 // that no other transaction holds (FOR UPDATE SKIP LOCKED on PostgreSQL),
