@@ -26,7 +26,8 @@ func init() {
 	Scopes["isos"] = []string{"delete", "get", "list", "post"}
 	Scopes["info"] = []string{"get"}
 	Scopes["objects"] = []string{"list"}
-	Scopes["system"] = []string{"active", "passive", "replicate", "upgrade"}
+	// provgate adds "action" so system actions (rotateSecret) are claimable.
+	Scopes["system"] = []string{"action", "active", "passive", "replicate", "upgrade"}
 	// provgate additions: license management and system secret rotation.
 	Scopes["events"] = []string{"list", "post"}
 	Scopes["license"] = []string{"get", "update"}
