@@ -1,0 +1,289 @@
+package auth
+
+import (
+	"container/list"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// basic authenticates user:pw for one request.
+//
+// Order matters:
+//  1. the user record is loaded (its hash and Secret key the cache);
+//  2. a cache hit is accepted at once, even when the user name or IP is over
+//     the failure limit: an attacker guessing passwords for a name must not
+//     lock out the legitimate client already using it;
+//  3. otherwise the failure limits are checked, and a limited attempt is
+//     refused (429) without running scrypt;
+//  4. scrypt runs under the concurrency bound; an unknown user runs it
+//     against a decoy hash so that timing does not reveal which names exist.
+func (a *Authenticator) basic(ctx context.Context, user, pw, clientIP string) (*Principal, error) {
+	if len(pw) > MaxPasswordLen {
+		// Never a valid password (HashPassword refuses it), and refusing it
+		// costs nothing, so it is not counted as a guess.
+		return nil, badLogin()
+	}
+	rec, err := a.secrets.User(ctx, user)
+	known := err == nil
+	if err != nil && !backend.IsCode(err, backend.ENOTFOUND) {
+		return nil, internal(err)
+	}
+	var ck [sha256.Size]byte
+	if known && a.cache != nil {
+		ck = a.credKey(user, pw, rec)
+		if a.cache.hit(ck, a.now()) {
+			return basicPrincipal(rec), nil
+		}
+	}
+	if wait := a.limited(user, clientIP); wait > 0 {
+		secs := int(math.Ceil(wait.Seconds()))
+		return nil, &backend.Error{Code: backend.ETOOMANY, Type: "AUTH",
+			Messages: []string{fmt.Sprintf("too many failed logins; retry after %ds", secs)}}
+	}
+	hash := rec.PasswordHash
+	if !known {
+		if hash, err = a.decoy.get(a.params); err != nil {
+			return nil, internal(err)
+		}
+	}
+	ok, err := a.checkPassword(ctx, hash, pw)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || !known {
+		return nil, a.loginFailed(user, clientIP)
+	}
+	if a.cache != nil {
+		a.cache.add(ck, a.now())
+	}
+	return basicPrincipal(rec), nil
+}
+
+// basicPrincipal: Basic acts as a one-use token the user grants itself with
+// all its roles (reference §4.3).
+func basicPrincipal(u UserRecord) *Principal {
+	return &Principal{Kind: KindUser, Name: u.Name, Grantor: u.Name, Roles: slices.Clone(u.Roles), AllRoles: true, Basic: true}
+}
+
+// credKey keys the cache by an HMAC of everything that makes the credential
+// valid: a new password hash or a rotated Secret gives a different key, so
+// stale entries can never hit. The password itself is never stored.
+func (a *Authenticator) credKey(user, pw string, rec UserRecord) [sha256.Size]byte {
+	m := hmac.New(sha256.New, a.cacheKey)
+	for _, s := range [][]byte{[]byte(user), []byte(pw), rec.PasswordHash, []byte(rec.Secret)} {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(s)))
+		m.Write(n[:])
+		m.Write(s)
+	}
+	var k [sha256.Size]byte
+	m.Sum(k[:0])
+	return k
+}
+
+// checkPassword runs scrypt in one of the bounded slots. Waiting longer than
+// ScryptWait fails fast with 503: queueing without bound would turn a burst
+// of logins into unbounded latency and memory for everyone.
+func (a *Authenticator) checkPassword(ctx context.Context, hash []byte, pw string) (bool, error) {
+	t := time.NewTimer(a.wait)
+	defer t.Stop()
+	select {
+	case a.scrypt <- struct{}{}:
+	case <-t.C:
+		return false, &backend.Error{Code: backend.EUNAVAILABLE, Type: "AUTH", Messages: []string{"too many logins in progress; retry shortly"}}
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-a.scrypt }()
+	if a.onScrypt != nil {
+		a.onScrypt()
+	}
+	return CheckPassword(hash, pw), nil
+}
+
+// limited returns how long until user and clientIP may try again, or 0.
+func (a *Authenticator) limited(user, clientIP string) time.Duration {
+	now := a.now()
+	var wait time.Duration
+	if a.users != nil {
+		wait = a.users.blocked(user, now)
+	}
+	if a.ips != nil && clientIP != "" {
+		wait = max(wait, a.ips.blocked(clientIP, now))
+	}
+	return wait
+}
+
+// loginFailed records a failure and returns the one answer for every bad
+// login.
+func (a *Authenticator) loginFailed(user, clientIP string) error {
+	now := a.now()
+	if a.users != nil && a.users.fail(user, now) {
+		a.log.Warn("login failure limit reached", "user", user, "ip", clientIP)
+	}
+	if a.ips != nil && clientIP != "" && a.ips.fail(clientIP, now) {
+		a.log.Warn("login failure limit reached", "ip", clientIP)
+	}
+	return badLogin()
+}
+
+// decoyHash is a hash of a random password, built once on first need with
+// the authenticator's parameters, checked for unknown users.
+type decoyHash struct {
+	once sync.Once
+	hash []byte
+	err  error
+}
+
+func (d *decoyHash) get(sp scryptParams) ([]byte, error) {
+	d.once.Do(func() { d.hash, d.err = hashPassword(NewSecret(), sp) })
+	return d.hash, d.err
+}
+
+// basicCache is a bounded LRU set of verified credential keys with a TTL.
+type basicCache struct {
+	mu   sync.Mutex
+	max  int
+	ttl  time.Duration
+	ll   *list.List // front is most recent; values are *cacheEntry
+	byID map[[sha256.Size]byte]*list.Element
+}
+
+type cacheEntry struct {
+	key     [sha256.Size]byte
+	expires time.Time
+}
+
+func newBasicCache(size int, ttl time.Duration) *basicCache {
+	return &basicCache{max: size, ttl: ttl, ll: list.New(), byID: make(map[[sha256.Size]byte]*list.Element)}
+}
+
+func (c *basicCache) hit(k [sha256.Size]byte, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byID[k]
+	if !ok {
+		return false
+	}
+	if !now.Before(el.Value.(*cacheEntry).expires) {
+		c.ll.Remove(el)
+		delete(c.byID, k)
+		return false
+	}
+	// The TTL runs from verification, not from last use, so a cached
+	// credential is re-checked against scrypt at least every TTL.
+	c.ll.MoveToFront(el)
+	return true
+}
+
+func (c *basicCache) add(k [sha256.Size]byte, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byID[k]; ok {
+		el.Value.(*cacheEntry).expires = now.Add(c.ttl)
+		c.ll.MoveToFront(el)
+		return
+	}
+	c.byID[k] = c.ll.PushFront(&cacheEntry{key: k, expires: now.Add(c.ttl)})
+	for c.ll.Len() > c.max {
+		old := c.ll.Back()
+		c.ll.Remove(old)
+		delete(c.byID, old.Value.(*cacheEntry).key)
+	}
+}
+
+func (c *basicCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ll.Len()
+}
+
+// failLimiter counts failures per key in a sliding window.
+type failLimiter struct {
+	mu     sync.Mutex
+	limit  int
+	window time.Duration
+	max    int
+	// times holds each key's most recent failures, oldest first, at most
+	// limit of them: that is all the window test needs.
+	times map[string][]time.Time
+}
+
+func newFailLimiter(limit int, window time.Duration, maxKeys int) *failLimiter {
+	return &failLimiter{limit: limit, window: window, max: maxKeys, times: make(map[string][]time.Time)}
+}
+
+// blocked returns how long key must wait, or 0 when it may try.
+func (l *failLimiter) blocked(key string, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ts := l.prune(key, now)
+	if len(ts) < l.limit {
+		return 0
+	}
+	return ts[len(ts)-l.limit].Add(l.window).Sub(now)
+}
+
+// fail records a failure; it reports whether key just reached the limit.
+func (l *failLimiter) fail(key string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ts := l.prune(key, now)
+	if ts == nil && len(l.times) >= l.max {
+		l.evict(now)
+	}
+	ts = append(ts, now)
+	if len(ts) > l.limit {
+		ts = slices.Delete(ts, 0, len(ts)-l.limit)
+	}
+	l.times[key] = ts
+	return len(ts) == l.limit
+}
+
+// prune drops key's failures that left the window.
+func (l *failLimiter) prune(key string, now time.Time) []time.Time {
+	ts, ok := l.times[key]
+	if !ok {
+		return nil
+	}
+	cut := now.Add(-l.window)
+	i := 0
+	for i < len(ts) && !ts[i].After(cut) {
+		i++
+	}
+	if i == len(ts) {
+		delete(l.times, key)
+		return nil
+	}
+	ts = ts[i:]
+	l.times[key] = ts
+	return ts
+}
+
+// evict makes room for a new key: first every key whose failures expired,
+// then, if the table is still full of live keys (many names or addresses
+// under attack at once), an arbitrary one. Forgetting a key only lets it
+// start counting again; the other limit still applies.
+func (l *failLimiter) evict(now time.Time) {
+	cut := now.Add(-l.window)
+	for k, ts := range l.times {
+		if !ts[len(ts)-1].After(cut) {
+			delete(l.times, k)
+		}
+	}
+	for k := range l.times {
+		if len(l.times) < l.max {
+			break
+		}
+		delete(l.times, k)
+	}
+}

@@ -1,0 +1,354 @@
+package auth
+
+import (
+	"context"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/provgate/provgate/backend"
+)
+
+const (
+	tokenIssuer = "provgate"
+	// hkdfSalt separates our token keys from any other use of the base key.
+	hkdfSalt = "provgate token mac v1"
+	// minBaseKey is the least base key length we sign with: HS256 keys
+	// shorter than the hash output weaken the MAC.
+	minBaseKey = 32
+)
+
+// tokenClaims is the token payload. It holds names and flags only: no
+// Secret, hash or password ever appears in it, because the Secrets enter
+// the token only through the MAC key.
+type tokenClaims struct {
+	Kind    string `json:"kind"`
+	Grantor string `json:"grantor"`
+	// Roles absent means all of the user's roles, resolved at request time;
+	// present (even empty) restricts the token to exactly those.
+	Roles        *[]string       `json:"roles,omitempty"`
+	Restrict     []backend.Claim `json:"restrict,omitempty"`
+	MachineToken string          `json:"machine_token,omitempty"`
+	jwt.RegisteredClaims
+}
+
+// keyInputs are the secrets a token's MAC key depends on.
+type keyInputs struct {
+	kind, system, user, grantor, machine string
+}
+
+// deriveKey makes the per-token MAC key: HKDF-SHA256 keyed by the base key,
+// with the current secrets length-prefixed in the info, so changing any of
+// them yields an unrelated key and every token bound to it stops verifying.
+// Length prefixes keep ("ab","c") and ("a","bc") apart.
+func deriveKey(base []byte, in keyInputs) ([]byte, error) {
+	if len(base) < minBaseKey {
+		return nil, errors.New("token base key shorter than 32 bytes")
+	}
+	info := make([]byte, 0, 64+len(in.system)+len(in.user)+len(in.grantor)+len(in.machine))
+	for _, s := range []string{in.kind, in.system, in.user, in.grantor, in.machine} {
+		info = binary.BigEndian.AppendUint32(info, uint32(len(s)))
+		info = append(info, s...)
+	}
+	return hkdf.Key(sha256.New, base, []byte(hkdfSalt), string(info), sha256.Size)
+}
+
+// systemKeyInputs loads the base key and system secret every token needs.
+func (a *Authenticator) systemKeyInputs(ctx context.Context) ([]byte, string, error) {
+	base, err := a.secrets.BaseKey(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	sys, err := a.secrets.SystemSecret(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if sys == "" {
+		return nil, "", errors.New("system secret is empty")
+	}
+	return base, sys, nil
+}
+
+func (a *Authenticator) sign(base []byte, in keyInputs, c *tokenClaims) (string, error) {
+	key, err := deriveKey(base, in)
+	if err != nil {
+		return "", internal(err)
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(key)
+	if err != nil {
+		return "", internal(err)
+	}
+	return s, nil
+}
+
+func (a *Authenticator) registered(sub string, ttl time.Duration) (jwt.RegisteredClaims, time.Time) {
+	now := a.now()
+	exp := jwt.NewNumericDate(now.Add(ttl))
+	return jwt.RegisteredClaims{
+		Issuer:    tokenIssuer,
+		Subject:   sub,
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: exp,
+		ID:        rand.Text(),
+	}, exp.Time
+}
+
+// IssueUserToken mints a token for user on behalf of grantor, the user
+// principal that asked (Basic or Bearer). ttl 0 means the default; above
+// MaxTTL is EBADREQUEST. roles nil means all the user's roles at request
+// time; non-nil restricts the token to those names. restrict adds narrowing
+// claims.
+//
+// The caller (the gateway) must already have applied D6 to roles and, for a
+// restricted grantor, intersected restrict with grantor.Restrict: claim
+// containment is policy logic and lives there. What this function does on
+// its own, so that omission never widens a token:
+//   - restrict nil with a restricted grantor inherits grantor.Restrict;
+//   - roles nil with a role-restricted grantor that is the same user
+//     inherits grantor.Roles (a narrowed token cannot refresh itself into a
+//     full one).
+//
+// The new token is bound to the user's and the grantor's Secrets; its expiry
+// is not capped by the grantor's, because DRP clients refresh a token with
+// itself (reference §1.5) and would otherwise be unable to keep a session.
+func (a *Authenticator) IssueUserToken(ctx context.Context, user UserRecord, grantor *Principal, ttl time.Duration, roles []string, restrict []backend.Claim) (string, time.Time, error) {
+	switch {
+	case ttl < 0:
+		return "", time.Time{}, backend.Errorf(backend.EBADREQUEST, "ttl must be positive")
+	case ttl == 0:
+		ttl = a.defTTL
+	case ttl > a.maxTTL:
+		return "", time.Time{}, backend.Errorf(backend.EBADREQUEST, "ttl %s exceeds the maximum of %s", ttl, a.maxTTL)
+	}
+	if user.Name == "" || user.Secret == "" {
+		return "", time.Time{}, internal(errors.New("user record without name or secret"))
+	}
+	if grantor == nil || grantor.Kind != KindUser || grantor.Name == "" {
+		return "", time.Time{}, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Messages: []string{"only users can grant user tokens"}}
+	}
+	grantorSecret := user.Secret
+	if grantor.Name != user.Name {
+		g, err := a.secrets.User(ctx, grantor.Name)
+		switch {
+		case backend.IsCode(err, backend.ENOTFOUND):
+			// The grantor was deleted while its request was in flight.
+			return "", time.Time{}, tokenInvalid()
+		case err != nil:
+			return "", time.Time{}, internal(err)
+		case g.Secret == "":
+			return "", time.Time{}, internal(errors.New("grantor without secret"))
+		}
+		grantorSecret = g.Secret
+	}
+	base, sys, err := a.systemKeyInputs(ctx)
+	if err != nil {
+		return "", time.Time{}, internal(err)
+	}
+
+	if restrict == nil && len(grantor.Restrict) > 0 {
+		restrict = grantor.Restrict
+	}
+	if roles == nil && !grantor.AllRoles && grantor.Name == user.Name {
+		roles = grantor.Roles
+		if roles == nil {
+			roles = []string{}
+		}
+	}
+	c := &tokenClaims{Kind: KindUser, Grantor: grantor.Name, Restrict: slices.Clone(restrict)}
+	if roles != nil {
+		r := slices.Clone(roles)
+		c.Roles = &r
+	}
+	var exp time.Time
+	c.RegisteredClaims, exp = a.registered(user.Name, ttl)
+	tok, err := a.sign(base, keyInputs{kind: KindUser, system: sys, user: user.Secret, grantor: grantorSecret}, c)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return tok, exp, nil
+}
+
+// IssueMachineToken mints a machine token of kind MachineDiscovery or
+// MachineOperations; callers choose ttl (which must be positive, with no
+// MaxTTL: the infinite machine token lives three years). uuid "" mints a
+// discovery token for a machine not known yet (subject UnknownMachine),
+// which depends on the system Secret alone; a known machine's token also
+// dies when the machine's Secret changes. An unknown uuid is ENOTFOUND.
+func (a *Authenticator) IssueMachineToken(ctx context.Context, uuid, kind string, ttl time.Duration) (string, time.Time, error) {
+	if ttl <= 0 {
+		return "", time.Time{}, backend.Errorf(backend.EBADREQUEST, "ttl must be positive")
+	}
+	if kind != MachineDiscovery && kind != MachineOperations {
+		return "", time.Time{}, backend.Errorf(backend.EBADREQUEST, "machine token kind must be %s or %s", MachineDiscovery, MachineOperations)
+	}
+	if uuid == UnknownMachine {
+		return "", time.Time{}, backend.Errorf(backend.EBADREQUEST, "machine uuid %q is reserved", UnknownMachine)
+	}
+	sub, machineSecret := UnknownMachine, ""
+	if uuid == "" {
+		if kind != MachineDiscovery {
+			return "", time.Time{}, backend.Errorf(backend.EBADREQUEST, "only discovery tokens can be minted for unknown machines")
+		}
+	} else {
+		s, err := a.secrets.MachineSecret(ctx, uuid)
+		switch {
+		case backend.IsCode(err, backend.ENOTFOUND):
+			return "", time.Time{}, err
+		case err != nil:
+			return "", time.Time{}, internal(err)
+		case s == "":
+			return "", time.Time{}, internal(errors.New("machine without secret"))
+		}
+		sub, machineSecret = uuid, s
+	}
+	base, sys, err := a.systemKeyInputs(ctx)
+	if err != nil {
+		return "", time.Time{}, internal(err)
+	}
+	c := &tokenClaims{Kind: KindMachine, Grantor: SystemGrantor, MachineToken: kind}
+	var exp time.Time
+	c.RegisteredClaims, exp = a.registered(sub, ttl)
+	tok, err := a.sign(base, keyInputs{kind: KindMachine, system: sys, machine: machineSecret}, c)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return tok, exp, nil
+}
+
+// maxTokenLen: our tokens are far shorter; a longer one is not ours.
+const maxTokenLen = 4 << 10
+
+// verifyState carries what the key function learned to the caller.
+type verifyState struct {
+	user     UserRecord
+	internal error
+}
+
+// bearer verifies a token. It reads the unverified claims only to decide
+// whose Secrets to load, derives the key from them and lets the JWT library
+// check the MAC (HS256 only) and the registered claims. Every client-caused
+// failure gives the same 403; store failures give 500.
+func (a *Authenticator) bearer(ctx context.Context, tok string) (*Principal, error) {
+	if len(tok) > maxTokenLen {
+		return nil, tokenInvalid()
+	}
+	var st verifyState
+	var c tokenClaims
+	_, err := a.parser.ParseWithClaims(tok, &c, func(t *jwt.Token) (any, error) {
+		return a.tokenKey(ctx, &c, &st)
+	})
+	if st.internal != nil {
+		return nil, internal(st.internal)
+	}
+	if err != nil {
+		return nil, tokenInvalid()
+	}
+	p := &Principal{
+		Kind:         c.Kind,
+		Name:         c.Subject,
+		Grantor:      c.Grantor,
+		Restrict:     c.Restrict,
+		MachineToken: c.MachineToken,
+		ExpiresAt:    c.ExpiresAt.Time,
+		TokenID:      c.ID,
+	}
+	if c.Kind == KindUser {
+		if c.Roles == nil {
+			p.AllRoles = true
+			p.Roles = slices.Clone(st.user.Roles)
+		} else {
+			p.Roles = *c.Roles
+		}
+	}
+	return p, nil
+}
+
+var errRejected = errors.New("token rejected")
+
+// tokenKey checks the shape and expiry of the unverified claims before any
+// lookup (so junk and expired tokens cost no store work), then loads the
+// current secrets and derives the key. A missing user, grantor or machine
+// rejects the token like any other mismatch.
+func (a *Authenticator) tokenKey(ctx context.Context, c *tokenClaims, st *verifyState) (any, error) {
+	if c.ExpiresAt == nil || !a.now().Before(c.ExpiresAt.Time) || c.Subject == "" {
+		return nil, errRejected
+	}
+	in := keyInputs{kind: c.Kind}
+	switch c.Kind {
+	case KindUser:
+		if c.Grantor == "" || c.MachineToken != "" {
+			return nil, errRejected
+		}
+		u, err := a.lookupUser(ctx, c.Subject, st)
+		if err != nil {
+			return nil, err
+		}
+		st.user, in.user, in.grantor = u, u.Secret, u.Secret
+		if c.Grantor != c.Subject {
+			g, err := a.lookupUser(ctx, c.Grantor, st)
+			if err != nil {
+				return nil, err
+			}
+			in.grantor = g.Secret
+		}
+	case KindMachine:
+		if c.Grantor != SystemGrantor || c.Roles != nil || len(c.Restrict) > 0 {
+			return nil, errRejected
+		}
+		switch {
+		case c.Subject == UnknownMachine && c.MachineToken == MachineDiscovery:
+		case c.Subject != UnknownMachine && (c.MachineToken == MachineDiscovery || c.MachineToken == MachineOperations):
+			s, err := a.secrets.MachineSecret(ctx, c.Subject)
+			if err != nil {
+				return nil, a.lookupFailed(err, st)
+			}
+			if s == "" {
+				return nil, errRejected
+			}
+			in.machine = s
+		default:
+			return nil, errRejected
+		}
+	default:
+		return nil, errRejected
+	}
+	base, sys, err := a.systemKeyInputs(ctx)
+	if err != nil {
+		st.internal = err
+		return nil, err
+	}
+	in.system = sys
+	key, err := deriveKey(base, in)
+	if err != nil {
+		st.internal = err
+		return nil, err
+	}
+	return key, nil
+}
+
+func (a *Authenticator) lookupUser(ctx context.Context, name string, st *verifyState) (UserRecord, error) {
+	u, err := a.secrets.User(ctx, name)
+	if err != nil {
+		return u, a.lookupFailed(err, st)
+	}
+	if u.Secret == "" {
+		return u, errRejected
+	}
+	return u, nil
+}
+
+// lookupFailed: ENOTFOUND rejects the token; anything else is the server's
+// failure, recorded so bearer reports 500 instead of 403.
+func (a *Authenticator) lookupFailed(err error, st *verifyState) error {
+	if backend.IsCode(err, backend.ENOTFOUND) {
+		return errRejected
+	}
+	st.internal = err
+	return err
+}
