@@ -1,0 +1,169 @@
+package license
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// GenerateKey returns a new ed25519 key pair for signing licenses.
+func GenerateKey() (ed25519.PublicKey, ed25519.PrivateKey, error) {
+	return ed25519.GenerateKey(rand.Reader)
+}
+
+// EncodePrivateKey returns priv as a PKCS #8 "PRIVATE KEY" PEM block, the
+// form openssl and most tools read.
+func EncodePrivateKey(priv ed25519.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("encode private key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// EncodePublicKey returns pub as a PKIX "PUBLIC KEY" PEM block.
+func EncodePublicKey(pub ed25519.PublicKey) ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, fmt.Errorf("encode public key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
+}
+
+// ParsePrivateKey reads a PKCS #8 PEM ed25519 private key.
+func ParsePrivateKey(data []byte) (ed25519.PrivateKey, error) {
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return nil, errors.New("no PEM \"PRIVATE KEY\" block found")
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse private key: %w", err)
+	}
+	priv, ok := key.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("private key is %T, want ed25519", key)
+	}
+	return priv, nil
+}
+
+// ParsePublicKey reads a PKIX PEM ed25519 public key.
+func ParsePublicKey(data []byte) (ed25519.PublicKey, error) {
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PUBLIC KEY" {
+		return nil, errors.New("no PEM \"PUBLIC KEY\" block found")
+	}
+	key, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parse public key: %w", err)
+	}
+	pub, ok := key.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("public key is %T, want ed25519", key)
+	}
+	return pub, nil
+}
+
+// LoadPrivateKey reads an ed25519 private key file; errors name the file.
+func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("private key: %w", err)
+	}
+	priv, err := ParsePrivateKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("private key %s: %w", path, err)
+	}
+	return priv, nil
+}
+
+// LoadPublicKey reads an ed25519 public key file; errors name the file.
+func LoadPublicKey(path string) (ed25519.PublicKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("license public key: %w", err)
+	}
+	pub, err := ParsePublicKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("license public key %s: %w", path, err)
+	}
+	return pub, nil
+}
+
+// LoadFile reads the license document at path and verifies it with pub at
+// now. Like Verify, it returns the decoded license along with ErrExpired and
+// ErrNotYetValid.
+func LoadFile(pub ed25519.PublicKey, path string, now time.Time) (License, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return License{}, fmt.Errorf("license: %w", err)
+	}
+	l, err := Verify(pub, strings.TrimSpace(string(data)), now)
+	if err != nil {
+		return l, fmt.Errorf("license %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// WriteKeyPair writes priv (mode 0600) and its public key (mode 0644). It
+// refuses to replace existing files unless force is set, because losing a
+// signing key orphans every license it signed.
+func WriteKeyPair(privPath, pubPath string, priv ed25519.PrivateKey, force bool) error {
+	privPEM, err := EncodePrivateKey(priv)
+	if err != nil {
+		return err
+	}
+	pubPEM, err := EncodePublicKey(priv.Public().(ed25519.PublicKey))
+	if err != nil {
+		return err
+	}
+	if filepath.Clean(privPath) == filepath.Clean(pubPath) {
+		return errors.New("private and public key paths are the same file")
+	}
+	if !force {
+		for _, p := range []string{privPath, pubPath} {
+			if _, err := os.Lstat(p); err == nil {
+				return fmt.Errorf("%s already exists (use --force to overwrite)", p)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	if err := writeFile(privPath, privPEM, 0o600); err != nil {
+		return err
+	}
+	return writeFile(pubPath, pubPEM, 0o644)
+}
+
+// writeFile replaces path atomically with data and mode: a crash never leaves
+// a half-written key, and an existing file's looser mode is not inherited.
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return nil
+}
