@@ -1,0 +1,392 @@
+package auth
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/provgate/provgate/backend"
+)
+
+func basicHeader(user, pw string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
+}
+
+func TestAuthenticateHeader(t *testing.T) {
+	s := newFakeSecrets()
+	bob := s.addUser(t, "bob", "bob-secret-00001", "pa:ss word", "operator")
+	a, _ := newTestAuth(s, Options{})
+	tok, _, err := a.IssueUserToken(context.Background(), bob, basicPrincipal(bob), time.Hour, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		header string
+		code   string
+		msg    string
+	}{
+		{"basic good, password with colon and space", basicHeader("bob", "pa:ss word"), "", ""},
+		{"basic lower-case scheme", "basic " + base64.StdEncoding.EncodeToString([]byte("bob:pa:ss word")), "", ""},
+		{"bearer good", "Bearer " + tok, "", ""},
+		{"bearer lower-case scheme, extra spaces", "bearer   " + tok + " ", "", ""},
+		{"no header", "", backend.EUNAUTHORIZED, ""},
+		{"unknown scheme", "Digest abc", backend.EUNAUTHORIZED, ""},
+		{"scheme only", "Basic", backend.EUNAUTHORIZED, ""},
+		{"bearer without token", "Bearer ", backend.EUNAUTHORIZED, ""},
+		{"garbage base64", "Basic !!!notbase64", backend.EUNAUTHORIZED, ""},
+		{"no colon", "Basic " + base64.StdEncoding.EncodeToString([]byte("bob")), backend.EUNAUTHORIZED, ""},
+		{"empty user", basicHeader("", "pa:ss word"), backend.EUNAUTHORIZED, ""},
+		{"huge header", "Bearer " + strings.Repeat("a", MaxHeaderLen), backend.EUNAUTHORIZED, ""},
+		{"wrong password", basicHeader("bob", "nope"), backend.EFORBIDDEN, "invalid credentials"},
+		{"unknown user", basicHeader("nobody", "nope"), backend.EFORBIDDEN, "invalid credentials"},
+		{"empty password", basicHeader("bob", ""), backend.EFORBIDDEN, "invalid credentials"},
+		{"password over the cap", basicHeader("bob", strings.Repeat("x", MaxPasswordLen+1)), backend.EFORBIDDEN, "invalid credentials"},
+		{"bearer junk", "Bearer abc.def.ghi", backend.EFORBIDDEN, "token invalid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := a.Authenticate(context.Background(), tt.header, "")
+			if tt.code == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Name != "bob" || p.Kind != KindUser || !p.AllRoles || !slices.Equal(p.Roles, []string{"operator"}) {
+					t.Errorf("got %+v", p)
+				}
+				return
+			}
+			e := wantCode(t, err, tt.code)
+			if e.Type != "AUTH" {
+				t.Errorf("got Type %q, want AUTH", e.Type)
+			}
+			if tt.msg != "" && strings.Join(e.Messages, "; ") != tt.msg {
+				t.Errorf("got messages %q, want %q", e.Messages, tt.msg)
+			}
+		})
+	}
+}
+
+func TestBasicPrincipal(t *testing.T) {
+	s := newFakeSecrets()
+	s.addUser(t, "bob", "bob-secret-00001", "pw", "operator", "readonly")
+	a, _ := newTestAuth(s, Options{})
+	p, err := a.Authenticate(context.Background(), basicHeader("bob", "pw"), "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator", "readonly"}, AllRoles: true, Basic: true}
+	if got := fmt.Sprintf("%+v", *p); got != fmt.Sprintf("%+v", want) {
+		t.Errorf("got  %s\nwant %+v", got, want)
+	}
+}
+
+func TestBasicUnknownUserLooksLikeWrongPassword(t *testing.T) {
+	s := newFakeSecrets()
+	s.addUser(t, "bob", "bob-secret-00001", "pw")
+	a, scrypts := newTestAuth(s, Options{})
+	_, errUnknown := a.Authenticate(context.Background(), basicHeader("nobody", "pw"), "")
+	_, errWrong := a.Authenticate(context.Background(), basicHeader("bob", "bad"), "")
+	if errUnknown == nil || errWrong == nil || errUnknown.Error() != errWrong.Error() {
+		t.Errorf("got %v and %v, want the same error", errUnknown, errWrong)
+	}
+	// The unknown user ran scrypt too (against the decoy), so timing does not
+	// tell the two apart.
+	if got := scrypts.Load(); got != 2 {
+		t.Errorf("got %d scrypt runs, want 2", got)
+	}
+}
+
+func TestBasicStoreOutage(t *testing.T) {
+	s := newFakeSecrets()
+	s.fail = errOutage
+	a, _ := newTestAuth(s, Options{})
+	_, err := a.Authenticate(context.Background(), basicHeader("bob", "pw"), "")
+	e := wantCode(t, err, backend.EINTERNAL)
+	if !errors.Is(e, errOutage) {
+		t.Errorf("cause lost: %v", e)
+	}
+}
+
+func TestBasicCache(t *testing.T) {
+	tests := []struct {
+		name string
+		// between runs after a first successful login.
+		between func(s *fakeSecrets, clk *clock, t *testing.T)
+		pw      string
+		ok      bool
+		scrypt  int64 // runs for the second login
+	}{
+		{"hit skips scrypt", func(*fakeSecrets, *clock, *testing.T) {}, "pw", true, 0},
+		{"wrong password is not a hit", func(*fakeSecrets, *clock, *testing.T) {}, "bad", false, 1},
+		{"password change invalidates", func(s *fakeSecrets, _ *clock, t *testing.T) {
+			s.addUser(t, "bob", "bob-secret-00001", "pw", "operator")
+		}, "pw", true, 1},
+		{"old password after change", func(s *fakeSecrets, _ *clock, t *testing.T) {
+			s.addUser(t, "bob", "bob-secret-00001", "new-pw", "operator")
+		}, "pw", false, 1},
+		{"secret change invalidates", func(s *fakeSecrets, _ *clock, _ *testing.T) {
+			s.setUserSecret("bob", "bob-secret-00002")
+		}, "pw", true, 1},
+		{"ttl expiry", func(_ *fakeSecrets, clk *clock, _ *testing.T) { clk.Add(5 * time.Minute) }, "pw", true, 1},
+		{"within ttl", func(_ *fakeSecrets, clk *clock, _ *testing.T) { clk.Add(5*time.Minute - time.Second) }, "pw", true, 0},
+		{"user deleted", func(s *fakeSecrets, _ *clock, _ *testing.T) {
+			s.set(func(s *fakeSecrets) { delete(s.users, "bob") })
+		}, "pw", false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newFakeSecrets()
+			s.addUser(t, "bob", "bob-secret-00001", "pw", "operator")
+			clk := newClock()
+			a, scrypts := newTestAuth(s, Options{Now: clk.Now, BasicCacheTTL: 5 * time.Minute})
+			if _, err := a.Authenticate(context.Background(), basicHeader("bob", "pw"), ""); err != nil {
+				t.Fatal(err)
+			}
+			if got := scrypts.Load(); got != 1 {
+				t.Fatalf("first login: got %d scrypt runs, want 1", got)
+			}
+			tt.between(s, clk, t)
+			_, err := a.Authenticate(context.Background(), basicHeader("bob", tt.pw), "")
+			if (err == nil) != tt.ok {
+				t.Errorf("got %v, want ok %v", err, tt.ok)
+			}
+			if got := scrypts.Load() - 1; got != tt.scrypt {
+				t.Errorf("second login: got %d scrypt runs, want %d", got, tt.scrypt)
+			}
+		})
+	}
+}
+
+func TestBasicCacheBounded(t *testing.T) {
+	s := newFakeSecrets()
+	for i := range 3 {
+		s.addUser(t, fmt.Sprintf("user%d", i), fmt.Sprintf("secret-%d-0000000", i), "pw")
+	}
+	a, scrypts := newTestAuth(s, Options{BasicCacheSize: 2})
+	login := func(name string) {
+		t.Helper()
+		if _, err := a.Authenticate(context.Background(), basicHeader(name, "pw"), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	login("user0")
+	login("user1")
+	login("user0") // hit; user0 becomes most recent
+	login("user2") // evicts user1
+	if got := a.cache.len(); got != 2 {
+		t.Errorf("got %d cache entries, want 2", got)
+	}
+	before := scrypts.Load()
+	login("user0")
+	if scrypts.Load() != before {
+		t.Error("recently used entry was evicted")
+	}
+	login("user1")
+	if scrypts.Load() != before+1 {
+		t.Error("least recently used entry was not evicted")
+	}
+}
+
+func TestBasicCacheDisabled(t *testing.T) {
+	s := newFakeSecrets()
+	s.addUser(t, "bob", "bob-secret-00001", "pw")
+	a, scrypts := newTestAuth(s, Options{BasicCacheSize: -1})
+	for range 3 {
+		if _, err := a.Authenticate(context.Background(), basicHeader("bob", "pw"), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := scrypts.Load(); got != 3 {
+		t.Errorf("got %d scrypt runs, want 3", got)
+	}
+}
+
+func TestScryptConcurrencyBound(t *testing.T) {
+	const limit, callers = 2, 50
+	s := newFakeSecrets()
+	s.addUser(t, "bob", "bob-secret-00001", "pw")
+	a, _ := newTestAuth(s, Options{BasicCacheSize: -1, ScryptConcurrency: limit, ScryptWait: time.Minute, FailLimitUser: -1, FailLimitIP: -1})
+	var active, peak atomic.Int64
+	a.onScrypt = func() {
+		n := active.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(time.Millisecond) // widen the window in which overlaps show
+		active.Add(-1)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for i := range callers {
+		wg.Go(func() {
+			pw := "pw"
+			if i%2 == 1 {
+				pw = "wrong"
+			}
+			_, err := a.Authenticate(context.Background(), basicHeader("bob", pw), "")
+			if (err == nil) != (pw == "pw") {
+				errs <- fmt.Errorf("caller %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := peak.Load(); got > limit || got < 1 {
+		t.Errorf("got %d concurrent scrypt runs, want 1..%d", got, limit)
+	}
+}
+
+func TestScryptSlotFailsFast(t *testing.T) {
+	s := newFakeSecrets()
+	s.addUser(t, "bob", "bob-secret-00001", "pw")
+	a, _ := newTestAuth(s, Options{ScryptConcurrency: 1, ScryptWait: 20 * time.Millisecond})
+	hold, held := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.onScrypt = func() {
+		once.Do(func() { close(held); <-hold })
+	}
+	done := make(chan error)
+	go func() {
+		_, err := a.Authenticate(context.Background(), basicHeader("bob", "pw"), "")
+		done <- err
+	}()
+	<-held
+	t.Run("busy", func(t *testing.T) {
+		start := time.Now()
+		_, err := a.Authenticate(context.Background(), basicHeader("bob", "pw"), "")
+		wantCode(t, err, backend.EUNAVAILABLE)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("waited %s", d)
+		}
+	})
+	t.Run("cancelled while waiting", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		a.wait = time.Minute
+		_, err := a.Authenticate(ctx, basicHeader("bob", "pw"), "")
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("got %v, want context.Canceled", err)
+		}
+	})
+	close(hold)
+	if err := <-done; err != nil {
+		t.Errorf("holder: %v", err)
+	}
+}
+
+func TestFailureLimit(t *testing.T) {
+	newWorld := func(t *testing.T) (*Authenticator, *atomic.Int64, *clock) {
+		s := newFakeSecrets()
+		s.addUser(t, "bob", "bob-secret-00001", "pw")
+		s.addUser(t, "carol", "carol-secret-001", "pw")
+		clk := newClock()
+		a, n := newTestAuth(s, Options{Now: clk.Now, FailLimitUser: 3, FailLimitIP: 5, FailWindow: time.Minute, BasicCacheTTL: time.Hour})
+		return a, n, clk
+	}
+	try := func(a *Authenticator, user, pw, ip string) error {
+		_, err := a.Authenticate(context.Background(), basicHeader(user, pw), ip)
+		return err
+	}
+
+	t.Run("per user", func(t *testing.T) {
+		a, scrypts, clk := newWorld(t)
+		for i := range 3 {
+			wantCode(t, try(a, "bob", "bad", fmt.Sprintf("192.0.2.%d", i)), backend.EFORBIDDEN)
+			clk.Add(10 * time.Second)
+		}
+		before := scrypts.Load()
+		e := wantCode(t, try(a, "bob", "bad", "192.0.2.9"), backend.ETOOMANY)
+		if got, want := strings.Join(e.Messages, ""), "too many failed logins; retry after 30s"; got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+		wantCode(t, try(a, "bob", "pw", "192.0.2.9"), backend.ETOOMANY)
+		if scrypts.Load() != before {
+			t.Error("scrypt ran for a limited attempt")
+		}
+		if err := try(a, "carol", "pw", "192.0.2.9"); err != nil {
+			t.Errorf("other user refused: %v", err)
+		}
+		clk.Add(31 * time.Second) // the first failure leaves the window
+		if err := try(a, "bob", "pw", "192.0.2.9"); err != nil {
+			t.Errorf("after the window: %v", err)
+		}
+	})
+	t.Run("per ip", func(t *testing.T) {
+		a, _, clk := newWorld(t)
+		for i := range 5 {
+			wantCode(t, try(a, fmt.Sprintf("guess%d", i), "bad", "198.51.100.7"), backend.EFORBIDDEN)
+		}
+		wantCode(t, try(a, "carol", "pw", "198.51.100.7"), backend.ETOOMANY)
+		if err := try(a, "carol", "pw", "198.51.100.8"); err != nil {
+			t.Errorf("other ip refused: %v", err)
+		}
+		clk.Add(time.Minute + time.Second)
+		if err := try(a, "carol", "pw", "198.51.100.7"); err != nil {
+			t.Errorf("after the window: %v", err)
+		}
+	})
+	t.Run("cached client survives a lockout of its name", func(t *testing.T) {
+		a, scrypts, _ := newWorld(t)
+		if err := try(a, "bob", "pw", "203.0.113.1"); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			wantCode(t, try(a, "bob", "bad", "198.51.100.66"), backend.EFORBIDDEN)
+		}
+		wantCode(t, try(a, "bob", "bad", "198.51.100.66"), backend.ETOOMANY)
+		before := scrypts.Load()
+		if err := try(a, "bob", "pw", "203.0.113.1"); err != nil {
+			t.Errorf("cached credential refused: %v", err)
+		}
+		if scrypts.Load() != before {
+			t.Error("scrypt ran for a cached credential")
+		}
+	})
+	t.Run("empty ip skips the ip limit", func(t *testing.T) {
+		a, _, _ := newWorld(t)
+		for i := range 6 {
+			wantCode(t, try(a, fmt.Sprintf("guess%d", i), "bad", ""), backend.EFORBIDDEN)
+		}
+	})
+}
+
+func TestFailLimiterBoundedKeys(t *testing.T) {
+	clk := newClock()
+	l := newFailLimiter(3, time.Minute, 100)
+	for i := range 1000 {
+		l.fail(fmt.Sprintf("user%d", i), clk.Now())
+	}
+	if got := len(l.times); got > 100 {
+		t.Errorf("got %d tracked keys, want at most 100", got)
+	}
+	clk.Add(2 * time.Minute)
+	l.fail("late", clk.Now())
+	if got := len(l.times); got != 1 {
+		t.Errorf("got %d tracked keys after expiry, want 1", got)
+	}
+}
+
+func TestContext(t *testing.T) {
+	if _, ok := FromContext(context.Background()); ok {
+		t.Error("empty context has a principal")
+	}
+	p := &Principal{Kind: KindUser, Name: "bob"}
+	got, ok := FromContext(NewContext(context.Background(), p))
+	if !ok || got != p {
+		t.Errorf("got %v %v, want %v", got, ok, p)
+	}
+}
