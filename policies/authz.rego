@@ -1,0 +1,155 @@
+# provgate's authorization decision. The gateway queries
+# data.provgate.authz.decision with a policies.Input and reads a
+# policies.Decision; data.provgate has the shape of policies.Data.
+#
+# Order (spec "Tenant" rule 3, design §1): tenant visibility first, then
+# the license gate, then claim containment.
+package provgate.authz
+
+import data.provgate.claims
+import data.provgate.grants
+import data.provgate.tenancy
+
+decision := object.union(outcome, listing)
+
+outcome := {"allow": false, "not_found": true, "reasons": [sprintf("%s %s: Not Found", [input.object.scope, input.object.key])]} if {
+	tenancy.hidden
+} else := {"allow": count(reasons) == 0, "not_found": false, "reasons": reasons}
+
+listing := {"visible": visible} if {
+	input.list
+} else := {}
+
+reasons := array.concat(array.concat(no_claims, sort(license_failures)), claim_failures)
+
+# Fail closed: a request that names no claim is a gateway bug, not a grant.
+no_claims := ["Requires: at least one claim"] if {
+	count(object.get(input, "required", [])) == 0
+} else := []
+
+required := [claims.compile(c) | some c in input.required]
+
+# Spec "Authentication" step 3 and design D6: each required claim must be
+# contained by some claim the principal holds. A restricted token's claims
+# must also be contained by the restriction; the implicit self claims are
+# exempt from it (reference §4.4).
+claim_failures := [sprintf("Requires: %s %s %s", [c.scope, c.action, c.specific]) |
+	some i, c in input.required
+	not satisfied(required[i])
+]
+
+satisfied(b) if {
+	claims.known(b)
+	some g in grants.self
+	claims.covers(g, b)
+}
+
+satisfied(b) if {
+	claims.known(b)
+	some g in grants.held
+	claims.covers(g, b)
+	within_restriction(b)
+}
+
+within_restriction(_) if count(grants.restrict) == 0
+
+within_restriction(b) if {
+	some g in grants.restrict
+	claims.covers(g, b)
+}
+
+# Reference §4.7: roles and tenants, except list and get, need an rbac
+# license.
+licensed_scopes := {"roles", "tenants"}
+
+license_failures contains sprintf("%s %s is a licensed enterprise feature", [scope, operation(action)]) if {
+	not licensed
+	some b in required
+	some scope in licensed_scopes
+	some action, _ in b[scope]
+	not split(action, ":")[0] in {"list", "get"}
+}
+
+licensed if {
+	data.provgate.license.valid == true
+	"rbac" in data.provgate.license.features
+}
+
+# DRP names the operation (create, patch, update, delete...) rather than the
+# claim's action; the action stands in when the gateway gave none.
+operation(action) := op if {
+	op := object.get(input, "operation", "")
+	op != ""
+} else := action
+
+# Lists (design §1): the gateway turns visible into a WHERE clause. Objects
+# are visible when the tenant allows them and a claim grants get on them.
+visible := {"restricted": false} if {
+	not tenancy.restricts(input.list.scope)
+	gets_all
+} else := {"restricted": true, "keys": sort(visible_keys)}
+
+visible_keys := tenancy.keys(input.list.scope) & get_keys if {
+	tenancy.restricts(input.list.scope)
+	not gets_all
+} else := tenancy.keys(input.list.scope) if {
+	tenancy.restricts(input.list.scope)
+} else := get_keys
+
+# gets_all: held claims grant get on every object of the scope, and so does
+# the restriction if there is one (self claims never name every object).
+gets_all if {
+	get_nodes_all(grants.held)
+	count(grants.restrict) == 0
+}
+
+gets_all if {
+	get_nodes_all(grants.held)
+	get_nodes_all(grants.restrict)
+}
+
+get_nodes_all(gs) if {
+	some g in gs
+	g[input.list.scope].get.all
+}
+
+# get_keys: the self claims' keys, plus the held keys the restriction also
+# allows. Only used when gets_all is false.
+get_keys := get_keys_of(grants.self) | held_keys
+
+held_keys := get_keys_of(grants.held) if {
+	count(grants.restrict) == 0
+} else := get_keys_of(grants.held) if {
+	get_nodes_all(grants.restrict)
+} else := get_keys_of(grants.restrict) if {
+	get_nodes_all(grants.held)
+} else := get_keys_of(grants.held) & get_keys_of(grants.restrict)
+
+get_keys_of(gs) := {k | some g in gs; some k, _ in g[input.list.scope].get.keys}
+
+# Reference §4.4: a requested role is kept only if it exists and one single
+# role of the user contains it; others are dropped without an error. Input:
+# {"user_roles": [names], "requested": [names]}; order of requested is kept.
+token_roles := [name |
+	some i, name in input.requested
+	not name in array.slice(input.requested, 0, i)
+	kept(name)
+]
+
+kept(name) if {
+	data.provgate.roles[name]
+	some user_role in input.user_roles
+	data.provgate.roles[user_role]
+	role_contains(grants.role(user_role), grants.role(name))
+}
+
+# Spec "Role" rule 1: each claim of b is contained by some single claim of a.
+role_contains(a, b) if {
+	every cb in b {
+		some ca in a
+		claims.covers(ca, cb)
+	}
+}
+
+# claim_contains is claim containment on plain claims, for tests and tools.
+claim_contains(a, b) if claims.covers(claims.compile(a), claims.compile(b))

@@ -1,0 +1,164 @@
+# The decision: containment by self claims, direct claims and roles (spec
+# "Authentication", design D6), token restriction, fail-closed cases and
+# the license gate (reference §4.7).
+package provgate.authz_test
+
+import data.provgate.fixtures
+
+c(scope, action, specific) := fixtures.claim(scope, action, specific)
+
+decide(principal, required) := fixtures.decide(fixtures.data_licensed, fixtures.request(principal, required))
+
+decide_op(principal, required, operation, world) := fixtures.decide(
+	world,
+	object.union(fixtures.request(principal, required), {"operation": operation}),
+)
+
+test_superuser_role_get_allowed if {
+	decide(fixtures.user("root", ["superuser"]), [c("machines", "get", "m1")]) == {"allow": true, "not_found": false, "reasons": []}
+}
+
+test_role_claim_allowed if decide(fixtures.user("olga", ["operator"]), [c("machines", "action:callbackDo", "m1")]).allow
+
+test_role_claim_specific_list_allowed if decide(fixtures.user("olga", ["operator"]), [c("pools", "update:/Description", "p1")]).allow
+
+test_missing_claim_denied_with_reason if {
+	d := decide(fixtures.user("olga", ["operator"]), [c("pools", "update:/Description", "p3")])
+	d == {"allow": false, "not_found": false, "reasons": ["Requires: pools update:/Description p3"]}
+}
+
+test_each_missing_claim_reason_listed if {
+	d := decide(fixtures.user("rita", ["reader"]), [c("machines", "get", "m1"), c("pools", "get", "p1"), c("machines", "delete", "m1")])
+	d.reasons == ["Requires: pools get p1", "Requires: machines delete m1"]
+	not d.allow
+}
+
+test_unknown_role_denied if not decide(fixtures.user("ghost", ["no-such-role"]), [c("machines", "get", "m1")]).allow
+
+test_no_roles_no_claims_denied if not decide(fixtures.user("nobody", []), [c("machines", "list", "")]).allow
+
+test_empty_role_denied if not decide(fixtures.user("e", ["empty"]), [c("machines", "list", "")]).allow
+
+test_direct_claim_allowed if {
+	p := object.union(fixtures.user("dora", []), {"claims": [c("profiles", "get", "p1")]})
+	decide(p, [c("profiles", "get", "p1")]).allow
+	not decide(p, [c("profiles", "get", "p2")]).allow
+}
+
+# Design D6: each required claim may be satisfied by a different role.
+test_claims_from_two_roles_allowed if {
+	decide(fixtures.user("u", ["reader", "poolreader"]), [c("machines", "get", "m1"), c("pools", "get", "p1")]).allow
+}
+
+test_precompiled_role_allowed if {
+	decide(fixtures.user("p", ["precompiled"]), [c("machines", "get", "m9")]).allow
+	not decide(fixtures.user("p", ["precompiled"]), [c("machines", "get", "m1")]).allow
+}
+
+test_two_claims_one_role_exact_blocks_other_claim_allowed if {
+	# update:/Params abc fails for xyz, but the role's second claim (bare
+	# update on every machine) covers it: claims are tried one by one.
+	decide(fixtures.user("u", ["params-updater"]), [c("machines", "update:/Params", "xyz")]).allow
+}
+
+# Roles are resolved at decision time: editing a role changes live tokens.
+test_role_edit_applies_at_once_denied if {
+	world := object.union(fixtures.data_licensed, {"roles": {"operator": {"claims": []}}})
+	not fixtures.decide(world, fixtures.request(fixtures.user("olga", ["operator"]), [c("machines", "get", "m1")])).allow
+}
+
+# Reference §4.3: implicit self claims.
+test_self_get_allowed if decide(fixtures.user("bob", []), [c("users", "get", "bob")]).allow
+
+test_self_password_allowed if decide(fixtures.user("bob", []), [c("users", "password", "bob")]).allow
+
+test_self_token_allowed if decide(fixtures.user("bob", []), [c("users", "token", "bob")]).allow
+
+test_self_info_get_allowed if decide(fixtures.user("bob", []), [c("info", "get", "")]).allow
+
+test_self_other_user_denied if not decide(fixtures.user("bob", []), [c("users", "get", "alice")]).allow
+
+test_self_update_denied if not decide(fixtures.user("bob", []), [c("users", "update:/Roles", "bob")]).allow
+
+# Token restriction: required claims must also be inside the restriction,
+# except those the self claims satisfy.
+restricted(roles, restrict) := object.union(fixtures.user("rob", roles), {"restrict": restrict})
+
+test_restrict_outside_denied if {
+	d := decide(restricted(["superuser"], [c("machines", "get", "*")]), [c("pools", "get", "p1")])
+	d.reasons == ["Requires: pools get p1"]
+}
+
+test_restrict_inside_allowed if decide(restricted(["superuser"], [c("machines", "get", "*")]), [c("machines", "get", "m1")]).allow
+
+test_restrict_does_not_grant_denied if not decide(restricted([], [c("machines", "get", "*")]), [c("machines", "get", "m1")]).allow
+
+test_restrict_self_claims_exempt_allowed if decide(restricted(["superuser"], [c("machines", "get", "*")]), [c("users", "password", "rob")]).allow
+
+# Fail closed.
+test_no_required_claims_denied if {
+	d := decide(fixtures.user("root", ["superuser"]), [])
+	not d.allow
+	d.reasons == ["Requires: at least one claim"]
+}
+
+test_missing_required_field_denied if {
+	not fixtures.decide(fixtures.data_licensed, {"principal": fixtures.user("root", ["superuser"])}).allow
+}
+
+test_unknown_required_scope_denied if {
+	d := decide(fixtures.user("root", ["superuser"]), [c("bogus", "get", "x")])
+	d.reasons == ["Requires: bogus get x"]
+}
+
+test_unknown_required_action_denied if not decide(fixtures.user("root", ["superuser"]), [c("machines", "bogus", "x")]).allow
+
+test_unknown_principal_kind_denied if {
+	not decide({"kind": "robot", "name": "r", "roles": ["superuser"], "claims": []}, [c("machines", "get", "m1")]).allow
+}
+
+# Reference §4.7: the license gate for roles and tenants.
+test_license_roles_create_denied if {
+	d := decide_op(fixtures.user("root", ["superuser"]), [c("roles", "create", "")], "create", fixtures.data_unlicensed)
+	d == {"allow": false, "not_found": false, "reasons": ["roles create is a licensed enterprise feature"]}
+}
+
+test_license_tenants_patch_denied if {
+	d := decide_op(fixtures.user("root", ["superuser"]), [c("tenants", "update:/Users", "t1")], "patch", fixtures.data_unlicensed)
+	d.reasons == ["tenants patch is a licensed enterprise feature"]
+}
+
+test_license_roles_delete_denied if {
+	d := decide_op(fixtures.user("root", ["superuser"]), [c("roles", "delete", "r1")], "delete", fixtures.data_unlicensed)
+	not d.allow
+}
+
+test_license_roles_action_denied if not decide_op(fixtures.user("root", ["superuser"]), [c("roles", "action:x", "r1")], "action:x", fixtures.data_unlicensed).allow
+
+test_license_no_operation_uses_action_denied if {
+	d := decide_op(fixtures.user("root", ["superuser"]), [c("roles", "update:/Claims", "r1")], "", fixtures.data_unlicensed)
+	d.reasons == ["roles update:/Claims is a licensed enterprise feature"]
+}
+
+test_license_roles_list_allowed if decide_op(fixtures.user("root", ["superuser"]), [c("roles", "list", "")], "list", fixtures.data_unlicensed).allow
+
+test_license_tenants_get_allowed if decide_op(fixtures.user("root", ["superuser"]), [c("tenants", "get", "t1")], "get", fixtures.data_unlicensed).allow
+
+test_license_other_scope_allowed if decide_op(fixtures.user("root", ["superuser"]), [c("machines", "create", "")], "create", fixtures.data_unlicensed).allow
+
+test_license_rbac_valid_allowed if decide_op(fixtures.user("admin", ["rbac-admin"]), [c("roles", "create", "")], "create", fixtures.data_licensed).allow
+
+test_license_without_rbac_feature_denied if {
+	d := object.union(fixtures.data_licensed, {"license": {"valid": true, "features": ["secure-params"]}})
+	not decide_op(fixtures.user("root", ["superuser"]), [c("roles", "create", "")], "create", d).allow
+}
+
+test_license_expired_denied if {
+	d := object.union(fixtures.data_licensed, {"license": {"valid": false, "features": ["rbac"]}})
+	not decide_op(fixtures.user("root", ["superuser"]), [c("tenants", "create", "")], "create", d).allow
+}
+
+test_license_and_claim_reasons_listed if {
+	d := decide_op(fixtures.user("rita", ["reader"]), [c("roles", "create", "")], "create", fixtures.data_unlicensed)
+	d.reasons == ["roles create is a licensed enterprise feature", "Requires: roles create "]
+}

@@ -1,0 +1,95 @@
+# Machine tokens: fixed permission sets (spec "Authentication", reference
+# §6.3), independent of roles, direct claims and tenants.
+package provgate.machine_test
+
+import data.provgate.fixtures
+
+c(scope, action, specific) := fixtures.claim(scope, action, specific)
+
+uuid := "3e7031fe-3062-45f1-835c-92541bc9cbd3"
+
+other := "0b5cbb5c-8d54-4bd6-9c0f-9b3c0d8d6c11"
+
+allowed(token, required) if allowed_with(fixtures.machine(uuid, token), required)
+
+allowed_with(principal, required) if fixtures.decide(fixtures.data_licensed, fixtures.request(principal, required)).allow
+
+test_discovery_create_machine_allowed if allowed("discovery", [c("machines", "create", "")])
+
+test_discovery_get_any_machine_allowed if allowed("discovery", [c("machines", "get", other)])
+
+test_discovery_update_denied if not allowed("discovery", [c("machines", "update:/Name", uuid)])
+
+test_discovery_list_denied if not allowed("discovery", [c("machines", "list", "")])
+
+test_discovery_params_denied if not allowed("discovery", [c("params", "get", "p")])
+
+test_operations_own_machine_get_update_allowed if {
+	allowed("operations", [c("machines", "get", uuid)])
+	allowed("operations", [c("machines", "update:/Params/foo", uuid)])
+	allowed("operations", [c("machines", "getSecure", uuid)])
+	allowed("operations", [c("machines", "updateSecure", uuid)])
+	allowed("operations", [c("machines", "actions", uuid)])
+}
+
+test_operations_own_machine_plugin_action_allowed if allowed("operations", [c("machines", "action:callbackDo", uuid)])
+
+test_operations_other_machine_denied if not allowed("operations", [c("machines", "get", other)])
+
+test_operations_delete_self_denied if not allowed("operations", [c("machines", "delete", uuid)])
+
+test_operations_create_machine_denied if not allowed("operations", [c("machines", "create", "")])
+
+test_operations_reads_allowed if {
+	allowed("operations", [c("params", "get", "p")])
+	allowed("operations", [c("stages", "get", "s")])
+	allowed("operations", [c("tasks", "get", "t")])
+	allowed("operations", [c("info", "get", "")])
+}
+
+test_operations_profiles_denied if not allowed("operations", [c("profiles", "get", "global")])
+
+test_operations_own_jobs_allowed if {
+	allowed("operations", [c("jobs", "create", "")])
+	allowed("operations", [c("jobs", "get", uuid)])
+	allowed("operations", [c("jobs", "update:/State", uuid)])
+	allowed("operations", [c("jobs", "actions", uuid)])
+	allowed("operations", [c("jobs", "log", uuid)])
+}
+
+test_operations_other_jobs_denied if not allowed("operations", [c("jobs", "log", other)])
+
+test_operations_events_post_allowed if allowed("operations", [c("events", "post", "")])
+
+test_operations_reservation_create_allowed if allowed("operations", [c("reservations", "create", "")])
+
+test_operations_own_reservation_allowed if {
+	p := object.union(fixtures.machine(uuid, "operations"), {"reservation_key": "0a000105"})
+	allowed_with(p, [c("reservations", "update:/Strategy", "0a000105")])
+	not allowed_with(p, [c("reservations", "delete", "0a000106")])
+}
+
+test_operations_reservation_without_key_denied if not allowed("operations", [c("reservations", "update:/Strategy", "0a000105")])
+
+test_machine_ignores_roles_denied if {
+	p := object.union(fixtures.machine(uuid, "operations"), {"roles": ["superuser"]})
+	not allowed_with(p, [c("pools", "get", "p1")])
+}
+
+test_machine_ignores_direct_claims_denied if {
+	p := object.union(fixtures.machine(uuid, "discovery"), {"claims": [c("*", "*", "*")]})
+	not allowed_with(p, [c("pools", "get", "p1")])
+}
+
+test_machine_has_no_self_claims_denied if not allowed("operations", [c("users", "get", uuid)])
+
+test_unknown_machine_token_denied if not allowed("bogus", [c("machines", "get", uuid)])
+
+test_machine_ignores_tenants_allowed if {
+	# A machine named like a tenant user is still not in a tenant.
+	r := object.union(
+		fixtures.request(fixtures.machine("tina", "discovery"), [c("machines", "get", "m9")]),
+		{"object": {"scope": "machines", "key": "m9"}},
+	)
+	fixtures.decide(fixtures.data_licensed, r).allow
+}
