@@ -1,0 +1,206 @@
+package pools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// actionSet is everything a verb does to each machine, resolved once per
+// operation inside its transaction.
+type actionSet struct {
+	// groups are applied in order: the pools' groups, then the body's.
+	groups []*backend.PoolTransitionActions
+	// wf is the one workflow set, nil when no group names one.
+	wf     *backend.Workflow
+	stages map[string]*backend.Stage
+}
+
+// actions collects the action groups of verb v in their order (reference
+// §5.6) and checks what they name:
+//
+//	add:      source pool's ExitActions, target's EnterActions, body
+//	remove:   this pool's ExitActions, destination's EnterActions, body
+//	allocate: AllocateActions, body
+//	release:  ReleaseActions, body
+//
+// Profiles and params of all groups apply in that order, so the body's lists
+// come last and win (a body remove-profiles can undo a pool's add-profiles).
+// Exactly one workflow is set: the body's pool/workflow when not "", else the
+// last group that names one; so on add and remove the enter workflow wins
+// over the exit workflow, which runs only when the destination has none.
+// A workflow or added profile that does not exist is a 422 and nothing
+// changes.
+func (s *Service) actions(ctx context.Context, v verb, pool, from, to string, r *request) (*actionSet, error) {
+	var names []string
+	var pick []func(*backend.Pool) *backend.PoolTransitionActions
+	switch v {
+	case verbAdd, verbRemove:
+		names = []string{from, to}
+		pick = []func(*backend.Pool) *backend.PoolTransitionActions{
+			func(p *backend.Pool) *backend.PoolTransitionActions { return p.ExitActions },
+			func(p *backend.Pool) *backend.PoolTransitionActions { return p.EnterActions },
+		}
+	case verbAllocate:
+		names = []string{pool}
+		pick = []func(*backend.Pool) *backend.PoolTransitionActions{
+			func(p *backend.Pool) *backend.PoolTransitionActions { return p.AllocateActions }}
+	case verbRelease:
+		names = []string{pool}
+		pick = []func(*backend.Pool) *backend.PoolTransitionActions{
+			func(p *backend.Pool) *backend.PoolTransitionActions { return p.ReleaseActions }}
+	}
+	a := &actionSet{stages: map[string]*backend.Stage{}}
+	for i, name := range names {
+		p, err := s.poolObject(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			if g := pick[i](p); g != nil {
+				a.groups = append(a.groups, g)
+			}
+		}
+	}
+	a.groups = append(a.groups, r.overrides())
+
+	wfName := ""
+	for _, g := range a.groups {
+		if g.Workflow != "" {
+			wfName = g.Workflow
+		}
+	}
+	invalid := func(model, key, format string, args ...any) error {
+		return backend.NewError(backend.EINVALID, "ValidationError", model, key, fmt.Sprintf(format, args...))
+	}
+	if wfName != "" {
+		rec, err := s.st.Get(ctx, "workflows", wfName)
+		if backend.IsCode(err, backend.ENOTFOUND) {
+			return nil, invalid("pools", pool, "%s: workflow %s does not exist", v, wfName)
+		}
+		if err != nil {
+			return nil, err
+		}
+		a.wf = &backend.Workflow{}
+		if err := json.Unmarshal(rec.Data, a.wf); err != nil {
+			return nil, err
+		}
+		for _, st := range a.wf.Stages {
+			if _, done := a.stages[st]; done {
+				continue
+			}
+			rec, err := s.st.Get(ctx, "stages", st)
+			if backend.IsCode(err, backend.ENOTFOUND) {
+				// A missing stage is skipped by the task list, as on a
+				// workflow PATCH (reference §8.2).
+				a.stages[st] = nil
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			stage := &backend.Stage{}
+			if err := json.Unmarshal(rec.Data, stage); err != nil {
+				return nil, err
+			}
+			stage.Fill()
+			a.stages[st] = stage
+		}
+	}
+	checked := map[string]bool{}
+	for _, g := range a.groups {
+		for _, prof := range g.AddProfiles {
+			if checked[prof] {
+				continue
+			}
+			checked[prof] = true
+			if _, err := s.st.Get(ctx, "profiles", prof); err != nil {
+				if backend.IsCode(err, backend.ENOTFOUND) {
+					return nil, invalid("pools", pool, "%s: profile %s does not exist", v, prof)
+				}
+				return nil, err
+			}
+		}
+	}
+	return a, nil
+}
+
+// applyTo changes m for verb v, to being the pool m ends in, and sets its
+// pool status:
+//
+//	add, remove: Pool=to, Joining while a workflow runs, else Free
+//	allocate:    PoolAllocated=true, Building while a workflow runs, else InUse
+//	release:     Destroying while a workflow runs, else Free; PoolAllocated
+//	             becomes false in the same write, after the actions, because
+//	             the completion hook only moves the status (a Destroying
+//	             machine is not Free, so it cannot be allocated again early)
+//
+// A workflow whose task list is empty completes at once, so the machine goes
+// straight to the stable status, as with no workflow.
+func (a *actionSet) applyTo(v verb, to string, m *backend.Machine) {
+	if v == verbAllocate {
+		m.PoolAllocated = true
+	}
+	for _, g := range a.groups {
+		applyGroup(m, g)
+	}
+	running := false
+	if a.wf != nil {
+		backend.SetWorkflow(m, a.wf, func(name string) *backend.Stage { return a.stages[name] })
+		running = !m.WorkflowComplete
+	}
+	var status string
+	switch v {
+	case verbAdd, verbRemove:
+		m.Pool = to
+		m.PoolAllocated = false
+		status = backend.PoolJoining
+	case verbAllocate:
+		status = backend.PoolBuilding
+	case verbRelease:
+		m.PoolAllocated = false
+		status = backend.PoolDestroying
+	}
+	if !running {
+		status = backend.PoolStatusOnComplete(status)
+	}
+	m.PoolStatus = status
+}
+
+// applyGroup applies one group's profiles and params (reference §5.6): add
+// profiles (present is no error), remove profiles, set params (replacing
+// values), delete params (missing is no error). The workflow is set once by
+// applyTo.
+func applyGroup(m *backend.Machine, g *backend.PoolTransitionActions) {
+	for _, p := range g.AddProfiles {
+		if !contains(m.Profiles, p) {
+			m.Profiles = append(m.Profiles, p)
+		}
+	}
+	if len(g.RemoveProfiles) > 0 {
+		kept := m.Profiles[:0:0]
+		for _, p := range m.Profiles {
+			if !contains(g.RemoveProfiles, p) {
+				kept = append(kept, p)
+			}
+		}
+		m.Profiles = kept
+	}
+	for k, v := range g.AddParameters {
+		m.Params[k] = v
+	}
+	for _, k := range g.RemoveParameters {
+		delete(m.Params, k)
+	}
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

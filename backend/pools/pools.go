@@ -1,0 +1,217 @@
+// Package pools implements pool membership operations (reference §5): the
+// active-pool list, per-pool status, and the add, remove, allocate and
+// release verbs with their action groups, status moves and waits.
+//
+// Every verb chooses and claims its machines inside one store transaction
+// (design D10): the candidates are locked with ClaimForUpdate, re-checked by
+// the claim query itself, and written with their revision, so two callers
+// never get the same machine, on one replica or several.
+package pools
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/store"
+)
+
+// Store is what the pool service needs from storage. *store.Store satisfies it.
+type Store interface {
+	Get(ctx context.Context, prefix, key string) (store.Record, error)
+	GetBy(ctx context.Context, prefix, index, value string) (store.Record, error)
+	Update(ctx context.Context, prefix, key string, rev int64, data []byte) (store.Record, error)
+	List(ctx context.Context, prefix string, q backend.Query) (recs []store.Record, total, matched int, err error)
+	InTx(ctx context.Context, fn func(ctx context.Context) error) error
+	ClaimForUpdate(ctx context.Context, prefix string, q backend.Query, n int) ([]store.Record, error)
+}
+
+// Distincter is an optional store capability: the distinct values of one
+// index over the objects matching q. When the store offers it, Active is one
+// SELECT DISTINCT instead of one small query per pool.
+type Distincter interface {
+	Distinct(ctx context.Context, prefix, index string, q backend.Query) ([]string, error)
+}
+
+// Options configure a Service.
+type Options struct {
+	// Bus receives a machines "update" event per changed machine, after
+	// commit, and wakes pool waits. Nil: no events, waits rely on re-checks.
+	Bus    *backend.Bus
+	Logger *slog.Logger
+	// Now stamps events; time.Now when nil.
+	Now func() time.Time
+	// Recheck is how often a wait re-reads its machines from the store, for
+	// changes made by other replicas whose events this bus never sees.
+	// Default 2s.
+	Recheck time.Duration
+}
+
+// Service runs pool operations against a Store.
+type Service struct {
+	st      Store
+	bus     *backend.Bus
+	log     *slog.Logger
+	now     func() time.Time
+	recheck time.Duration
+}
+
+// New returns a Service.
+func New(st Store, opts Options) *Service {
+	s := &Service{st: st, bus: opts.Bus, log: opts.Logger, now: opts.Now, recheck: opts.Recheck}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.recheck <= 0 {
+		s.recheck = 2 * time.Second
+	}
+	return s
+}
+
+var machineKind = backend.KindOf("machines")
+
+// slimMachines keeps large maps out of reads that only need pool fields.
+var slimMachines = []string{"Params", "Meta"}
+
+func indexFilter(name, op string, values ...string) backend.Filter {
+	return backend.Filter{Name: name, Target: backend.TargetIndex, Index: machineKind.Indexes[name], Op: op, Values: values}
+}
+
+// Active returns the sorted names of every pool that has at least one
+// machine, whether or not a Pool object exists (GET /pools-active).
+func (s *Service) Active(ctx context.Context) ([]string, error) {
+	if d, ok := s.st.(Distincter); ok {
+		names, err := d.Distinct(ctx, "machines", "Pool", backend.Query{Limit: -1})
+		if err != nil {
+			return nil, err
+		}
+		return normalizePools(names), nil
+	}
+	// Without a distinct query, find one machine outside the pools already
+	// found, repeatedly: one LIMIT 1 query per active pool, never a scan of
+	// every machine into memory.
+	var found []string
+	for {
+		q := backend.Query{Limit: 1, Slim: slimMachines}
+		if len(found) > 0 {
+			q.Filters = []backend.Filter{indexFilter("Pool", backend.OpNin, found...)}
+		}
+		recs, _, _, err := s.st.List(ctx, "machines", q)
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) == 0 {
+			break
+		}
+		var m struct{ Pool string }
+		if err := json.Unmarshal(recs[0].Data, &m); err != nil {
+			return nil, err
+		}
+		for _, f := range found {
+			if f == m.Pool {
+				// The store ignored the filter; stop rather than loop forever.
+				return normalizePools(found), nil
+			}
+		}
+		found = append(found, m.Pool)
+	}
+	return normalizePools(found), nil
+}
+
+// normalizePools maps the empty pool to default (an unset Pool means the
+// default pool, reference §5.2), removes duplicates and sorts.
+func normalizePools(names []string) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, n := range names {
+		if n == "" {
+			n = backend.DefaultPool
+		}
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Status returns the machines of pool grouped by PoolStatus (GET
+// /pools/<id>/status). visible, when non-nil, restricts the machines to
+// those keys (tenant visibility). It works for pools without an object; a
+// pool with neither an object nor (visible) machines is 404.
+func (s *Service) Status(ctx context.Context, pool string, visible []string) (map[string][]backend.PoolResult, error) {
+	q := backend.Query{Limit: -1, Slim: slimMachines, Visible: visible,
+		Filters: []backend.Filter{indexFilter("Pool", backend.OpEq, pool)}}
+	recs, _, _, err := s.st.List(ctx, "machines", q)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]backend.PoolResult{}
+	if len(recs) == 0 {
+		p, err := s.poolObject(ctx, pool)
+		if err != nil {
+			return nil, err
+		}
+		if p == nil {
+			return nil, backend.NotFound("GET", "pools", pool)
+		}
+		return out, nil
+	}
+	for _, r := range recs {
+		m, err := decodeMachine(r.Data)
+		if err != nil {
+			return nil, err
+		}
+		res := result(m)
+		out[res.Status] = append(out[res.Status], res)
+	}
+	for _, l := range out {
+		sortResults(l)
+	}
+	return out, nil
+}
+
+// poolObject reads the Pool object, nil (no error) for an implicit pool.
+func (s *Service) poolObject(ctx context.Context, id string) (*backend.Pool, error) {
+	rec, err := s.st.Get(ctx, "pools", id)
+	if err != nil {
+		if backend.IsCode(err, backend.ENOTFOUND) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	p := &backend.Pool{}
+	if err := json.Unmarshal(rec.Data, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func decodeMachine(data []byte) (*backend.Machine, error) {
+	m := &backend.Machine{}
+	if err := json.Unmarshal(data, m); err != nil {
+		return nil, err
+	}
+	m.Fill()
+	return m, nil
+}
+
+func result(m *backend.Machine) backend.PoolResult {
+	return backend.PoolResult{Name: m.Name, Uuid: m.Uuid, Allocated: m.PoolAllocated, Status: m.PoolStatus}
+}
+
+func sortResults(l []backend.PoolResult) {
+	sort.Slice(l, func(i, j int) bool {
+		if l[i].Name != l[j].Name {
+			return l[i].Name < l[j].Name
+		}
+		return l[i].Uuid < l[j].Uuid
+	})
+}
