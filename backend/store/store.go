@@ -1,12 +1,23 @@
 // Package store keeps provgate's objects with GORM on SQLite (the default,
 // pure Go) or PostgreSQL. Every object kind of backend.Kinds has its own
 // table holding the object's JSON; list filters run in SQL.
+//
+// Dialect notes:
+//   - SQLite runs on one connection (SetMaxOpenConns(1)) and every
+//     transaction begins IMMEDIATE: transactions are serialized, which is
+//     what makes ClaimForUpdate safe there, since SQLite has no row locks.
+//     The price is that a caller inside InTx must pass the transaction's ctx
+//     to every store call: a call with an unrelated ctx waits for the single
+//     connection and blocks until that ctx ends.
+//   - PostgreSQL stores data as JSONB; text comparisons and sorting use the
+//     "C" collation (byte order) so that both dialects order alike.
 package store
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"log/slog"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -16,6 +27,9 @@ import (
 // Options tune a Store.
 type Options struct {
 	Logger *slog.Logger
+	// MaxOpenConns bounds the PostgreSQL pool (default 20). SQLite always
+	// uses one connection.
+	MaxOpenConns int
 }
 
 // Record is one stored object: its key, its revision (bumped on every write,
@@ -34,70 +48,393 @@ type Store struct {
 	log     *slog.Logger
 }
 
-var errTODO = errors.New("store: not implemented")
+const (
+	dialectSQLite   = "sqlite"
+	dialectPostgres = "postgres"
+)
 
 // Open connects to dsn ("postgres://..." for PostgreSQL; anything else is a
 // SQLite file path) and migrates the schema.
-func Open(ctx context.Context, dsn string, opts Options) (*Store, error) { return nil, errTODO }
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Store{log: log}
+	var err error
+	if isPostgresDSN(dsn) {
+		s.dialect = dialectPostgres
+		s.db, err = openPostgres(ctx, dsn, opts, log)
+	} else {
+		s.dialect = dialectSQLite
+		s.db, err = openSQLite(ctx, dsn, log)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func isPostgresDSN(dsn string) bool {
+	l := strings.ToLower(dsn)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
 
 // Close releases the connection pool.
-func (s *Store) Close() error { return errTODO }
+func (s *Store) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
 
 // Dialect is "sqlite" or "postgres".
 func (s *Store) Dialect() string { return s.dialect }
 
+// DB is the underlying GORM handle, for tests and operational tooling.
+func (s *Store) DB() *gorm.DB { return s.db }
+
+func (s *Store) pg() bool { return s.dialect == dialectPostgres }
+
+// txKey carries the transaction in a ctx.
+type txKey struct{}
+
+type txState struct {
+	owner *Store
+	db    *gorm.DB
+}
+
+func (s *Store) txFrom(ctx context.Context) *txState {
+	if st, ok := ctx.Value(txKey{}).(*txState); ok && st.owner == s {
+		return st
+	}
+	return nil
+}
+
+// conn is the handle a store call uses: ctx's transaction when there is one.
+func (s *Store) conn(ctx context.Context) *gorm.DB {
+	if st := s.txFrom(ctx); st != nil {
+		return st.db.WithContext(ctx)
+	}
+	return s.db.WithContext(ctx)
+}
+
+// InTx runs fn in one transaction carried by fn's ctx; store calls made with
+// that ctx join it. A nested InTx joins the outer transaction (no savepoint:
+// an error returned by the inner fn is the caller's to propagate). fn's error
+// rolls everything back. A transaction ctx must not be shared between
+// goroutines.
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	if s.txFrom(ctx) != nil {
+		return fn(ctx)
+	}
+	var fnErr error
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		fnErr = fn(context.WithValue(ctx, txKey{}, &txState{owner: s, db: tx}))
+		return fnErr
+	})
+	if err == nil {
+		return nil
+	}
+	if fnErr != nil {
+		return fnErr
+	}
+	return s.dbErr("TX", "", "", err)
+}
+
+func (s *Store) kind(prefix string) (*backend.Kind, error) {
+	k := backend.KindOf(prefix)
+	if k == nil {
+		return nil, backend.NewError(backend.EINTERNAL, "GET", prefix, "", "unknown object kind")
+	}
+	return k, nil
+}
+
+// bumpsRevision says whether writes to prefix change the auth data replicas
+// cache (users, roles, tenants).
+func bumpsRevision(prefix string) bool {
+	return prefix == "users" || prefix == "roles" || prefix == "tenants"
+}
+
+func (s *Store) bumpRevision(ctx context.Context) error {
+	if err := s.conn(ctx).Exec(`UPDATE revision SET value = value + 1 WHERE id = 1`).Error; err != nil {
+		return s.dbErr("PUT", "revision", "", err)
+	}
+	return nil
+}
+
+// write runs fn in a transaction that also bumps the revision counter when
+// prefix requires it; other kinds run fn directly.
+func (s *Store) write(ctx context.Context, prefix string, fn func(ctx context.Context) error) error {
+	if !bumpsRevision(prefix) {
+		return fn(ctx)
+	}
+	return s.InTx(ctx, func(ctx context.Context) error {
+		if err := fn(ctx); err != nil {
+			return err
+		}
+		return s.bumpRevision(ctx)
+	})
+}
+
+func (s *Store) scanRecords(db *gorm.DB, model string) ([]Record, error) {
+	rows, err := db.Rows()
+	if err != nil {
+		return nil, s.dbErr("GET", model, "", err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var r Record
+		if err := rows.Scan(&r.Key, &r.Rev, &r.Data); err != nil {
+			return nil, s.dbErr("GET", model, "", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr("GET", model, "", err)
+	}
+	return out, nil
+}
+
 // Get reads one object by native key. ENOTFOUND when absent.
 func (s *Store) Get(ctx context.Context, prefix, key string) (Record, error) {
-	return Record{}, errTODO
+	if _, err := s.kind(prefix); err != nil {
+		return Record{}, err
+	}
+	recs, err := s.scanRecords(s.conn(ctx).Raw(`SELECT "key", rev, data FROM `+tableName(prefix)+` WHERE "key" = ?`, key), prefix)
+	if err != nil {
+		return Record{}, err
+	}
+	if len(recs) == 0 {
+		return Record{}, backend.NotFound("GET", prefix, key)
+	}
+	return recs[0], nil
 }
 
 // GetBy reads one object by a unique index value (the "Name:m1" key form).
+// An index that is not a unique index of the kind finds nothing.
 func (s *Store) GetBy(ctx context.Context, prefix, index, value string) (Record, error) {
-	return Record{}, errTODO
+	k, err := s.kind(prefix)
+	if err != nil {
+		return Record{}, err
+	}
+	idx, ok := k.Indexes[index]
+	if !ok || !idx.Unique {
+		return Record{}, backend.NotFound("GET", prefix, index+":"+value)
+	}
+	if idx.Field == k.KeyField {
+		r, err := s.Get(ctx, prefix, value)
+		if err != nil {
+			return Record{}, backend.NotFound("GET", prefix, index+":"+value)
+		}
+		return r, nil
+	}
+	b := s.newBuilder(k)
+	cond, err := b.filter(backend.Filter{Name: index, Target: backend.TargetIndex, Index: idx, Op: backend.OpEq, Values: []string{value}})
+	if err != nil {
+		return Record{}, err
+	}
+	recs, err := s.scanRecords(s.conn(ctx).Raw(`SELECT "key", rev, data FROM `+tableName(prefix)+` WHERE `+cond.sql+` ORDER BY "key" LIMIT 1`, cond.args...), prefix)
+	if err != nil {
+		return Record{}, err
+	}
+	if len(recs) == 0 {
+		return Record{}, backend.NotFound("GET", prefix, index+":"+value)
+	}
+	return recs[0], nil
+}
+
+func checkJSON(typ, prefix, key string, data []byte) error {
+	if !json.Valid(data) {
+		return backend.NewError(backend.EINVALID, typ, prefix, key, "object is not valid JSON")
+	}
+	return nil
 }
 
 // Create inserts an object. ECONFLICT when the key or a unique index exists.
 func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Record, error) {
-	return Record{}, errTODO
+	if _, err := s.kind(prefix); err != nil {
+		return Record{}, err
+	}
+	if key == "" {
+		return Record{}, backend.NewError(backend.EBADREQUEST, "CREATE", prefix, "", "Empty key not allowed")
+	}
+	if err := checkJSON("CREATE", prefix, key, data); err != nil {
+		return Record{}, err
+	}
+	// ON CONFLICT DO NOTHING covers the primary key and every unique index
+	// without raising an error, which on PostgreSQL would abort a caller's
+	// surrounding transaction.
+	sql := `INSERT INTO ` + tableName(prefix) + ` ("key", rev, data) VALUES (?, 1, ` + s.jsonParam() + `) ON CONFLICT DO NOTHING`
+	err := s.write(ctx, prefix, func(ctx context.Context) error {
+		res := s.conn(ctx).Exec(sql, key, string(data))
+		if res.Error != nil {
+			return s.dbErr("CREATE", prefix, key, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return backend.NewError(backend.ECONFLICT, "CREATE", prefix, key, "already exists")
+		}
+		return nil
+	})
+	if err != nil {
+		return Record{}, err
+	}
+	return Record{Key: key, Rev: 1, Data: append([]byte(nil), data...)}, nil
+}
+
+func (s *Store) jsonParam() string {
+	if s.pg() {
+		return `CAST(? AS jsonb)`
+	}
+	return `?`
 }
 
 // Update replaces an object's JSON. With rev > 0 the write happens only if
 // the stored revision still equals rev (ECONFLICT otherwise).
 func (s *Store) Update(ctx context.Context, prefix, key string, rev int64, data []byte) (Record, error) {
-	return Record{}, errTODO
+	if _, err := s.kind(prefix); err != nil {
+		return Record{}, err
+	}
+	if err := checkJSON("PUT", prefix, key, data); err != nil {
+		return Record{}, err
+	}
+	sql := `UPDATE ` + tableName(prefix) + ` SET data = ` + s.jsonParam() + `, rev = rev + 1 WHERE "key" = ?`
+	args := []any{string(data), key}
+	if rev > 0 {
+		sql += ` AND rev = ?`
+		args = append(args, rev)
+	}
+	sql += ` RETURNING rev`
+	var newRev int64
+	err := s.write(ctx, prefix, func(ctx context.Context) error {
+		found := false
+		err := s.guarded(ctx, func(db *gorm.DB) error {
+			rows, err := db.Raw(sql, args...).Rows()
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			if rows.Next() {
+				found = true
+				if err := rows.Scan(&newRev); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return s.dbErr("PUT", prefix, key, err)
+		}
+		if found {
+			return nil
+		}
+		if rev > 0 {
+			if _, gerr := s.Get(ctx, prefix, key); gerr == nil {
+				return backend.NewError(backend.ECONFLICT, "PUT", prefix, key, "object was modified (revision mismatch)")
+			}
+		}
+		return backend.NotFound("PUT", prefix, key)
+	})
+	if err != nil {
+		return Record{}, err
+	}
+	return Record{Key: key, Rev: newRev, Data: append([]byte(nil), data...)}, nil
+}
+
+// guarded runs a statement that may violate a unique index. Inside a
+// PostgreSQL transaction it runs under a savepoint, so that the failure does
+// not abort the caller's transaction.
+func (s *Store) guarded(ctx context.Context, fn func(db *gorm.DB) error) error {
+	st := s.txFrom(ctx)
+	if st == nil || !s.pg() {
+		return fn(s.conn(ctx))
+	}
+	db := s.conn(ctx)
+	if err := db.SavePoint("store_guard").Error; err != nil {
+		return err
+	}
+	if err := fn(db); err != nil {
+		if rerr := db.RollbackTo("store_guard").Error; rerr != nil {
+			return rerr
+		}
+		return err
+	}
+	return db.Exec(`RELEASE SAVEPOINT store_guard`).Error
 }
 
 // Delete removes an object and returns what it held.
 func (s *Store) Delete(ctx context.Context, prefix, key string) (Record, error) {
-	return Record{}, errTODO
-}
-
-// List returns the page of objects matching q, the total number of objects
-// of the kind and the number matching q's filters (before offset and limit).
-func (s *Store) List(ctx context.Context, prefix string, q backend.Query) (recs []Record, total, matched int, err error) {
-	return nil, 0, 0, errTODO
-}
-
-// InTx runs fn in one transaction carried by fn's ctx; store calls made with
-// that ctx join it. A nested InTx joins the outer transaction. fn's error
-// rolls everything back.
-func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) error { return errTODO }
-
-// ClaimForUpdate, inside InTx, selects and locks up to n objects matching q
-// that no other transaction holds (FOR UPDATE SKIP LOCKED on PostgreSQL),
-// in a random order so that callers spread over the candidates.
-func (s *Store) ClaimForUpdate(ctx context.Context, prefix string, q backend.Query, n int) ([]Record, error) {
-	return nil, errTODO
+	if _, err := s.kind(prefix); err != nil {
+		return Record{}, err
+	}
+	var rec Record
+	err := s.write(ctx, prefix, func(ctx context.Context) error {
+		recs, err := s.scanRecords(s.conn(ctx).Raw(`DELETE FROM `+tableName(prefix)+` WHERE "key" = ? RETURNING "key", rev, data`, key), prefix)
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			return backend.NotFound("DELETE", prefix, key)
+		}
+		rec = recs[0]
+		return nil
+	})
+	return rec, err
 }
 
 // GetSetting reads a server setting (system secret, license, preferences).
 func (s *Store) GetSetting(ctx context.Context, name string) (string, bool, error) {
-	return "", false, errTODO
+	rows, err := s.conn(ctx).Raw(`SELECT value FROM settings WHERE name = ?`, name).Rows()
+	if err != nil {
+		return "", false, s.dbErr("GET", "settings", name, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return "", false, s.dbErr("GET", "settings", name, err)
+		}
+		return "", false, nil
+	}
+	var v string
+	if err := rows.Scan(&v); err != nil {
+		return "", false, s.dbErr("GET", "settings", name, err)
+	}
+	return v, true, nil
 }
 
 // SetSetting writes a server setting.
-func (s *Store) SetSetting(ctx context.Context, name, value string) error { return errTODO }
+func (s *Store) SetSetting(ctx context.Context, name, value string) error {
+	return s.InTx(ctx, func(ctx context.Context) error {
+		err := s.conn(ctx).Exec(`INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`, name, value).Error
+		if err != nil {
+			return s.dbErr("PUT", "settings", name, err)
+		}
+		return s.bumpRevision(ctx)
+	})
+}
 
 // Revision is a counter bumped by every write to users, roles, tenants and
 // settings; replicas compare it to know when their caches are stale.
-func (s *Store) Revision(ctx context.Context) (int64, error) { return 0, errTODO }
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	var v int64
+	rows, err := s.conn(ctx).Raw(`SELECT value FROM revision WHERE id = 1`).Rows()
+	if err != nil {
+		return 0, s.dbErr("GET", "revision", "", err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		if err := rows.Scan(&v); err != nil {
+			return 0, s.dbErr("GET", "revision", "", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, s.dbErr("GET", "revision", "", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,361 @@
+package store
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// AppendJobLog adds chunk to the end of a job's log. Chunks are separate
+// rows, so appending never rewrites what is already stored.
+func (s *Store) AppendJobLog(ctx context.Context, jobUUID string, chunk []byte) error {
+	if len(chunk) == 0 {
+		return nil
+	}
+	err := s.conn(ctx).Exec(`INSERT INTO job_logs (job, chunk) VALUES (?, ?)`, jobUUID, chunk).Error
+	return s.dbErr("PUT", "jobs", jobUUID, err)
+}
+
+// JobLog returns a job's whole log (empty when nothing was appended).
+func (s *Store) JobLog(ctx context.Context, jobUUID string) ([]byte, error) {
+	rows, err := s.conn(ctx).Raw(`SELECT chunk FROM job_logs WHERE job = ? ORDER BY id`, jobUUID).Rows()
+	if err != nil {
+		return nil, s.dbErr("GET", "jobs", jobUUID, err)
+	}
+	defer rows.Close()
+	out := []byte{}
+	for rows.Next() {
+		var c []byte
+		if err := rows.Scan(&c); err != nil {
+			return nil, s.dbErr("GET", "jobs", jobUUID, err)
+		}
+		out = append(out, c...)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr("GET", "jobs", jobUUID, err)
+	}
+	return out, nil
+}
+
+// DeleteJobLog removes a job's log (no error when there is none).
+func (s *Store) DeleteJobLog(ctx context.Context, jobUUID string) error {
+	err := s.conn(ctx).Exec(`DELETE FROM job_logs WHERE job = ?`, jobUUID).Error
+	return s.dbErr("DELETE", "jobs", jobUUID, err)
+}
+
+// Delivery states.
+const (
+	DeliveryPending = "pending"
+	DeliveryDone    = "done"
+	DeliveryFailed  = "failed"
+)
+
+// Delivery is one durable callback delivery (the callback plugin's jobfail
+// queue). A claimed delivery is leased: nobody else claims it until
+// LeaseUntil passes or FinishDelivery releases it.
+type Delivery struct {
+	ID                   int64
+	Plugin, Callback     string
+	Machine, Job         string
+	Payload              []byte
+	Attempts             int
+	State                string // pending | done | failed
+	LastError            string
+	NextAt               time.Time
+	LeaseUntil           time.Time
+	CreatedAt, UpdatedAt time.Time
+}
+
+// CallbackAttempt records one try of a callback, for operators.
+type CallbackAttempt struct {
+	ID                        int64
+	Plugin, Callback, Machine string
+	Source                    string // action | jobfail
+	Attempt, Status           int
+	DurationMs                int64
+	Error                     string
+	At                        time.Time
+}
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}
+
+// now is the time leases are measured against. On PostgreSQL it is the
+// database clock, so that servers sharing one database agree on it whatever
+// their own clocks say.
+func (s *Store) now(ctx context.Context) (time.Time, error) {
+	if !s.pg() {
+		return time.Now(), nil
+	}
+	var us int64
+	rows, err := s.conn(ctx).Raw(`SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint`).Rows()
+	if err != nil {
+		return time.Time{}, s.dbErr("GET", "deliveries", "", err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		if err := rows.Scan(&us); err != nil {
+			return time.Time{}, s.dbErr("GET", "deliveries", "", err)
+		}
+	}
+	return time.UnixMicro(us), rows.Err()
+}
+
+// EnqueueDelivery stores a new delivery and returns its ID. It joins ctx's
+// transaction when there is one, so a delivery can be queued atomically with
+// the change that caused it. State defaults to pending and NextAt to now.
+func (s *Store) EnqueueDelivery(ctx context.Context, d Delivery) (int64, error) {
+	now, err := s.now(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if d.State == "" {
+		d.State = DeliveryPending
+	}
+	if err := checkState(d.State); err != nil {
+		return 0, err
+	}
+	if d.NextAt.IsZero() {
+		d.NextAt = now
+	}
+	if d.CreatedAt.IsZero() {
+		d.CreatedAt = now
+	}
+	rows, err := s.conn(ctx).Raw(`INSERT INTO callback_deliveries
+	(plugin, callback, machine, job, payload, attempts, state, last_error, next_at_us, lease_until_us, created_at_us, updated_at_us)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		d.Plugin, d.Callback, d.Machine, d.Job, nonNilBytes(d.Payload), d.Attempts, d.State, d.LastError,
+		micros(d.NextAt), micros(d.LeaseUntil), micros(d.CreatedAt), micros(now)).Rows()
+	if err != nil {
+		return 0, s.dbErr("CREATE", "deliveries", "", err)
+	}
+	defer rows.Close()
+	var id int64
+	if rows.Next() {
+		if err := rows.Scan(&id); err != nil {
+			return 0, s.dbErr("CREATE", "deliveries", "", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, s.dbErr("CREATE", "deliveries", "", err)
+	}
+	return id, nil
+}
+
+func nonNilBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func checkState(st string) error {
+	switch st {
+	case DeliveryPending, DeliveryDone, DeliveryFailed:
+		return nil
+	}
+	return backend.NewError(backend.EINVALID, "ValidationError", "deliveries", "", "state must be pending, done or failed")
+}
+
+const deliveryCols = `id, plugin, callback, machine, job, payload, attempts, state, last_error, next_at_us, lease_until_us, created_at_us, updated_at_us`
+
+func (s *Store) scanDeliveries(db *gorm.DB) ([]Delivery, error) {
+	rows, err := db.Rows()
+	if err != nil {
+		return nil, s.dbErr("GET", "deliveries", "", err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		var d Delivery
+		var next, lease, created, updated int64
+		if err := rows.Scan(&d.ID, &d.Plugin, &d.Callback, &d.Machine, &d.Job, &d.Payload, &d.Attempts, &d.State,
+			&d.LastError, &next, &lease, &created, &updated); err != nil {
+			return nil, s.dbErr("GET", "deliveries", "", err)
+		}
+		d.NextAt, d.LeaseUntil, d.CreatedAt, d.UpdatedAt = fromMicros(next), fromMicros(lease), fromMicros(created), fromMicros(updated)
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr("GET", "deliveries", "", err)
+	}
+	return out, nil
+}
+
+// ClaimDeliveries leases up to n due deliveries (pending, NextAt and
+// LeaseUntil not after now): it sets LeaseUntil to now+lease and counts the
+// attempt, in one statement. On PostgreSQL the candidates are locked with
+// SKIP LOCKED, so concurrent claimers, in this process or others sharing
+// the database, never get the same delivery; on SQLite the statement runs
+// alone on the single connection.
+func (s *Store) ClaimDeliveries(ctx context.Context, n int, lease time.Duration) ([]Delivery, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	var out []Delivery
+	err := s.InTx(ctx, func(ctx context.Context) error {
+		now, err := s.now(ctx)
+		if err != nil {
+			return err
+		}
+		nowUs := micros(now)
+		lock := ""
+		if s.pg() {
+			lock = ` FOR UPDATE SKIP LOCKED`
+		}
+		// The locking CTE is evaluated once (PostgreSQL never inlines a CTE
+		// with FOR UPDATE), so LIMIT bounds the claim exactly.
+		q := `WITH c AS (SELECT id FROM callback_deliveries
+	WHERE state = 'pending' AND next_at_us <= ? AND lease_until_us <= ?
+	ORDER BY next_at_us, id LIMIT ?` + lock + `)
+UPDATE callback_deliveries SET lease_until_us = ?, attempts = attempts + 1, updated_at_us = ?
+WHERE id IN (SELECT id FROM c) RETURNING ` + deliveryCols
+		out, err = s.scanDeliveries(s.conn(ctx).Raw(q, nowUs, nowUs, n, micros(now.Add(lease)), nowUs))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortDeliveries(out)
+	return out, nil
+}
+
+// sortDeliveries puts claimed deliveries in due order; RETURNING gives none.
+func sortDeliveries(ds []Delivery) {
+	sort.Slice(ds, func(i, j int) bool {
+		if !ds[i].NextAt.Equal(ds[j].NextAt) {
+			return ds[i].NextAt.Before(ds[j].NextAt)
+		}
+		return ds[i].ID < ds[j].ID
+	})
+}
+
+// FinishDelivery records the outcome of a claimed delivery and clears its
+// lease: pending (retry at nextAt), done or failed.
+func (s *Store) FinishDelivery(ctx context.Context, id int64, state, lastErr string, nextAt time.Time) error {
+	if err := checkState(state); err != nil {
+		return err
+	}
+	now, err := s.now(ctx)
+	if err != nil {
+		return err
+	}
+	res := s.conn(ctx).Exec(`UPDATE callback_deliveries SET state = ?, last_error = ?, next_at_us = ?, lease_until_us = 0, updated_at_us = ? WHERE id = ?`,
+		state, lastErr, micros(nextAt), micros(now), id)
+	if res.Error != nil {
+		return s.dbErr("PUT", "deliveries", "", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return backend.NotFound("PUT", "deliveries", strconv.FormatInt(id, 10))
+	}
+	return nil
+}
+
+// ListDeliveries returns deliveries in a state ("" = all), oldest first;
+// limit <= 0 means no limit.
+func (s *Store) ListDeliveries(ctx context.Context, state string, limit int) ([]Delivery, error) {
+	q := `SELECT ` + deliveryCols + ` FROM callback_deliveries`
+	var args []any
+	if state != "" {
+		q += ` WHERE state = ?`
+		args = append(args, state)
+	}
+	q += ` ORDER BY id`
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	return s.scanDeliveries(s.conn(ctx).Raw(q, args...))
+}
+
+// RecordAttempt stores one callback attempt; At defaults to now.
+func (s *Store) RecordAttempt(ctx context.Context, a CallbackAttempt) error {
+	if a.At.IsZero() {
+		a.At = time.Now()
+	}
+	err := s.conn(ctx).Exec(`INSERT INTO callback_attempts (plugin, callback, machine, source, attempt, status, duration_ms, error, at_us)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.Plugin, a.Callback, a.Machine, a.Source, a.Attempt, a.Status, a.DurationMs, a.Error, micros(a.At)).Error
+	return s.dbErr("CREATE", "attempts", "", err)
+}
+
+// ListAttempts returns attempts newest first, filtered by plugin and machine
+// when they are not empty; limit <= 0 means no limit.
+func (s *Store) ListAttempts(ctx context.Context, plugin, machine string, limit int) ([]CallbackAttempt, error) {
+	q := `SELECT id, plugin, callback, machine, source, attempt, status, duration_ms, error, at_us FROM callback_attempts`
+	var conds []string
+	var args []any
+	if plugin != "" {
+		conds = append(conds, `plugin = ?`)
+		args = append(args, plugin)
+	}
+	if machine != "" {
+		conds = append(conds, `machine = ?`)
+		args = append(args, machine)
+	}
+	if len(conds) > 0 {
+		q += ` WHERE ` + strings.Join(conds, ` AND `)
+	}
+	q += ` ORDER BY at_us DESC, id DESC`
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := s.conn(ctx).Raw(q, args...).Rows()
+	if err != nil {
+		return nil, s.dbErr("GET", "attempts", "", err)
+	}
+	defer rows.Close()
+	var out []CallbackAttempt
+	for rows.Next() {
+		var a CallbackAttempt
+		var at int64
+		if err := rows.Scan(&a.ID, &a.Plugin, &a.Callback, &a.Machine, &a.Source, &a.Attempt, &a.Status, &a.DurationMs, &a.Error, &at); err != nil {
+			return nil, s.dbErr("GET", "attempts", "", err)
+		}
+		a.At = fromMicros(at)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr("GET", "attempts", "", err)
+	}
+	return out, nil
+}
+
+// PruneCallbackHistory deletes attempts recorded before t and finished
+// (done or failed) deliveries last updated before t; it returns how many
+// rows went.
+func (s *Store) PruneCallbackHistory(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.InTx(ctx, func(ctx context.Context) error {
+		r := s.conn(ctx).Exec(`DELETE FROM callback_attempts WHERE at_us < ?`, micros(before))
+		if r.Error != nil {
+			return s.dbErr("DELETE", "attempts", "", r.Error)
+		}
+		n += r.RowsAffected
+		r = s.conn(ctx).Exec(`DELETE FROM callback_deliveries WHERE state IN ('done', 'failed') AND updated_at_us < ?`, micros(before))
+		if r.Error != nil {
+			return s.dbErr("DELETE", "deliveries", "", r.Error)
+		}
+		n += r.RowsAffected
+		return nil
+	})
+	return n, err
+}

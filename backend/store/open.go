@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	gosqlite "github.com/glebarez/go-sqlite"
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+const connectTimeout = 15 * time.Second
+
+func gormConfig(log *slog.Logger) *gorm.Config {
+	return &gorm.Config{
+		Logger:                 &slogLogger{log: log},
+		SkipDefaultTransaction: true,
+		DisableAutomaticPing:   true,
+	}
+}
+
+func openPostgres(ctx context.Context, dsn string, opts Options, log *slog.Logger) (*gorm.DB, error) {
+	where, password := describePostgres(dsn)
+	fail := func(err error) error {
+		msg := err.Error()
+		if password != "" {
+			msg = strings.ReplaceAll(msg, password, "xxxxx")
+		}
+		// The cause is flattened into text so that no wrapped driver error
+		// can carry the password further.
+		return fmt.Errorf("store: cannot connect to PostgreSQL %s: %s", where, msg)
+	}
+	db, err := gorm.Open(postgres.Open(dsn), gormConfig(log))
+	if err != nil {
+		return nil, fail(err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fail(err)
+	}
+	n := opts.MaxOpenConns
+	if n <= 0 {
+		n = 20
+	}
+	sqlDB.SetMaxOpenConns(n)
+	sqlDB.SetMaxIdleConns(n / 2)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	pctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	if err := sqlDB.PingContext(pctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fail(err)
+	}
+	return db, nil
+}
+
+// describePostgres names the server and database of a URL DSN for error
+// messages, and returns the password so that it can be scrubbed.
+func describePostgres(dsn string) (where, password string) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable DSN)", ""
+	}
+	password, _ = u.User.Password()
+	where = u.Host + u.Path
+	if where == "" {
+		where = "(default host)"
+	}
+	return where, password
+}
+
+func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, connectTimeout)
+}
+
+// sqliteDSN turns a file path into a DSN with the pragmas the store relies
+// on: WAL (readers do not block the writer), a busy timeout for other
+// processes touching the file, foreign keys, and IMMEDIATE transactions so
+// that a transaction holds the write lock from its first statement.
+func sqliteDSN(path string) string {
+	path = strings.TrimPrefix(path, "sqlite://")
+	path = strings.TrimPrefix(path, "sqlite:")
+	params := []string{
+		"_pragma=busy_timeout(10000)",
+		"_pragma=journal_mode(WAL)",
+		"_pragma=foreign_keys(1)",
+		"_pragma=synchronous(NORMAL)",
+		"_txlock=immediate",
+	}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	return path + sep + strings.Join(params, "&")
+}
+
+func openSQLite(ctx context.Context, path string, log *slog.Logger) (*gorm.DB, error) {
+	registerSQLiteFuncs()
+	name := strings.SplitN(path, "?", 2)[0]
+	fail := func(err error) error {
+		return fmt.Errorf("store: cannot open SQLite database %q: %w", name, err)
+	}
+	if strings.TrimSpace(name) == "" {
+		return nil, fail(errors.New("empty path"))
+	}
+	db, err := gorm.Open(sqlite.Open(sqliteDSN(path)), gormConfig(log))
+	if err != nil {
+		return nil, fail(err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fail(err)
+	}
+	// One connection serializes every transaction: SQLite has no row locks,
+	// so this is what keeps ClaimForUpdate and ClaimDeliveries exclusive.
+	sqlDB.SetMaxOpenConns(1)
+	sqlDB.SetMaxIdleConns(1)
+	sqlDB.SetConnMaxLifetime(0)
+	sqlDB.SetConnMaxIdleTime(0)
+	pctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	if err := sqlDB.PingContext(pctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fail(err)
+	}
+	return db, nil
+}
+
+var sqliteFuncsOnce sync.Once
+
+// registerSQLiteFuncs adds regexp(pattern, value) to the SQLite driver (the
+// function behind SQLite's REGEXP operator, absent by default). It uses Go's
+// regexp syntax, the same one list filters are validated with.
+func registerSQLiteFuncs() {
+	sqliteFuncsOnce.Do(func() {
+		err := gosqlite.RegisterDeterministicScalarFunction("regexp", 2, sqliteRegexp)
+		if err != nil && !strings.Contains(err.Error(), "already registered") {
+			panic(err)
+		}
+	})
+}
+
+func sqliteRegexp(_ *gosqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+	pat, ok := args[0].(string)
+	if !ok {
+		return nil, errors.New("regexp: pattern must be text")
+	}
+	var s string
+	switch v := args[1].(type) {
+	case nil:
+		return nil, nil
+	case string:
+		s = v
+	case []byte:
+		s = string(v)
+	case int64:
+		s = strconv.FormatInt(v, 10)
+	case float64:
+		s = strconv.FormatFloat(v, 'g', -1, 64)
+	default:
+		s = fmt.Sprint(v)
+	}
+	re, err := cachedRegexp(pat)
+	if err != nil {
+		return nil, err
+	}
+	if re.MatchString(s) {
+		return int64(1), nil
+	}
+	return int64(0), nil
+}
+
+var reCache = struct {
+	sync.Mutex
+	m map[string]*regexp.Regexp
+}{m: map[string]*regexp.Regexp{}}
+
+const reCacheMax = 256
+
+func cachedRegexp(pat string) (*regexp.Regexp, error) {
+	reCache.Lock()
+	re, ok := reCache.m[pat]
+	reCache.Unlock()
+	if ok {
+		return re, nil
+	}
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return nil, err
+	}
+	reCache.Lock()
+	if len(reCache.m) >= reCacheMax {
+		// Patterns come from clients; dropping the whole cache keeps it
+		// bounded without bookkeeping, and hot patterns come back at once.
+		reCache.m = map[string]*regexp.Regexp{}
+	}
+	reCache.m[pat] = re
+	reCache.Unlock()
+	return re, nil
+}
+
+// slogLogger routes GORM's own messages to slog. Query errors are not logged
+// here (they are returned and translated); slow queries are logged at warn
+// with their SQL text only, never parameter values.
+type slogLogger struct {
+	log *slog.Logger
+}
+
+const slowQuery = 2 * time.Second
+
+func (l *slogLogger) LogMode(logger.LogLevel) logger.Interface { return l }
+
+func (l *slogLogger) Info(ctx context.Context, msg string, args ...any) {
+	l.log.DebugContext(ctx, "gorm: "+fmt.Sprintf(msg, args...))
+}
+
+func (l *slogLogger) Warn(ctx context.Context, msg string, args ...any) {
+	l.log.WarnContext(ctx, "gorm: "+fmt.Sprintf(msg, args...))
+}
+
+func (l *slogLogger) Error(ctx context.Context, msg string, args ...any) {
+	l.log.WarnContext(ctx, "gorm: "+fmt.Sprintf(msg, args...))
+}
+
+func (l *slogLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	if d := time.Since(begin); d >= slowQuery {
+		sqlText, rows := fc()
+		l.log.WarnContext(ctx, "store: slow query", "duration", d, "rows", rows, "sql", sqlText)
+	}
+}
+
+// ParamsFilter drops parameter values before GORM renders SQL for logging.
+func (l *slogLogger) ParamsFilter(_ context.Context, sql string, _ ...any) (string, []any) {
+	return sql, nil
+}

@@ -1,0 +1,666 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// frag is a piece of SQL with its bound arguments, in placeholder order.
+type frag struct {
+	sql  string
+	args []any
+}
+
+// arg marks a value to bind in cat.
+type arg struct{ v any }
+
+// cat joins SQL text, fragments and bound values, keeping the arguments in
+// the order their placeholders appear.
+func cat(parts ...any) frag {
+	var sb strings.Builder
+	var args []any
+	for _, p := range parts {
+		switch p := p.(type) {
+		case string:
+			sb.WriteString(p)
+		case frag:
+			sb.WriteString(p.sql)
+			args = append(args, p.args...)
+		case arg:
+			sb.WriteString("?")
+			args = append(args, p.v)
+		default:
+			panic("store: cat: unexpected part")
+		}
+	}
+	return frag{sql: sb.String(), args: args}
+}
+
+func raw(sql string) frag { return frag{sql: sql} }
+
+// list is "(?, ?, ...)" over vals.
+func list(vals []any) frag {
+	parts := []any{"("}
+	for i, v := range vals {
+		if i > 0 {
+			parts = append(parts, ", ")
+		}
+		parts = append(parts, arg{v})
+	}
+	parts = append(parts, ")")
+	return cat(parts...)
+}
+
+func join(fs []frag, sep string) frag {
+	parts := make([]any, 0, 2*len(fs))
+	for i, f := range fs {
+		if i > 0 {
+			parts = append(parts, sep)
+		}
+		parts = append(parts, f)
+	}
+	return cat(parts...)
+}
+
+// not is the negation of a condition that treats "unknown" (a missing
+// field) as false, so that Ne, Nin and Except match objects without the
+// field.
+func not(f frag) frag { return cat("NOT COALESCE((", f, "), FALSE)") }
+
+// builder translates list filters of one kind into SQL conditions.
+type builder struct {
+	s    *Store
+	kind *backend.Kind
+}
+
+func (s *Store) newBuilder(k *backend.Kind) *builder { return &builder{s: s, kind: k} }
+
+func notAcceptable(prefix, format string, args ...any) error {
+	e := backend.Errorf(backend.ENOTACCEPTABLE, format, args...)
+	e.Type, e.Model = "GET", prefix
+	return e
+}
+
+// valKind says how an index's values compare in SQL.
+type valKind int
+
+const (
+	vText valKind = iota
+	vInt
+	vBool
+)
+
+func kindOf(t backend.IndexType) valKind {
+	switch t {
+	case backend.IndexInt:
+		return vInt
+	case backend.IndexBool:
+		return vBool
+	}
+	return vText
+}
+
+// indexExpr is the comparison expression of a scalar index.
+func (b *builder) indexExpr(idx backend.Index) frag {
+	pg := b.s.pg()
+	f := idx.Field
+	switch kindOf(idx.Type) {
+	case vInt:
+		if pg {
+			return raw(`(CASE WHEN jsonb_typeof(data->'` + fieldName(f) + `') = 'number' THEN (data->>'` + f + `')::numeric END)`)
+		}
+		return raw(b.s.rawText(f))
+	case vBool:
+		if pg {
+			return raw(`COALESCE((data->'` + fieldName(f) + `') = 'true'::jsonb, FALSE)`)
+		}
+		return raw(`COALESCE(` + b.s.rawText(f) + `, 0)`)
+	}
+	if f == b.kind.KeyField {
+		return raw(`"key"`)
+	}
+	return raw(b.s.textField(f))
+}
+
+// indexText is an index's value as text, for regular expressions.
+func (b *builder) indexText(idx backend.Index) frag {
+	f := idx.Field
+	if b.s.pg() {
+		return raw(b.s.rawText(f))
+	}
+	switch kindOf(idx.Type) {
+	case vBool:
+		return raw(`(data -> '$.` + fieldName(f) + `')`)
+	case vInt:
+		return raw(`CAST(` + b.s.rawText(f) + ` AS TEXT)`)
+	}
+	return raw(b.s.rawText(f))
+}
+
+// regex is "text matches pattern" in the dialect.
+func (b *builder) regex(text frag, pattern string) frag {
+	if b.s.pg() {
+		return cat("(", text, " ~ ", arg{pattern}, ")")
+	}
+	return cat("regexp(", arg{pattern}, ", ", text, ")")
+}
+
+func (b *builder) indexValue(idx backend.Index, name, v string) (any, error) {
+	switch kindOf(idx.Type) {
+	case vInt:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, notAcceptable(b.kind.Prefix, "%s must be an integer, not %q", name, v)
+		}
+		return n, nil
+	case vBool:
+		t, err := strconv.ParseBool(v)
+		if err != nil || (v != "true" && v != "false") {
+			return nil, notAcceptable(b.kind.Prefix, "%s must be true or false", name)
+		}
+		if b.s.pg() {
+			return t, nil
+		}
+		if t {
+			return int64(1), nil
+		}
+		return int64(0), nil
+	}
+	return v, nil
+}
+
+// scalar builds op over expression e with already-typed values.
+func scalar(op string, e frag, vals []any) frag {
+	switch op {
+	case backend.OpEq:
+		return cat(e, " = ", arg{vals[0]})
+	case backend.OpNe:
+		return not(cat(e, " = ", arg{vals[0]}))
+	case backend.OpLt:
+		return cat(e, " < ", arg{vals[0]})
+	case backend.OpLte:
+		return cat(e, " <= ", arg{vals[0]})
+	case backend.OpGt:
+		return cat(e, " > ", arg{vals[0]})
+	case backend.OpGte:
+		return cat(e, " >= ", arg{vals[0]})
+	case backend.OpIn:
+		return cat(e, " IN ", list(vals))
+	case backend.OpNin:
+		return not(cat(e, " IN ", list(vals)))
+	case backend.OpBetween:
+		return cat("(", e, " >= ", arg{vals[0]}, " AND ", e, " <= ", arg{vals[1]}, ")")
+	case backend.OpExcept:
+		return not(cat("(", e, " >= ", arg{vals[0]}, " AND ", e, " <= ", arg{vals[1]}, ")"))
+	}
+	panic("store: unknown operator " + op)
+}
+
+func checkArity(prefix string, f backend.Filter) error {
+	n := len(f.Values)
+	switch f.Op {
+	case backend.OpBetween, backend.OpExcept:
+		if n != 2 {
+			return notAcceptable(prefix, "%s: %s needs 2 values", f.Name, f.Op)
+		}
+	case backend.OpIn, backend.OpNin:
+		if n == 0 {
+			return notAcceptable(prefix, "%s: %s needs at least one value", f.Name, f.Op)
+		}
+	case backend.OpEq, backend.OpNe, backend.OpLt, backend.OpLte, backend.OpGt, backend.OpGte, backend.OpRe:
+		if n != 1 {
+			return notAcceptable(prefix, "%s: %s needs 1 value", f.Name, f.Op)
+		}
+	default:
+		return notAcceptable(prefix, "%s: unknown operator %q", f.Name, f.Op)
+	}
+	return nil
+}
+
+// filter translates one list filter into a condition.
+func (b *builder) filter(f backend.Filter) (frag, error) {
+	if err := checkArity(b.kind.Prefix, f); err != nil {
+		return frag{}, err
+	}
+	switch f.Target {
+	case backend.TargetIndex:
+		return b.indexFilter(f)
+	case backend.TargetMeta:
+		return b.metaFilter(f)
+	case backend.TargetParam:
+		if !b.kind.ParamFilters || !backend.ValidParamName(f.Name) {
+			return frag{}, notAcceptable(b.kind.Prefix, "Filter not found: %s", f.Name)
+		}
+		return b.paramFilter(f)
+	}
+	return frag{}, notAcceptable(b.kind.Prefix, "Filter not found: %s", f.Name)
+}
+
+func (b *builder) indexFilter(f backend.Filter) (frag, error) {
+	idx := f.Index
+	if !identRe.MatchString(idx.Field) {
+		return frag{}, notAcceptable(b.kind.Prefix, "Filter not found: %s", f.Name)
+	}
+	switch idx.Type {
+	case backend.IndexList:
+		return b.listFilter(f)
+	case backend.IndexMap:
+		return frag{}, notAcceptable(b.kind.Prefix, "%s: cannot filter a map index", f.Name)
+	}
+	if f.Op == backend.OpRe {
+		return b.regex(b.indexText(idx), f.Values[0]), nil
+	}
+	if idx.Unordered {
+		switch f.Op {
+		case backend.OpLt, backend.OpLte, backend.OpGt, backend.OpGte, backend.OpBetween, backend.OpExcept:
+			return frag{}, notAcceptable(b.kind.Prefix, "%s: %s is not supported on an unordered index", f.Name, f.Op)
+		}
+	}
+	vals := make([]any, len(f.Values))
+	for i, v := range f.Values {
+		tv, err := b.indexValue(idx, f.Name, v)
+		if err != nil {
+			return frag{}, err
+		}
+		vals[i] = tv
+	}
+	c := scalar(f.Op, b.indexExpr(idx), vals)
+	// The unique indexes are partial (non-empty values); naming their
+	// predicate lets the planner use them for equality lookups.
+	if f.Op == backend.OpEq && idx.Unique && idx.Field != b.kind.KeyField && f.Values[0] != "" && kindOf(idx.Type) == vText {
+		c = cat("(", c, " AND ", b.s.rawText(idx.Field), " <> '')")
+	}
+	return c, nil
+}
+
+// listFilter handles JSON arrays of strings: Eq means "contains".
+func (b *builder) listFilter(f backend.Filter) (frag, error) {
+	var from, el string
+	fld := fieldName(f.Index.Field)
+	if b.s.pg() {
+		from = `jsonb_array_elements_text(CASE WHEN jsonb_typeof(data->'` + fld + `') = 'array' THEN data->'` + fld + `' ELSE '[]'::jsonb END) AS e(v)`
+		el = `e.v`
+	} else {
+		from = `json_each(data, '$.` + fld + `') AS e`
+		el = `e.value`
+	}
+	exists := func(cond frag) frag { return cat("EXISTS (SELECT 1 FROM ", from, " WHERE ", cond, ")") }
+	vals := make([]any, len(f.Values))
+	for i, v := range f.Values {
+		vals[i] = v
+	}
+	switch f.Op {
+	case backend.OpEq:
+		return exists(cat(el, " = ", arg{vals[0]})), nil
+	case backend.OpNe:
+		return cat("NOT ", exists(cat(el, " = ", arg{vals[0]}))), nil
+	case backend.OpIn:
+		return exists(cat(el, " IN ", list(vals))), nil
+	case backend.OpNin:
+		return cat("NOT ", exists(cat(el, " IN ", list(vals)))), nil
+	case backend.OpRe:
+		return exists(b.regex(raw(el), f.Values[0])), nil
+	}
+	return frag{}, notAcceptable(b.kind.Prefix, "%s: %s is not supported on a list index", f.Name, f.Op)
+}
+
+// metaFilter compares data.Meta.<key> as text.
+func (b *builder) metaFilter(f backend.Filter) (frag, error) {
+	key := strings.TrimPrefix(f.Name, "Meta.")
+	var e frag
+	if b.s.pg() {
+		e = cat(`((data->'Meta'->>CAST(`, arg{key}, ` AS text)) COLLATE "C")`)
+	} else {
+		e = cat(`(SELECT m.value FROM json_each(data, '$.Meta') AS m WHERE m.key = `, arg{key}, `)`)
+	}
+	if f.Op == backend.OpRe {
+		return b.regex(e, f.Values[0]), nil
+	}
+	vals := make([]any, len(f.Values))
+	for i, v := range f.Values {
+		vals[i] = v
+	}
+	return scalar(f.Op, e, vals), nil
+}
+
+// jsonValue reads a param filter value: JSON when it parses, else a string.
+func jsonValue(s string) any {
+	if !json.Valid([]byte(s)) {
+		return s
+	}
+	d := json.NewDecoder(bytes.NewReader([]byte(s)))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return s
+	}
+	return v
+}
+
+// number reads a JSON number as int64 when it is integral, else float64.
+func number(n json.Number) any {
+	if i, err := n.Int64(); err == nil {
+		return i
+	}
+	f, _ := n.Float64()
+	return f
+}
+
+func (b *builder) paramFilter(f backend.Filter) (frag, error) {
+	vals := make([]any, len(f.Values))
+	numeric := true
+	for i, s := range f.Values {
+		vals[i] = jsonValue(s)
+		if _, ok := vals[i].(json.Number); !ok {
+			numeric = false
+		}
+	}
+	if b.s.pg() {
+		return b.paramFilterPG(f, vals, numeric)
+	}
+	return b.paramFilterSQLite(f, vals, numeric)
+}
+
+func canonicalJSON(v any) string {
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+// textForm is a filter value as text for range comparisons: strings as
+// themselves, anything else as its JSON text.
+func textForm(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return canonicalJSON(v)
+}
+
+func (b *builder) paramFilterPG(f backend.Filter, vals []any, numeric bool) (frag, error) {
+	name := f.Name
+	pj := cat(`(data->'Params'->CAST(`, arg{name}, ` AS text))`)
+	ptext := cat(`(data->'Params'->>CAST(`, arg{name}, ` AS text))`)
+	eqs := func() []frag {
+		out := make([]frag, len(vals))
+		for i, v := range vals {
+			out[i] = cat("CAST(", arg{canonicalJSON(v)}, " AS jsonb)")
+		}
+		return out
+	}
+	switch f.Op {
+	case backend.OpEq:
+		return cat(pj, " = ", eqs()[0]), nil
+	case backend.OpNe:
+		return not(cat(pj, " = ", eqs()[0])), nil
+	case backend.OpIn:
+		return cat(pj, " IN (", join(eqs(), ", "), ")"), nil
+	case backend.OpNin:
+		return not(cat(pj, " IN (", join(eqs(), ", "), ")")), nil
+	case backend.OpRe:
+		return b.regex(ptext, f.Values[0]), nil
+	}
+	var e frag
+	typed := make([]any, len(vals))
+	if numeric {
+		e = cat(`(CASE WHEN jsonb_typeof(`, pj, `) = 'number' THEN (`, ptext, `)::numeric END)`)
+		for i, v := range vals {
+			typed[i] = number(v.(json.Number))
+		}
+	} else {
+		e = cat("(", ptext, ` COLLATE "C")`)
+		for i, v := range vals {
+			typed[i] = textForm(v)
+		}
+	}
+	return scalar(f.Op, e, typed), nil
+}
+
+// paramFilterSQLite reads the param through json_each, which exposes each
+// value's JSON type; the key is bound, so names with '/' or '.' need no
+// JSON-path quoting.
+func (b *builder) paramFilterSQLite(f backend.Filter, vals []any, numeric bool) (frag, error) {
+	exists := func(cond frag) frag {
+		return cat(`EXISTS (SELECT 1 FROM json_each(data, '$.Params') AS p WHERE p.key = `, arg{f.Name}, ` AND (`, cond, `))`)
+	}
+	eq := func(v any) frag {
+		switch v := v.(type) {
+		case string:
+			return cat(`p.type = 'text' AND p.value = `, arg{v})
+		case json.Number:
+			return cat(`p.type IN ('integer', 'real') AND p.value = `, arg{number(v)})
+		case bool:
+			if v {
+				return raw(`p.type = 'true'`)
+			}
+			return raw(`p.type = 'false'`)
+		case nil:
+			return raw(`p.type = 'null'`)
+		}
+		return cat(`p.type IN ('object', 'array') AND json(p.value) = json(`, arg{canonicalJSON(v)}, `)`)
+	}
+	anyEq := func() frag {
+		out := make([]frag, len(vals))
+		for i, v := range vals {
+			out[i] = cat("(", eq(v), ")")
+		}
+		return join(out, " OR ")
+	}
+	ptext := raw(`(CASE p.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN NULL ELSE CAST(p.value AS TEXT) END)`)
+	switch f.Op {
+	case backend.OpEq, backend.OpIn:
+		return exists(anyEq()), nil
+	case backend.OpNe, backend.OpNin:
+		return cat("NOT ", exists(anyEq())), nil
+	case backend.OpRe:
+		return exists(b.regex(ptext, f.Values[0])), nil
+	}
+	var e frag
+	typed := make([]any, len(vals))
+	guard := raw(`p.type IN ('integer', 'real')`)
+	if numeric {
+		e = raw(`p.value`)
+		for i, v := range vals {
+			typed[i] = number(v.(json.Number))
+		}
+	} else {
+		e = ptext
+		guard = raw(`p.type <> 'null'`)
+		for i, v := range vals {
+			typed[i] = textForm(v)
+		}
+	}
+	switch f.Op {
+	case backend.OpExcept:
+		return cat("NOT ", exists(cat(guard, " AND ", scalar(backend.OpBetween, e, typed)))), nil
+	}
+	return exists(cat(guard, " AND ", scalar(f.Op, e, typed))), nil
+}
+
+// visible restricts rows to keys; the keys travel as one bound JSON array so
+// that any number of them fits in one parameter.
+func (b *builder) visible(keys []string) frag {
+	if keys == nil {
+		return frag{}
+	}
+	if len(keys) == 0 {
+		return raw("1 = 0")
+	}
+	js, _ := json.Marshal(keys)
+	if b.s.pg() {
+		return cat(`"key" IN (SELECT jsonb_array_elements_text(CAST(`, arg{string(js)}, ` AS jsonb)))`)
+	}
+	return cat(`"key" IN (SELECT value FROM json_each(`, arg{string(js)}, `))`)
+}
+
+// where builds the filter conditions (without Visible) of q.
+func (b *builder) where(q backend.Query) (frag, error) {
+	var conds []frag
+	for _, f := range q.Filters {
+		c, err := b.filter(f)
+		if err != nil {
+			return frag{}, err
+		}
+		conds = append(conds, cat("(", c, ")"))
+	}
+	return join(conds, " AND "), nil
+}
+
+func and(fs ...frag) frag {
+	var keep []frag
+	for _, f := range fs {
+		if f.sql != "" {
+			keep = append(keep, f)
+		}
+	}
+	if len(keep) == 0 {
+		return frag{}
+	}
+	return join(keep, " AND ")
+}
+
+func whereClause(f frag) frag {
+	if f.sql == "" {
+		return frag{}
+	}
+	return cat(" WHERE ", f)
+}
+
+func (b *builder) orderBy(q backend.Query) (string, error) {
+	dir, nulls := " ASC", " NULLS FIRST"
+	if q.Reverse {
+		dir, nulls = " DESC", " NULLS LAST"
+	}
+	var parts []string
+	for _, name := range q.Sort {
+		idx, ok := b.kind.Indexes[name]
+		if !ok {
+			return "", notAcceptable(b.kind.Prefix, "Filter not found: %s", name)
+		}
+		if idx.Unordered || idx.Type == backend.IndexList || idx.Type == backend.IndexMap {
+			return "", notAcceptable(b.kind.Prefix, "Cannot sort on %s", name)
+		}
+		e := b.indexExpr(idx)
+		if e.sql == `"key"` {
+			parts = append(parts, e.sql+dir)
+			continue
+		}
+		parts = append(parts, e.sql+dir+nulls)
+	}
+	parts = append(parts, `"key"`+dir)
+	return " ORDER BY " + strings.Join(parts, ", "), nil
+}
+
+func (s *Store) count(ctx context.Context, prefix string, where frag) (int, error) {
+	var n int64
+	rows, err := s.conn(ctx).Raw(`SELECT count(*) FROM `+tableName(prefix)+whereClause(where).sql, whereClause(where).args...).Rows()
+	if err != nil {
+		return 0, s.dbErr("GET", prefix, "", err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return 0, s.dbErr("GET", prefix, "", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, s.dbErr("GET", prefix, "", err)
+	}
+	return int(n), nil
+}
+
+// List returns the page of objects matching q, the total number of objects
+// of the kind visible to the caller (after q.Visible, before filters) and the
+// number matching q's filters (before offset and limit). Filtering, sorting
+// and paging all run in SQL.
+func (s *Store) List(ctx context.Context, prefix string, q backend.Query) (recs []Record, total, matched int, err error) {
+	k, err := s.kind(prefix)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	b := s.newBuilder(k)
+	filters, err := b.where(q)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	vis := b.visible(q.Visible)
+	order, err := b.orderBy(q)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	w := whereClause(and(vis, filters))
+	sql := `SELECT "key", rev, data FROM ` + tableName(prefix) + w.sql + order
+	args := append([]any(nil), w.args...)
+	switch {
+	case q.Limit >= 0:
+		sql += ` LIMIT ?`
+		args = append(args, q.Limit)
+		if q.Offset > 0 {
+			sql += ` OFFSET ?`
+			args = append(args, q.Offset)
+		}
+	case q.Offset > 0:
+		if s.pg() {
+			sql += ` OFFSET ?`
+		} else {
+			sql += ` LIMIT -1 OFFSET ?`
+		}
+		args = append(args, q.Offset)
+	}
+	recs, err = s.scanRecords(s.conn(ctx).Raw(sql, args...), prefix)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	total, err = s.count(ctx, prefix, vis)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	switch {
+	case filters.sql == "":
+		matched = total
+	case q.Limit < 0 && q.Offset == 0:
+		matched = len(recs)
+	default:
+		matched, err = s.count(ctx, prefix, and(vis, filters))
+		if err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	return recs, total, matched, nil
+}
+
+// ClaimForUpdate, inside InTx, selects and locks up to n objects matching q
+// that no other transaction holds (FOR UPDATE SKIP LOCKED on PostgreSQL),
+// in a random order so that callers spread over the candidates.
+//
+// ORDER BY random() sorts every matching row, which is cheap for the pool
+// sizes this serves (thousands of machines) and keeps concurrent claimers
+// from all queueing on the same first rows. On SQLite the transaction itself
+// is exclusive (one connection, BEGIN IMMEDIATE), so no row can be claimed
+// twice. q's sort, offset and limit are ignored; Visible applies.
+func (s *Store) ClaimForUpdate(ctx context.Context, prefix string, q backend.Query, n int) ([]Record, error) {
+	k, err := s.kind(prefix)
+	if err != nil {
+		return nil, err
+	}
+	if s.txFrom(ctx) == nil {
+		return nil, backend.NewError(backend.EINTERNAL, "PUT", prefix, "", "ClaimForUpdate must run inside InTx")
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	b := s.newBuilder(k)
+	filters, err := b.where(q)
+	if err != nil {
+		return nil, err
+	}
+	w := whereClause(and(b.visible(q.Visible), filters))
+	sql := `SELECT "key", rev, data FROM ` + tableName(prefix) + w.sql + ` ORDER BY random() LIMIT ?`
+	if s.pg() {
+		sql += ` FOR UPDATE SKIP LOCKED`
+	}
+	return s.scanRecords(s.conn(ctx).Raw(sql, append(w.args, n)...), prefix)
+}

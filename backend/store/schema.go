@@ -1,0 +1,161 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// tableName is the object table of a kind. Prefixes come from backend.Kinds,
+// never from requests (callers check them with kind() first).
+func tableName(prefix string) string { return "obj_" + prefix }
+
+// hotIndexes are plain expression indexes for filters that run on every pool
+// operation or job listing.
+var hotIndexes = map[string][]string{
+	"machines": {"Pool", "PoolStatus"},
+	"jobs":     {"Machine"},
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+
+// fieldName checks a JSON field name taken from an index definition before it
+// is written into SQL text (index expressions cannot take bound parameters).
+func fieldName(f string) string {
+	if !identRe.MatchString(f) {
+		panic(fmt.Sprintf("store: index field %q is not a plain identifier", f))
+	}
+	return f
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	var stmts []string
+	add := func(pg, lite string) {
+		if s.pg() {
+			stmts = append(stmts, pg)
+		} else {
+			stmts = append(stmts, lite)
+		}
+	}
+	add(`CREATE TABLE IF NOT EXISTS settings (name text COLLATE "C" PRIMARY KEY, value text NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)`)
+	add(`CREATE TABLE IF NOT EXISTS revision (id integer PRIMARY KEY, value bigint NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS revision (id INTEGER PRIMARY KEY, value INTEGER NOT NULL)`)
+	stmts = append(stmts, `INSERT INTO revision (id, value) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`)
+	add(`CREATE TABLE IF NOT EXISTS job_logs (id bigserial PRIMARY KEY, job text NOT NULL, chunk bytea NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS job_logs (id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, chunk BLOB NOT NULL)`)
+	stmts = append(stmts, `CREATE INDEX IF NOT EXISTS ix_job_logs_job ON job_logs (job, id)`)
+	add(`CREATE TABLE IF NOT EXISTS callback_deliveries (
+	id bigserial PRIMARY KEY,
+	plugin text NOT NULL DEFAULT '', callback text NOT NULL DEFAULT '',
+	machine text NOT NULL DEFAULT '', job text NOT NULL DEFAULT '',
+	payload bytea, attempts integer NOT NULL DEFAULT 0,
+	state text NOT NULL DEFAULT 'pending', last_error text NOT NULL DEFAULT '',
+	next_at_us bigint NOT NULL DEFAULT 0, lease_until_us bigint NOT NULL DEFAULT 0,
+	created_at_us bigint NOT NULL DEFAULT 0, updated_at_us bigint NOT NULL DEFAULT 0)`,
+		`CREATE TABLE IF NOT EXISTS callback_deliveries (
+	id INTEGER PRIMARY KEY AUTOINCREMENT,
+	plugin TEXT NOT NULL DEFAULT '', callback TEXT NOT NULL DEFAULT '',
+	machine TEXT NOT NULL DEFAULT '', job TEXT NOT NULL DEFAULT '',
+	payload BLOB, attempts INTEGER NOT NULL DEFAULT 0,
+	state TEXT NOT NULL DEFAULT 'pending', last_error TEXT NOT NULL DEFAULT '',
+	next_at_us INTEGER NOT NULL DEFAULT 0, lease_until_us INTEGER NOT NULL DEFAULT 0,
+	created_at_us INTEGER NOT NULL DEFAULT 0, updated_at_us INTEGER NOT NULL DEFAULT 0)`)
+	stmts = append(stmts, `CREATE INDEX IF NOT EXISTS ix_callback_deliveries_due ON callback_deliveries (state, next_at_us, id)`)
+	add(`CREATE TABLE IF NOT EXISTS callback_attempts (
+	id bigserial PRIMARY KEY,
+	plugin text NOT NULL DEFAULT '', callback text NOT NULL DEFAULT '',
+	machine text NOT NULL DEFAULT '', source text NOT NULL DEFAULT '',
+	attempt integer NOT NULL DEFAULT 0, status integer NOT NULL DEFAULT 0,
+	duration_ms bigint NOT NULL DEFAULT 0, error text NOT NULL DEFAULT '',
+	at_us bigint NOT NULL DEFAULT 0)`,
+		`CREATE TABLE IF NOT EXISTS callback_attempts (
+	id INTEGER PRIMARY KEY AUTOINCREMENT,
+	plugin TEXT NOT NULL DEFAULT '', callback TEXT NOT NULL DEFAULT '',
+	machine TEXT NOT NULL DEFAULT '', source TEXT NOT NULL DEFAULT '',
+	attempt INTEGER NOT NULL DEFAULT 0, status INTEGER NOT NULL DEFAULT 0,
+	duration_ms INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '',
+	at_us INTEGER NOT NULL DEFAULT 0)`)
+	stmts = append(stmts,
+		`CREATE INDEX IF NOT EXISTS ix_callback_attempts_at ON callback_attempts (at_us, id)`,
+		`CREATE INDEX IF NOT EXISTS ix_callback_attempts_machine ON callback_attempts (machine, at_us)`)
+
+	for _, prefix := range backend.KindPrefixes() {
+		stmts = append(stmts, s.kindDDL(backend.Kinds[prefix])...)
+	}
+
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if s.pg() {
+			// Several servers may start at once against one database;
+			// CREATE ... IF NOT EXISTS alone races on the catalog.
+			if err := tx.Exec(`SELECT pg_advisory_xact_lock(7210368411)`).Error; err != nil {
+				return err
+			}
+		}
+		for _, st := range stmts {
+			if err := tx.Exec(st).Error; err != nil {
+				return fmt.Errorf("%w (in %.60s...)", err, st)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: migrating the %s schema: %w", s.dialect, err)
+	}
+	return nil
+}
+
+func (s *Store) kindDDL(k *backend.Kind) []string {
+	t := tableName(k.Prefix)
+	var out []string
+	if s.pg() {
+		out = append(out, `CREATE TABLE IF NOT EXISTS `+t+` ("key" text COLLATE "C" PRIMARY KEY, rev bigint NOT NULL, data jsonb NOT NULL)`)
+	} else {
+		out = append(out, `CREATE TABLE IF NOT EXISTS `+t+` ("key" TEXT PRIMARY KEY, rev INTEGER NOT NULL, data TEXT NOT NULL)`)
+	}
+	seen := map[string]bool{}
+	var uniq []string
+	for _, name := range k.IndexNames() {
+		idx := k.Indexes[name]
+		if idx.Unique && idx.Field != k.KeyField && !seen[idx.Field] {
+			seen[idx.Field] = true
+			uniq = append(uniq, idx.Field)
+		}
+	}
+	sort.Strings(uniq)
+	for _, f := range uniq {
+		// Empty values are left out: objects may be saved before the
+		// field is set, and "" must not collide with itself.
+		out = append(out, fmt.Sprintf(`CREATE UNIQUE INDEX IF NOT EXISTS ux_%s_%s ON %s (%s) WHERE %s <> ''`,
+			t, strings.ToLower(fieldName(f)), t, s.textField(f), s.rawText(f)))
+	}
+	for _, f := range hotIndexes[k.Prefix] {
+		out = append(out, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS ix_%s_%s ON %s (%s)`,
+			t, strings.ToLower(fieldName(f)), t, s.textField(f)))
+	}
+	return out
+}
+
+// rawText is a top-level JSON field as text, as the database extracts it.
+func (s *Store) rawText(f string) string {
+	if s.pg() {
+		return `(data->>'` + fieldName(f) + `')`
+	}
+	return `json_extract(data, '$.` + fieldName(f) + `')`
+}
+
+// textField is a top-level JSON field as text for comparison and sorting. On
+// PostgreSQL it carries the "C" collation, the same expression the indexes
+// are built on, so that the planner matches them.
+func (s *Store) textField(f string) string {
+	if s.pg() {
+		return `((data->>'` + fieldName(f) + `') COLLATE "C")`
+	}
+	return s.rawText(f)
+}

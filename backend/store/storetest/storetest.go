@@ -1,0 +1,128 @@
+// Package storetest opens fresh stores for tests: SQLite always, and
+// PostgreSQL whenever PROVGATE_TEST_DATABASE holds a DSN. Each PostgreSQL
+// store lives in its own schema, dropped at cleanup, so parallel test runs
+// against one database never see each other's rows.
+//
+// When CI=true, a missing or unreachable PostgreSQL fails the test instead
+// of skipping it: CI must exercise both dialects.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/provgate/provgate/backend/store"
+)
+
+// EnvDSN names the environment variable holding the PostgreSQL test DSN.
+const EnvDSN = "PROVGATE_TEST_DATABASE"
+
+// Case is one fresh store of one dialect.
+type Case struct {
+	Name  string // "sqlite" or "postgres"
+	Store *store.Store
+}
+
+// Open returns a fresh SQLite store and, when available, a fresh PostgreSQL
+// store; both are closed (and the PostgreSQL schema dropped) at cleanup.
+func Open(t testing.TB) []Case {
+	t.Helper()
+	cases := []Case{{Name: "sqlite", Store: SQLite(t)}}
+	if pg := Postgres(t); pg != nil {
+		cases = append(cases, Case{Name: "postgres", Store: pg})
+	}
+	return cases
+}
+
+// SQLite opens a fresh SQLite store in a temporary directory.
+func SQLite(t testing.TB) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "store.db"), store.Options{})
+	if err != nil {
+		t.Fatalf("storetest: open sqlite: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func inCI() bool { return os.Getenv("CI") == "true" }
+
+// Postgres opens a fresh PostgreSQL store in its own schema, or returns nil
+// (after logging why) when no test database is configured or reachable. In
+// CI it fails the test instead.
+func Postgres(t testing.TB) *store.Store {
+	t.Helper()
+	unavailable := func(format string, args ...any) *store.Store {
+		t.Helper()
+		if inCI() {
+			t.Fatalf("storetest: PostgreSQL required in CI: "+format, args...)
+		}
+		t.Logf("storetest: skipping PostgreSQL: "+format, args...)
+		return nil
+	}
+	dsn := os.Getenv(EnvDSN)
+	if dsn == "" {
+		return unavailable("%s is not set", EnvDSN)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return unavailable("%s must be a postgres:// URL", EnvDSN)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard, DisableAutomaticPing: true})
+	if err != nil {
+		return unavailable("%v", err)
+	}
+	adminDB, err := admin.DB()
+	if err != nil {
+		return unavailable("%v", err)
+	}
+	if err := adminDB.PingContext(ctx); err != nil {
+		_ = adminDB.Close()
+		return unavailable("cannot reach the test database: %v", err)
+	}
+	schema := "t_" + randomHex(8)
+	if err := admin.WithContext(ctx).Exec(`CREATE SCHEMA ` + schema).Error; err != nil {
+		_ = adminDB.Close()
+		t.Fatalf("storetest: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := admin.WithContext(ctx).Exec(`DROP SCHEMA IF EXISTS ` + schema + ` CASCADE`).Error; err != nil {
+			t.Logf("storetest: drop schema %s: %v", schema, err)
+		}
+		_ = adminDB.Close()
+	})
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	s, err := store.Open(ctx, u.String(), store.Options{})
+	if err != nil {
+		t.Fatalf("storetest: open postgres: %v", err)
+	}
+	// Registered after the schema cleanup, so it runs first.
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
