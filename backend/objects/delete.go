@@ -1,0 +1,158 @@
+package objects
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// reference is one kind of object that can keep another from being deleted.
+type reference struct {
+	prefix, index, label string
+}
+
+// inUse lists, per prefix, the references that block a delete (409
+// StillInUseError "In use by <Label> <name>").
+var inUse = map[string][]reference{
+	"roles":     {{"users", "Roles", "User"}},
+	"profiles":  {{"machines", "Profiles", "Machine"}, {"profiles", "Profiles", "Profile"}, {"stages", "Profiles", "Stage"}},
+	"stages":    {{"machines", "Stage", "Machine"}, {"workflows", "Stages", "Workflow"}},
+	"workflows": {{"machines", "Workflow", "Machine"}},
+	"bootenvs":  {{"machines", "BootEnv", "Machine"}, {"stages", "BootEnv", "Stage"}},
+	"tasks":     {{"stages", "Tasks", "Stage"}},
+	"pools":     {{"machines", "Pool", "Machine"}},
+}
+
+// maxInUse bounds the references named in one error.
+const maxInUse = 10
+
+// Delete removes prefix/key and returns the deleted object, sanitized. It is
+// refused with 409 StillInUseError while other objects reference it (a role
+// held by a user, a tenant with Users, a pool with machines, a profile,
+// stage, workflow, bootenv or task still used), with 409 "Locked" for a
+// locked machine, and with 422 for a job not in a final state. The key is
+// removed from every tenant's Members (and a deleted user from tenants'
+// Users) in the same transaction.
+func (s *Service) Delete(ctx context.Context, prefix, key string) (backend.Model, error) {
+	k, err := kindOf(prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out backend.Model
+	err = s.InTx(ctx, func(ctx context.Context) error {
+		rec, m, err := s.read(ctx, k, key, "DELETE")
+		if err != nil {
+			return err
+		}
+		if err := s.checkDelete(ctx, m); err != nil {
+			return err
+		}
+		if _, err := s.st.Delete(ctx, prefix, rec.Key); err != nil {
+			if backend.IsCode(err, backend.ENOTFOUND) {
+				return backend.NotFound("DELETE", prefix, key)
+			}
+			return err
+		}
+		if err := s.dropFromTenants(ctx, prefix, rec.Key); err != nil {
+			return err
+		}
+		emit(ctx, s.event(ctx, "delete", m, nil))
+		out = m
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sanitize(out)
+	return out, nil
+}
+
+func (s *Service) checkDelete(ctx context.Context, m backend.Model) error {
+	prefix, key := m.Prefix(), m.Key()
+	switch v := m.(type) {
+	case *backend.Machine:
+		if v.Locked {
+			return backend.NewError(backend.ECONFLICT, "DELETE", prefix, key, "Locked")
+		}
+	case *backend.Job:
+		if v.State != backend.JobFailed && v.State != backend.JobFinished {
+			return backend.NewError(backend.EINVALID, "ValidationError", prefix, key,
+				fmt.Sprintf("Jobs %s is not in a deletable state: %s", key, v.State))
+		}
+	case *backend.Tenant:
+		if len(v.Users) > 0 {
+			return backend.NewError(backend.ECONFLICT, "StillInUseError", prefix, key,
+				fmt.Sprintf("Constraining Users: %v", v.Users))
+		}
+	}
+	var msgs []string
+	for _, ref := range inUse[prefix] {
+		users, err := s.listAll(ctx, ref.prefix, eq(ref.prefix, ref.index, key))
+		if err != nil {
+			return err
+		}
+		for _, u := range users {
+			if len(msgs) == maxInUse {
+				msgs = append(msgs, "...")
+				break
+			}
+			msgs = append(msgs, fmt.Sprintf("In use by %s %s", ref.label, displayName(u)))
+		}
+	}
+	if len(msgs) > 0 {
+		return backend.NewError(backend.ECONFLICT, "StillInUseError", prefix, key, msgs...)
+	}
+	return nil
+}
+
+// displayName is what error messages call an object: machines by Name.
+func displayName(m backend.Model) string {
+	if mc, ok := m.(*backend.Machine); ok && mc.Name != "" {
+		return mc.Name
+	}
+	return m.Key()
+}
+
+// dropFromTenants removes a deleted key from every tenant's Members, and a
+// deleted user from every tenant's Users.
+func (s *Service) dropFromTenants(ctx context.Context, prefix, key string) error {
+	recs, _, _, err := s.st.List(ctx, "tenants", backend.Query{Limit: -1})
+	if err != nil {
+		return err
+	}
+	tk := backend.KindOf("tenants")
+	for _, rec := range recs {
+		tm, err := decodeRecord(tk, rec.Data)
+		if err != nil {
+			return err
+		}
+		t := tm.(*backend.Tenant)
+		old := clone(t)
+		changed := false
+		if list, ok := t.Members[prefix]; ok && contains(list, key) {
+			t.Members[prefix] = without(list, key)
+			changed = true
+		}
+		if prefix == "users" && contains(t.Users, key) {
+			t.Users = without(t.Users, key)
+			changed = true
+		}
+		if changed {
+			if err := s.writeTenant(ctx, rec.Key, rec.Rev, old, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func without(list []string, s string) []string {
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		if v != s {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,323 @@
+package objects
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/provgate/provgate/backend"
+)
+
+const zeroUUID = "00000000-0000-0000-0000-000000000000"
+
+// Job creation outcomes (reference §8.3), as HTTP statuses.
+const (
+	JobCreated   = 201 // a new job for the agent
+	JobRerun     = 202 // the current incomplete job, to run again
+	JobNothingTo = 204 // nothing to run now (end of list, stage/bootenv/context change)
+)
+
+// CreateJob is POST /jobs: it asks for the next job of body.Machine and
+// returns the status DRP gives. 201: a new job in state created, and
+// Machine.CurrentJob points to it. 202: the current job was incomplete and
+// is handed back (reset to created so the agent's created→running test op
+// passes). 204 with a nil job: nothing to run, after rolling over stage:,
+// bootenv: and context: entries (each real change is recorded as a finished
+// job) or reaching the end of the task list (WorkflowComplete, PoolStatus).
+// Errors: 400 without Machine, 422 unknown machine, 409 Conflict when the
+// machine is not runnable or already has a created or running job.
+func (s *Service) CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error) {
+	var req backend.Job
+	if err := json.Unmarshal(body, &req); err != nil {
+		return 0, nil, bodyError("POST", "jobs", "", err)
+	}
+	if req.Machine == "" {
+		return 0, nil, backend.NewError(backend.EBADREQUEST, "POST", "jobs", "", "Create request must have Machine field")
+	}
+	var (
+		status int
+		job    *backend.Job
+	)
+	err := s.InTx(ctx, func(ctx context.Context) error {
+		status, job = 0, nil
+		mrec, mm, err := s.read(ctx, backend.KindOf("machines"), req.Machine, "POST")
+		if err != nil {
+			if backend.IsCode(err, backend.ENOTFOUND) {
+				return backend.NewError(backend.EINVALID, "ValidationError", "jobs", "",
+					fmt.Sprintf("Machine %s does not exist", req.Machine))
+			}
+			return err
+		}
+		m := mm.(*backend.Machine)
+		orig := clone(m).(*backend.Machine)
+		conflict := func(msg string) error {
+			return backend.NewError(backend.ECONFLICT, "Conflict", "jobs", "", fmt.Sprintf(msg, m.Uuid))
+		}
+		if !m.Runnable || !m.Available {
+			return conflict("Machine %s is not runnable")
+		}
+		var cj *backend.Job
+		var cjRev int64
+		if m.CurrentJob != "" {
+			rec, err := s.st.Get(ctx, "jobs", m.CurrentJob)
+			switch {
+			case err == nil:
+				jm, err := decodeRecord(backend.KindOf("jobs"), rec.Data)
+				if err != nil {
+					return err
+				}
+				cj, cjRev = jm.(*backend.Job), rec.Rev
+			case !backend.IsCode(err, backend.ENOTFOUND):
+				return err
+			}
+		}
+		if cj != nil {
+			switch cj.State {
+			case backend.JobCreated, backend.JobRunning:
+				if cj.CurrentIndex == m.CurrentTask {
+					return conflict("Machine %s already has running or created job")
+				}
+			case backend.JobIncomplete:
+				old := clone(cj)
+				cj.State = backend.JobCreated
+				cj.EndTime = zeroTime
+				if err := s.writeJob(ctx, cj.Uuid, cjRev, old, cj); err != nil {
+					return err
+				}
+				status, job = JobRerun, cj
+				return nil
+			}
+		}
+		next := m.CurrentTask
+		switch {
+		case m.CurrentTask < 0:
+			next = 0
+		case cj != nil && cj.State == backend.JobFinished:
+			next = m.CurrentTask + 1
+		}
+		changedStage := false
+		prev := cj
+		for next < len(m.Tasks) {
+			kind, val, ok := strings.Cut(m.Tasks[next], ":")
+			if !ok || (kind != "stage" && kind != "bootenv" && kind != "context") {
+				break
+			}
+			var note string
+			switch kind {
+			case "stage":
+				if m.Stage != val {
+					note = fmt.Sprintf("Stage changed from %s to %s\n", m.Stage, val)
+					m.Params["change-stage/map"] = map[string]any{m.Stage: val}
+					m.Stage = val
+					changedStage = true
+				}
+			case "bootenv":
+				if m.BootEnv != val {
+					note = fmt.Sprintf("BootEnv changed from %s to %s\n", m.BootEnv, val)
+					m.BootEnv = val
+					changedStage = true
+				}
+			case "context":
+				if m.Context != val {
+					note = fmt.Sprintf("Context changed from %s to %s\n", m.Context, val)
+					m.Context = val
+				}
+			}
+			m.CurrentTask = next
+			if note != "" {
+				j := s.newJob(m, next, prev)
+				j.State, j.ExitState, j.EndTime = backend.JobFinished, "complete", s.now()
+				if err := s.startJob(ctx, m, j, prev); err != nil {
+					return err
+				}
+				if s.jobLogs != nil {
+					if err := s.jobLogs.AppendJobLog(ctx, j.Uuid, []byte(note)); err != nil {
+						return err
+					}
+				}
+				prev = j
+			}
+			next++
+		}
+		switch {
+		case next >= len(m.Tasks):
+			m.CurrentTask = len(m.Tasks)
+			if !m.WorkflowComplete && (m.Workflow != "" || len(m.Tasks) > 0) {
+				m.WorkflowComplete = true
+				m.PoolStatus = backend.PoolStatusOnComplete(m.PoolStatus)
+			}
+			status = JobNothingTo
+		case changedStage || m.Context != req.Context:
+			status = JobNothingTo
+		default:
+			j := s.newJob(m, next, prev)
+			if err := s.startJob(ctx, m, j, prev); err != nil {
+				return err
+			}
+			m.CurrentTask = next
+			status, job = JobCreated, j
+		}
+		return s.writeMachine(ctx, mrec.Key, mrec.Rev, orig, m)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return status, job, nil
+}
+
+var zeroTime = backend.Job{}.EndTime
+
+// newJob builds the job for task index i of m.
+func (s *Service) newJob(m *backend.Machine, i int, prev *backend.Job) *backend.Job {
+	j := &backend.Job{
+		Uuid: uuid.NewString(), Previous: zeroUUID, Machine: m.Uuid, Task: m.Tasks[i], Stage: m.Stage,
+		Context: m.Context, State: backend.JobCreated, StartTime: s.now(), Current: true,
+		CurrentIndex: i, NextIndex: i + 1, Workflow: m.Workflow, BootEnv: m.BootEnv,
+	}
+	if prev != nil {
+		j.Previous = prev.Uuid
+	}
+	j.Fill()
+	j.SetValid(nil)
+	return j
+}
+
+// startJob stores j, makes it m's current job and retires prev.
+func (s *Service) startJob(ctx context.Context, m *backend.Machine, j, prev *backend.Job) error {
+	data, err := encode(j)
+	if err != nil {
+		return err
+	}
+	if _, err := s.st.Create(ctx, "jobs", j.Uuid, data); err != nil {
+		return err
+	}
+	emit(ctx, s.event(ctx, "create", j, nil))
+	if prev != nil && prev.Current {
+		rec, err := s.st.Get(ctx, "jobs", prev.Uuid)
+		if err != nil {
+			return err
+		}
+		old := clone(prev)
+		prev.Current = false
+		if err := s.writeJob(ctx, prev.Uuid, rec.Rev, old, prev); err != nil {
+			return err
+		}
+	}
+	m.CurrentJob = j.Uuid
+	return nil
+}
+
+func (s *Service) writeJob(ctx context.Context, key string, rev int64, old, j backend.Model) error {
+	data, err := encode(j)
+	if err != nil {
+		return err
+	}
+	if _, err := s.st.Update(ctx, "jobs", key, rev, data); err != nil {
+		return conflictRetry(err, "jobs", key)
+	}
+	emit(ctx, s.event(ctx, "update", j, old))
+	return nil
+}
+
+// writeMachine stores a machine changed by job bookkeeping (no API
+// validation or lock check: the agent and the job state machine own these
+// fields). An unchanged machine is not rewritten, so polling for jobs does
+// not wake every watcher.
+func (s *Service) writeMachine(ctx context.Context, key string, rev int64, old, m *backend.Machine) error {
+	data, err := encode(m)
+	if err != nil {
+		return err
+	}
+	if before, err := encode(old); err == nil && string(before) == string(data) {
+		return nil
+	}
+	if _, err := s.st.Update(ctx, "machines", key, rev, data); err != nil {
+		return conflictRetry(err, "machines", key)
+	}
+	emit(ctx, s.event(ctx, "update", m, old))
+	return nil
+}
+
+func conflictRetry(err error, prefix, key string) error {
+	if backend.IsCode(err, backend.ECONFLICT) {
+		return backend.NewError(backend.ECONFLICT, "Conflict", prefix, key, "Object changed concurrently; try again")
+	}
+	return err
+}
+
+// beforeJobWrite stamps job times on state changes made through the API.
+func (s *Service) beforeJobWrite(old, j *backend.Job) {
+	if old.State == j.State {
+		return
+	}
+	switch j.State {
+	case backend.JobRunning:
+		if j.StartTime.IsZero() {
+			j.StartTime = s.now()
+		}
+	case backend.JobFailed, backend.JobFinished, backend.JobIncomplete:
+		if j.EndTime.IsZero() {
+			j.EndTime = s.now()
+		}
+	}
+}
+
+// jobChanged applies a job's state change to its machine (reference §8.3,
+// §5.3): failed makes the machine not Runnable and moves a transitional
+// PoolStatus to its Hold status; the current job of the last task finishing
+// completes the workflow.
+func (s *Service) jobChanged(ctx context.Context, old, j *backend.Job) error {
+	if old.State == j.State || (j.State != backend.JobFailed && j.State != backend.JobFinished) {
+		return nil
+	}
+	rec, err := s.st.Get(ctx, "machines", j.Machine)
+	if err != nil {
+		if backend.IsCode(err, backend.ENOTFOUND) {
+			return nil
+		}
+		return err
+	}
+	mm, err := decodeRecord(backend.KindOf("machines"), rec.Data)
+	if err != nil {
+		return err
+	}
+	m := mm.(*backend.Machine)
+	orig := clone(m).(*backend.Machine)
+	switch j.State {
+	case backend.JobFailed:
+		m.Runnable = false
+		m.PoolStatus = backend.PoolStatusOnFailure(m.PoolStatus)
+	case backend.JobFinished:
+		if m.CurrentJob != j.Uuid || j.CurrentIndex != len(m.Tasks)-1 || m.WorkflowComplete {
+			return nil
+		}
+		m.WorkflowComplete = true
+		m.PoolStatus = backend.PoolStatusOnComplete(m.PoolStatus)
+	}
+	return s.writeMachine(ctx, rec.Key, rec.Rev, orig, m)
+}
+
+// AppendJobLog appends b to job uuid's log (PUT /jobs/<uuid>/log).
+func (s *Service) AppendJobLog(ctx context.Context, id string, b []byte) error {
+	if s.jobLogs == nil {
+		return backend.NewError(backend.EUNAVAILABLE, "PUT", "jobs", id, "Job logs are not available")
+	}
+	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, "PUT"); err != nil {
+		return err
+	}
+	return s.jobLogs.AppendJobLog(ctx, id, b)
+}
+
+// JobLog returns job uuid's log.
+func (s *Service) JobLog(ctx context.Context, id string) ([]byte, error) {
+	if s.jobLogs == nil {
+		return nil, backend.NewError(backend.EUNAVAILABLE, "GET", "jobs", id, "Job logs are not available")
+	}
+	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, "GET"); err != nil {
+		return nil, err
+	}
+	return s.jobLogs.JobLog(ctx, id)
+}

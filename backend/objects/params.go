@@ -1,0 +1,363 @@
+package objects
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"sort"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// paramsOf returns the Params map of the kinds that have one.
+func paramsOf(m backend.Model) *map[string]any {
+	switch v := m.(type) {
+	case *backend.Machine:
+		return &v.Params
+	case *backend.Profile:
+		return &v.Params
+	case *backend.Stage:
+		return &v.Params
+	case *backend.Plugin:
+		return &v.Params
+	}
+	return nil
+}
+
+// paramDefs caches Param definitions for the duration of one operation.
+type paramDefs struct {
+	s    *Service
+	defs map[string]*backend.Param
+}
+
+func (s *Service) newParamDefs() *paramDefs {
+	return &paramDefs{s: s, defs: map[string]*backend.Param{}}
+}
+
+func (d *paramDefs) get(ctx context.Context, name string) (*backend.Param, error) {
+	if p, ok := d.defs[name]; ok {
+		return p, nil
+	}
+	m, err := d.s.load(ctx, "params", name)
+	if err != nil {
+		return nil, err
+	}
+	var p *backend.Param
+	if m != nil {
+		p = m.(*backend.Param)
+	}
+	d.defs[name] = p
+	return p, nil
+}
+
+// prepareParams checks the keys of m's Params, encrypts values of secure
+// params and validates changed values against their param's Schema. Values
+// equal to the stored ones are not re-checked, so tightening a schema does
+// not block unrelated updates.
+func (s *Service) prepareParams(ctx context.Context, m, old backend.Model, c *check) error {
+	pp := paramsOf(m)
+	if pp == nil {
+		return nil
+	}
+	var oldParams map[string]any
+	if old != nil {
+		if op := paramsOf(old); op != nil {
+			oldParams = *op
+		}
+	}
+	params := *pp
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	defs := s.newParamDefs()
+	for _, name := range keys {
+		v := params[name]
+		if !backend.ValidParamName(name) {
+			c.bad("Invalid Param Name `%s`", name)
+			continue
+		}
+		if ov, ok := oldParams[name]; ok && reflect.DeepEqual(ov, v) {
+			continue
+		}
+		def, err := defs.get(ctx, name)
+		if err != nil {
+			return err
+		}
+		if def == nil {
+			continue
+		}
+		plain := v
+		if def.Secure {
+			stored, p, err := s.sealValue(name, v)
+			if err != nil {
+				if be, ok := err.(*backend.Error); ok {
+					return be
+				}
+				c.bad("Invalid secure value for param %s: %s", name, err.Error())
+				continue
+			}
+			params[name], plain = stored, p
+		}
+		if err := s.schemas.validateValue(def.Schema, plain); err != nil {
+			c.bad("Invalid value for param %s: %s", name, schemaError(err))
+		}
+	}
+	return nil
+}
+
+func hasParams(k *backend.Kind, typ, key string) error {
+	if !k.HasParams {
+		return backend.NewError(backend.ENOTFOUND, typ, k.Prefix, key, k.Prefix+" have no params")
+	}
+	return nil
+}
+
+// Params returns the params of prefix/key (machines, profiles, stages,
+// plugins). aggregate merges in profiles, stage, global profile and schema
+// defaults; decode decrypts secure values (the caller checks getSecure).
+func (s *Service) Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
+	k, err := kindOf(prefix)
+	if err != nil {
+		return nil, err
+	}
+	if err := hasParams(k, "GET", key); err != nil {
+		return nil, err
+	}
+	_, m, err := s.read(ctx, k, key, "GET")
+	if err != nil {
+		return nil, err
+	}
+	return s.paramsView(ctx, m, aggregate, decode)
+}
+
+func (s *Service) paramsView(ctx context.Context, m backend.Model, aggregate, decode bool) (map[string]any, error) {
+	if aggregate {
+		return s.aggregate(ctx, m, decode)
+	}
+	out := map[string]any{}
+	for k, v := range *paramsOf(m) {
+		if decode {
+			d, err := s.openValue(k, v)
+			if err != nil {
+				return nil, err
+			}
+			v = d
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// GetParam returns one param value of prefix/key, or nil (JSON null) when
+// it is not set (reference §3.9).
+func (s *Service) GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (any, error) {
+	params, err := s.Params(ctx, prefix, key, aggregate, decode)
+	if err != nil {
+		return nil, err
+	}
+	return params[name], nil
+}
+
+// SetParam sets one param and returns its stored value (the encrypted
+// envelope for a secure param).
+func (s *Service) SetParam(ctx context.Context, prefix, key, name string, value any) (any, error) {
+	if !backend.ValidParamName(name) {
+		return nil, backend.NewError(backend.EINVALID, "ValidationError", prefix, key, "Invalid Param Name `"+name+"`")
+	}
+	m, err := s.mutateParams(ctx, prefix, key, "POST", func(p map[string]any) (map[string]any, error) {
+		p[name] = value
+		return p, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return (*paramsOf(m))[name], nil
+}
+
+// SetParams replaces all params of prefix/key and returns the stored map.
+func (s *Service) SetParams(ctx context.Context, prefix, key string, params map[string]any) (map[string]any, error) {
+	m, err := s.mutateParams(ctx, prefix, key, "POST", func(map[string]any) (map[string]any, error) {
+		if params == nil {
+			return map[string]any{}, nil
+		}
+		return params, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return *paramsOf(m), nil
+}
+
+// PatchParams applies a JSON Patch to the params map of prefix/key (drpcli's
+// "add param" sends a whole-map test plus an add) and returns the new map.
+func (s *Service) PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]any, error) {
+	p, _, err := parsePatch(patch, prefix, key)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.mutateParams(ctx, prefix, key, "PATCH", func(cur map[string]any) (map[string]any, error) {
+		if len(p) == 0 {
+			return cur, nil
+		}
+		doc, err := json.Marshal(cur)
+		if err != nil {
+			return nil, err
+		}
+		out, err := applyPatch(p, doc, prefix, key)
+		if err != nil {
+			return nil, err
+		}
+		var next map[string]any
+		if err := json.Unmarshal(out, &next); err != nil || next == nil {
+			return nil, backend.NewError(backend.EINVALID, "ValidationError", prefix, key, "Params must be an object")
+		}
+		return next, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return *paramsOf(m), nil
+}
+
+// DeleteParam removes one param and returns its old (stored) value; 404
+// Type DELETE, Model params, Key name when it is not set.
+func (s *Service) DeleteParam(ctx context.Context, prefix, key, name string) (any, error) {
+	var old any
+	_, err := s.mutateParams(ctx, prefix, key, "DELETE", func(p map[string]any) (map[string]any, error) {
+		v, ok := p[name]
+		if !ok {
+			return nil, backend.NotFound("DELETE", "params", name)
+		}
+		old = v
+		delete(p, name)
+		return p, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return old, nil
+}
+
+func (s *Service) mutateParams(ctx context.Context, prefix, key, typ string, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
+	k, err := kindOf(prefix)
+	if err != nil {
+		return nil, err
+	}
+	if err := hasParams(k, typ, key); err != nil {
+		return nil, err
+	}
+	return s.mutate(ctx, k, key, typ, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+		m := clone(old)
+		pp := paramsOf(m)
+		cur := map[string]any{}
+		for k, v := range *pp {
+			cur[k] = v
+		}
+		next, err := fn(cur)
+		if err != nil {
+			return nil, err
+		}
+		*pp = next
+		return m, nil
+	})
+}
+
+// Aggregate returns a machine's effective params (DRP order, first wins):
+// the machine's own, its profiles in order (each followed by its nested
+// profiles), its stage's params and profiles, the global profile, then the
+// defaults of param Schemas. decode decrypts secure values.
+func (s *Service) Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error) {
+	return s.aggregate(ctx, m, decode)
+}
+
+func (s *Service) aggregate(ctx context.Context, m backend.Model, decode bool) (map[string]any, error) {
+	out := map[string]any{}
+	merge := func(p map[string]any) {
+		for k, v := range p {
+			if _, ok := out[k]; !ok {
+				out[k] = v
+			}
+		}
+	}
+	seen := map[string]bool{}
+	var profiles func(names []string) error
+	profiles = func(names []string) error {
+		for _, n := range names {
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			pm, err := s.load(ctx, "profiles", n)
+			if err != nil {
+				return err
+			}
+			if pm == nil {
+				continue
+			}
+			p := pm.(*backend.Profile)
+			merge(p.Params)
+			if err := profiles(p.Profiles); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	merge(*paramsOf(m))
+	switch v := m.(type) {
+	case *backend.Machine:
+		if err := profiles(v.Profiles); err != nil {
+			return nil, err
+		}
+		if v.Stage != "" {
+			st, err := s.load(ctx, "stages", v.Stage)
+			if err != nil {
+				return nil, err
+			}
+			if st != nil {
+				merge(st.(*backend.Stage).Params)
+				if err := profiles(st.(*backend.Stage).Profiles); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := profiles([]string{"global"}); err != nil {
+			return nil, err
+		}
+	case *backend.Profile:
+		seen[v.Name] = true
+		if err := profiles(v.Profiles); err != nil {
+			return nil, err
+		}
+	case *backend.Stage:
+		if err := profiles(v.Profiles); err != nil {
+			return nil, err
+		}
+	}
+	defs, err := s.listAll(ctx, "params", backend.Query{})
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range defs {
+		p := d.(*backend.Param)
+		if _, ok := out[p.Name]; ok {
+			continue
+		}
+		if sch, ok := p.Schema.(map[string]any); ok {
+			if dv, ok := sch["default"]; ok {
+				out[p.Name] = dv
+			}
+		}
+	}
+	if decode {
+		for k, v := range out {
+			d, err := s.openValue(k, v)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = d
+		}
+	}
+	return out, nil
+}

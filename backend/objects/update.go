@@ -1,0 +1,366 @@
+package objects
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// Op is one parsed JSON Patch operation.
+type Op struct {
+	Op    string          `json:"op"`
+	Path  string          `json:"path"`
+	From  string          `json:"from,omitempty"`
+	Value json.RawMessage `json:"value,omitempty"`
+}
+
+var patchOps = map[string]bool{"add": true, "remove": true, "replace": true, "move": true, "copy": true, "test": true}
+
+// PatchOps parses an RFC 6902 patch the way Patch does (tolerating drpcli's
+// "from":"" on every op), for callers that derive claims from it.
+func PatchOps(patch []byte) ([]Op, error) {
+	_, ops, err := parsePatch(patch, "", "")
+	return ops, err
+}
+
+// parsePatch validates a patch document and returns it ready to apply. The
+// "from" member is dropped from ops that do not use it: drpcli sends
+// "from":"" on every op.
+func parsePatch(patch []byte, prefix, key string) (jsonpatch.Patch, []Op, error) {
+	bad := func(msg string) error {
+		return backend.NewError(backend.EBADREQUEST, "PATCH", prefix, key, msg)
+	}
+	if len(bytes.TrimSpace(patch)) == 0 {
+		return nil, nil, nil
+	}
+	var raw []map[string]json.RawMessage
+	if err := json.Unmarshal(patch, &raw); err != nil {
+		return nil, nil, bodyError("PATCH", prefix, key, err)
+	}
+	ops := make([]Op, 0, len(raw))
+	clean := make([]map[string]json.RawMessage, 0, len(raw))
+	for i, r := range raw {
+		var o Op
+		if err := json.Unmarshal(r["op"], &o.Op); err != nil || !patchOps[o.Op] {
+			return nil, nil, bad(fmt.Sprintf("Patch line %d: invalid op %s", i, string(r["op"])))
+		}
+		if err := json.Unmarshal(r["path"], &o.Path); err != nil {
+			return nil, nil, bad(fmt.Sprintf("Patch line %d: path must be a string", i))
+		}
+		if !validPointer(o.Path) {
+			return nil, nil, bad(fmt.Sprintf("Patch line %d: invalid path %q", i, o.Path))
+		}
+		if o.Op == "move" || o.Op == "copy" {
+			if err := json.Unmarshal(r["from"], &o.From); err != nil || !validPointer(o.From) {
+				return nil, nil, bad(fmt.Sprintf("Patch line %d: %s needs a valid from", i, o.Op))
+			}
+		} else {
+			delete(r, "from")
+		}
+		if v, ok := r["value"]; ok {
+			o.Value = v
+		} else if o.Op == "add" || o.Op == "replace" || o.Op == "test" {
+			return nil, nil, bad(fmt.Sprintf("Patch line %d: %s needs a value", i, o.Op))
+		}
+		ops = append(ops, o)
+		clean = append(clean, r)
+	}
+	b, err := json.Marshal(clean)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := jsonpatch.DecodePatch(b)
+	if err != nil {
+		return nil, nil, bad(err.Error())
+	}
+	return p, ops, nil
+}
+
+// applyPatch applies p op by op so that a failure names its line and path:
+// a failed test is 409 PATCH like DRP's "Patch failed to apply at line N".
+func applyPatch(p jsonpatch.Patch, doc []byte, prefix, key string) ([]byte, error) {
+	opts := jsonpatch.NewApplyOptions()
+	opts.EscapeHTML = false
+	for i, op := range p {
+		out, err := jsonpatch.Patch{op}.ApplyWithOptions(doc, opts)
+		if err != nil {
+			path, _ := op.Path()
+			line := fmt.Sprintf("Patch failed to apply at line %d", i)
+			var msg string
+			switch {
+			case errors.Is(err, jsonpatch.ErrTestFailed):
+				msg = fmt.Sprintf("Test op failed at %q", path)
+			case errors.Is(err, jsonpatch.ErrMissing), errors.Is(err, jsonpatch.ErrInvalidIndex):
+				msg = fmt.Sprintf("%s op failed: path %q does not exist", op.Kind(), path)
+			default:
+				msg = fmt.Sprintf("%s op at %q failed: %s", op.Kind(), path, err.Error())
+			}
+			return nil, &backend.Error{Code: backend.ECONFLICT, Type: "PATCH", Model: prefix, Key: key,
+				Messages: []string{line, msg}, Err: err}
+		}
+		doc = out
+	}
+	return doc, nil
+}
+
+// secretEdits are patch ops on fields Get never shows (Secret, PasswordHash).
+// They are taken out of the patch: writing Secret rotates it to a fresh
+// random value, writing PasswordHash sets it (and rotates Secret).
+type secretEdits struct {
+	rotate   bool
+	password []byte
+}
+
+func splitSecretOps(k *backend.Kind, p jsonpatch.Patch, prefix, key string) (jsonpatch.Patch, secretEdits, error) {
+	var se secretEdits
+	if k.Prefix != "users" && k.Prefix != "machines" {
+		return p, se, nil
+	}
+	out := make(jsonpatch.Patch, 0, len(p))
+	for i, op := range p {
+		path, _ := op.Path()
+		field := strings.SplitN(strings.TrimPrefix(path, "/"), "/", 2)[0]
+		hidden := field == "Secret" || (k.Prefix == "users" && field == "PasswordHash")
+		if !hidden || path == "" {
+			out = append(out, op)
+			continue
+		}
+		switch op.Kind() {
+		case "test":
+			return nil, se, backend.NewError(backend.ECONFLICT, "PATCH", prefix, key,
+				fmt.Sprintf("Patch failed to apply at line %d", i), fmt.Sprintf("Test op failed at %q", path))
+		case "add", "replace":
+			if field == "PasswordHash" {
+				var b []byte
+				v, _ := op.ValueInterface()
+				if sv, ok := v.(string); ok {
+					b, _ = base64.StdEncoding.DecodeString(sv)
+				}
+				if path != "/PasswordHash" || len(b) == 0 {
+					return nil, se, backend.NewError(backend.EINVALID, "ValidationError", prefix, key,
+						"PasswordHash must be the base64 of a scrypt hash")
+				}
+				se.password = b
+			}
+			se.rotate = true
+		case "remove":
+			if field == "PasswordHash" {
+				return nil, se, backend.NewError(backend.EINVALID, "ValidationError", prefix, key,
+					"PasswordHash cannot be removed")
+			}
+			se.rotate = true
+		default:
+			return nil, se, backend.NewError(backend.ECONFLICT, "PATCH", prefix, key,
+				fmt.Sprintf("Patch failed to apply at line %d", i), fmt.Sprintf("%s op failed: path %q does not exist", op.Kind(), path))
+		}
+	}
+	return out, se, nil
+}
+
+// keepSecrets carries the hidden fields of old into m (which came from a
+// sanitized document), applying requested rotations.
+func (s *Service) keepSecrets(old, m backend.Model, se secretEdits) {
+	switch v := m.(type) {
+	case *backend.User:
+		o := old.(*backend.User)
+		v.PasswordHash, v.Secret = o.PasswordHash, o.Secret
+		if se.password != nil {
+			v.PasswordHash = se.password
+		}
+	case *backend.Machine:
+		v.Secret = old.(*backend.Machine).Secret
+	default:
+		return
+	}
+	if se.rotate {
+		switch v := m.(type) {
+		case *backend.User:
+			v.Secret = s.newSecret()
+		case *backend.Machine:
+			v.Secret = s.newSecret()
+		}
+	}
+}
+
+// Patch applies an RFC 6902 patch to prefix/key (native or "<Index>:<value>")
+// and returns the sanitized result. test ops are honoured (409 PATCH naming
+// the path when one fails); an empty patch returns the object unchanged. The
+// patch sees the object as Get shows it, so Secret and PasswordHash can be
+// neither read nor tested; writing Secret rotates it. The write is optimistic
+// on the revision read and retried (patch re-applied to the fresh object) a
+// few times. force is accepted for drpcli's ?force=true and currently
+// relaxes nothing.
+func (s *Service) Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error) {
+	_ = force
+	k, err := kindOf(prefix)
+	if err != nil {
+		return nil, err
+	}
+	p, _, err := parsePatch(patch, prefix, key)
+	if err != nil {
+		return nil, err
+	}
+	p, se, err := splitSecretOps(k, p, prefix, key)
+	if err != nil {
+		return nil, err
+	}
+	if len(p) == 0 && !se.rotate {
+		m, _, err := s.getTyped(ctx, k, key, "PATCH")
+		return m, err
+	}
+	m, err := s.mutate(ctx, k, key, "PATCH", "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+		view := clone(old)
+		sanitize(view)
+		doc, err := encode(view)
+		if err != nil {
+			return nil, err
+		}
+		out, err := applyPatch(p, doc, prefix, old.Key())
+		if err != nil {
+			return nil, err
+		}
+		m := k.New()
+		if err := json.Unmarshal(out, m); err != nil {
+			return nil, resultError(prefix, old.Key(), err)
+		}
+		s.keepSecrets(old, m, se)
+		return m, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sanitize(m)
+	return m, nil
+}
+
+func resultError(prefix, key string, err error) error {
+	msg := err.Error()
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		msg = fmt.Sprintf("%s cannot hold a JSON %s", te.Field, te.Value)
+	}
+	return &backend.Error{Code: backend.EINVALID, Type: "ValidationError", Model: prefix, Key: key, Messages: []string{msg}, Err: err}
+}
+
+// Put replaces prefix/key with body (a full object) under the same rules as
+// Patch: the key cannot change (an empty key in the body means the URL's),
+// Secret and PasswordHash are kept unless the body sets them (a new Secret
+// value rotates it to a fresh random one; a PasswordHash is taken as is).
+func (s *Service) Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error) {
+	k, err := kindOf(prefix)
+	if err != nil {
+		return nil, err
+	}
+	nm := k.New()
+	if err := json.Unmarshal(body, nm); err != nil {
+		return nil, bodyError("PUT", prefix, key, err)
+	}
+	m, err := s.mutate(ctx, k, key, "PUT", "save", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+		m := clone(nm)
+		if m.Key() == "" {
+			m.SetKey(old.Key())
+		}
+		var se secretEdits
+		switch v := m.(type) {
+		case *backend.User:
+			o := old.(*backend.User)
+			if len(v.PasswordHash) > 0 && !bytes.Equal(v.PasswordHash, o.PasswordHash) {
+				se.password, se.rotate = v.PasswordHash, true
+			}
+			if v.Secret != "" && v.Secret != o.Secret {
+				se.rotate = true
+			}
+		case *backend.Machine:
+			if v.Secret != "" && v.Secret != old.(*backend.Machine).Secret {
+				se.rotate = true
+			}
+		}
+		s.keepSecrets(old, m, se)
+		return m, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sanitize(m)
+	return m, nil
+}
+
+// mutate is the read-modify-write core of every update: in one transaction
+// it reads prefix/key, lets fn build the new object, enforces immutable keys
+// and machine locks, validates, writes with the revision read, runs the
+// kind's side effects and queues the event. A write that lost a race
+// (stale revision) is retried from the read. internal skips the lock check
+// (job bookkeeping on a locked machine still happens).
+func (s *Service) mutate(ctx context.Context, k *backend.Kind, key, typ, action string, internal bool,
+	fn func(ctx context.Context, old backend.Model) (backend.Model, error)) (backend.Model, error) {
+	var out backend.Model
+	for attempt := 0; ; attempt++ {
+		stale := false
+		err := s.InTx(ctx, func(ctx context.Context) error {
+			rec, old, err := s.read(ctx, k, key, typ)
+			if err != nil {
+				return err
+			}
+			m, err := fn(ctx, old)
+			if err != nil {
+				return err
+			}
+			m.Fill()
+			if m.Key() != old.Key() {
+				return backend.NewError(backend.EBADREQUEST, typ, k.Prefix, old.Key(),
+					fmt.Sprintf("Key change from %s to %s not allowed", old.Key(), m.Key()))
+			}
+			if om, ok := old.(*backend.Machine); ok && !internal && om.Locked && m.(*backend.Machine).Locked {
+				return backend.NewError(backend.ECONFLICT, typ, k.Prefix, old.Key(), "Locked")
+			}
+			if j, ok := m.(*backend.Job); ok {
+				s.beforeJobWrite(old.(*backend.Job), j)
+			}
+			if err := s.prepare(ctx, m, old); err != nil {
+				return err
+			}
+			data, err := encode(m)
+			if err != nil {
+				return err
+			}
+			if _, err := s.st.Update(ctx, k.Prefix, rec.Key, rec.Rev, data); err != nil {
+				if backend.IsCode(err, backend.ECONFLICT) {
+					if cur, gerr := s.st.Get(ctx, k.Prefix, rec.Key); gerr == nil && cur.Rev != rec.Rev {
+						stale = true
+					}
+					return backend.NewError(backend.ECONFLICT, typ, k.Prefix, rec.Key,
+						"Object changed while being updated; try again")
+				}
+				return err
+			}
+			// Side effects come after the object's own write, so a stale
+			// retry never leaves other objects written twice.
+			if err := s.afterUpdate(ctx, old, m); err != nil {
+				return err
+			}
+			emit(ctx, s.event(ctx, action, m, old))
+			out = m
+			return nil
+		})
+		if err != nil && stale && attempt < s.retries {
+			continue
+		}
+		return out, err
+	}
+}
+
+// afterUpdate runs the cross-object effects of an update.
+func (s *Service) afterUpdate(ctx context.Context, old, m backend.Model) error {
+	if j, ok := m.(*backend.Job); ok {
+		return s.jobChanged(ctx, old.(*backend.Job), j)
+	}
+	return nil
+}

@@ -1,0 +1,460 @@
+package objects
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// check is the outcome of validating one object: hard problems reject the
+// write with 422 ValidationError; soft ones (missing references) leave the
+// object saved with Available false and the messages in Errors, as DRP does.
+type check struct {
+	hard backend.ValidationErrors
+	soft []string
+}
+
+func (c *check) bad(format string, args ...any) { c.hard.Add(format, args...) }
+func (c *check) warn(format string, args ...any) {
+	c.soft = append(c.soft, fmt.Sprintf(format, args...))
+}
+
+// prepare fills, normalises and validates m before a write. old is the stored
+// version (nil on create). It seals secure params, rebuilds a machine's task
+// list when its workflow changes and sets Validated, Available and Errors.
+func (s *Service) prepare(ctx context.Context, m, old backend.Model) error {
+	m.Fill()
+	c := &check{}
+	switch v := m.(type) {
+	case *backend.User:
+		s.checkUser(ctx, v, c)
+	case *backend.Role:
+		checkRole(v, c)
+	case *backend.Tenant:
+		if err := s.checkTenant(ctx, v, c); err != nil {
+			return err
+		}
+	case *backend.Machine:
+		if err := s.checkMachine(ctx, v, old, c); err != nil {
+			return err
+		}
+	case *backend.Profile:
+		nameRule(c, v.Name, backend.ValidName)
+		s.refs(ctx, c, "profiles", "Profile", v.Profiles)
+	case *backend.Param:
+		if !backend.ValidParamName(v.Name) {
+			c.bad("Invalid Name `%s`", v.Name)
+		}
+		if v.Schema != nil {
+			if _, err := s.schemas.compile(v.Schema); err != nil {
+				c.bad("Invalid Schema: %s", schemaError(err))
+			}
+		}
+	case *backend.BootEnv:
+		nameRule(c, v.Name, backend.ValidName)
+	case *backend.Workflow:
+		nameRule(c, v.Name, backend.ValidName)
+		s.refs(ctx, c, "stages", "Stage", v.Stages)
+	case *backend.Stage:
+		nameRule(c, v.Name, backend.ValidName)
+		s.refs(ctx, c, "tasks", "Task", v.Tasks)
+		s.refs(ctx, c, "profiles", "Profile", v.Profiles)
+		if v.BootEnv != "" {
+			s.refs(ctx, c, "bootenvs", "BootEnv", []string{v.BootEnv})
+		}
+	case *backend.Task:
+		nameRule(c, v.Name, backend.ValidName)
+	case *backend.Job:
+		checkJob(v, c)
+	case *backend.Pool:
+		if err := s.checkPool(ctx, v, c); err != nil {
+			return err
+		}
+	case *backend.Plugin:
+		s.checkPlugin(v, c)
+	case *backend.Reservation:
+		if net.ParseIP(v.Addr) == nil {
+			c.bad("Invalid Address `%s`", v.Addr)
+		}
+		if v.Token == "" {
+			c.bad("Reservation Token cannot be empty")
+		}
+	}
+	if k := backend.KindOf(m.Prefix()); k.HasParams {
+		if err := s.prepareParams(ctx, m, old, c); err != nil {
+			return err
+		}
+	}
+	if p, ok := m.(*backend.Plugin); ok && s.plugin != nil && c.hard.Empty() {
+		// The provider's checks see clear values: secure params decoded.
+		view := clone(p).(*backend.Plugin)
+		for k, v := range view.Params {
+			if d, err := s.openValue(k, v); err == nil {
+				view.Params[k] = d
+			}
+		}
+		c.soft = append(c.soft, s.plugin(view)...)
+	}
+	if err := c.hard.Err(m.Prefix(), m.Key()); err != nil {
+		return err
+	}
+	m.Env().SetValid(c.soft)
+	return nil
+}
+
+func nameRule(c *check, name string, ok func(string) bool) {
+	if !ok(name) {
+		c.bad("Invalid Name `%s`", name)
+	}
+}
+
+// refs warns about each name in names that has no prefix object.
+func (s *Service) refs(ctx context.Context, c *check, prefix, label string, names []string) {
+	for _, n := range names {
+		ok, err := s.exists(ctx, prefix, n)
+		if err != nil {
+			c.warn("%s %s cannot be checked", label, n)
+			continue
+		}
+		if !ok {
+			c.warn("%s %s does not exist", label, n)
+		}
+	}
+}
+
+func (s *Service) checkUser(ctx context.Context, u *backend.User, c *check) {
+	nameRule(c, u.Name, backend.ValidUserName)
+	for _, r := range u.Roles {
+		role, err := s.load(ctx, "roles", r)
+		switch {
+		case err != nil:
+			c.warn("Role %s cannot be checked", r)
+		case role == nil:
+			c.warn("Role %s does not exist", r)
+		case !role.Env().Available:
+			c.warn("Role %s is not available", r)
+		}
+	}
+}
+
+// checkRole validates claims as DRP does (reference §4.5): every listed scope
+// must be known, every action's base must be valid in each listed scope, and
+// update:<pointer> must carry an RFC 6901 pointer.
+func checkRole(r *backend.Role, c *check) {
+	nameRule(c, r.Name, backend.ValidName)
+	seen := map[string]bool{}
+	add := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if !seen[msg] {
+			seen[msg] = true
+			c.bad("%s", msg)
+		}
+	}
+	for _, cl := range r.Claims {
+		var scopes []string
+		all := strings.TrimSpace(cl.Scope) == "*"
+		if !all {
+			for _, sc := range strings.Split(cl.Scope, ",") {
+				sc = strings.TrimSpace(sc)
+				if !backend.ValidScope(sc) {
+					add("No such scope '%s'", sc)
+					continue
+				}
+				scopes = append(scopes, sc)
+			}
+		}
+		if strings.TrimSpace(cl.Action) == "*" {
+			continue
+		}
+		for _, a := range strings.Split(cl.Action, ",") {
+			a = strings.TrimSpace(a)
+			if all {
+				if !anyScopeHas(a) {
+					add("No such action '%s'", a)
+				}
+			} else {
+				for _, sc := range scopes {
+					if !backend.ValidAction(sc, a) {
+						add("No such action '%s'", a)
+					}
+				}
+			}
+			if ptr, ok := strings.CutPrefix(a, "update:"); ok && !validPointer(ptr) {
+				add("Invalid JSON pointer '%s' in action '%s'", ptr, a)
+			}
+		}
+	}
+}
+
+func anyScopeHas(action string) bool {
+	for sc := range backend.Scopes {
+		if backend.ValidAction(sc, action) {
+			return true
+		}
+	}
+	return false
+}
+
+// validPointer accepts "" (the whole object) and "/..." pointers whose only
+// escapes are ~0 and ~1 (RFC 6901).
+func validPointer(p string) bool {
+	if p == "" {
+		return true
+	}
+	if p[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '~' && (i+1 >= len(p) || (p[i+1] != '0' && p[i+1] != '1')) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Service) checkTenant(ctx context.Context, t *backend.Tenant, c *check) error {
+	nameRule(c, t.Name, backend.ValidName)
+	keys := make([]string, 0, len(t.Members))
+	for k := range t.Members {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !backend.ValidScope(k) {
+			c.bad("No such scope '%s'", k)
+		}
+		if t.Members[k] == nil {
+			t.Members[k] = []string{}
+		}
+	}
+	tenants, err := s.listAll(ctx, "tenants", backend.Query{})
+	if err != nil {
+		return err
+	}
+	for _, u := range t.Users {
+		if strings.HasPrefix(u, "auth-groups:") {
+			continue
+		}
+		ok, err := s.exists(ctx, "users", u)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			c.bad("User %s does not exist", u)
+			continue
+		}
+		for _, o := range tenants {
+			ot := o.(*backend.Tenant)
+			if ot.Name != t.Name && contains(ot.Users, u) {
+				c.bad("User %s already in tenant %s, and users can only be in one tenant at a time", u, ot.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// archAliases maps the spellings DRP accepts to the normalised arch.
+var archAliases = map[string]string{
+	"amd64": "amd64", "x86_64": "amd64",
+	"386": "386", "i386": "386", "i486": "386", "i586": "386", "i686": "386", "x86": "386",
+	"arm64": "arm64", "aarch64": "arm64",
+	"arm": "arm", "armhf": "arm", "armv7l": "arm", "armel": "armel",
+	"ppc64le": "ppc64le", "ppc64": "ppc64", "s390x": "s390x",
+	"mips": "mips", "mipsle": "mipsle", "mips64": "mips64", "mips64le": "mips64le",
+	"riscv64": "riscv64", "loong64": "loong64",
+}
+
+func (s *Service) checkMachine(ctx context.Context, m *backend.Machine, old backend.Model, c *check) error {
+	nameRule(c, m.Name, backend.ValidMachineName)
+	if _, err := uuid.Parse(m.Uuid); err != nil {
+		c.bad("Invalid Uuid `%s`", m.Uuid)
+	}
+	if m.Address != "" && net.ParseIP(m.Address) == nil {
+		c.bad("Invalid Address `%s`", m.Address)
+	}
+	if m.CurrentJob != "" {
+		if _, err := uuid.Parse(m.CurrentJob); err != nil {
+			c.bad("Invalid CurrentJob `%s`", m.CurrentJob)
+		}
+	}
+	if a, ok := archAliases[strings.ToLower(m.Arch)]; ok {
+		m.Arch = a
+	} else {
+		c.bad("Invalid Arch `%s`", m.Arch)
+	}
+	if !backend.ValidName(m.Pool) {
+		c.bad("Invalid Pool `%s`", m.Pool)
+	}
+	if !contains(backend.PoolStatuses, m.PoolStatus) {
+		c.bad("Invalid PoolStatus `%s`", m.PoolStatus)
+	}
+	for _, hw := range m.HardwareAddrs {
+		if _, err := net.ParseMAC(hw); err != nil {
+			c.bad("Invalid Hardware Address `%s`", hw)
+		}
+	}
+	// Name is a unique index: a clash is reported before the store's own
+	// constraint so that the message names the other machine.
+	if backend.ValidMachineName(m.Name) {
+		rec, err := s.st.GetBy(ctx, "machines", "Name", m.Name)
+		switch {
+		case err == nil && rec.Key != m.Uuid:
+			c.bad("Name %s is already in use by machine %s", m.Name, rec.Key)
+		case err != nil && !backend.IsCode(err, backend.ENOTFOUND):
+			return err
+		}
+	}
+	s.refs(ctx, c, "profiles", "Profile", m.Profiles)
+	if m.Stage != "" && m.Stage != "none" {
+		s.refs(ctx, c, "stages", "Stage", []string{m.Stage})
+	}
+	if m.BootEnv != "" && m.BootEnv != "local" {
+		s.refs(ctx, c, "bootenvs", "BootEnv", []string{m.BootEnv})
+	}
+	oldWf := ""
+	if o, ok := old.(*backend.Machine); ok {
+		oldWf = o.Workflow
+	}
+	if old == nil || m.Workflow != oldWf {
+		if err := s.applyWorkflow(ctx, m, old == nil, c); err != nil {
+			return err
+		}
+	} else if m.Workflow != "" {
+		s.refs(ctx, c, "workflows", "Workflow", []string{m.Workflow})
+	}
+	return nil
+}
+
+// applyWorkflow rebuilds m's task list from its (new) workflow (§8.2).
+func (s *Service) applyWorkflow(ctx context.Context, m *backend.Machine, created bool, c *check) error {
+	if m.Workflow == "" {
+		if !created {
+			backend.SetWorkflow(m, nil, nil)
+		}
+		return nil
+	}
+	wf, err := s.load(ctx, "workflows", m.Workflow)
+	if err != nil {
+		return err
+	}
+	if wf == nil {
+		c.warn("Workflow %s does not exist", m.Workflow)
+		return nil
+	}
+	stages := map[string]*backend.Stage{}
+	for _, name := range wf.(*backend.Workflow).Stages {
+		st, err := s.load(ctx, "stages", name)
+		if err != nil {
+			return err
+		}
+		if st == nil {
+			c.warn("Stage %s does not exist", name)
+			continue
+		}
+		stages[name] = st.(*backend.Stage)
+	}
+	backend.SetWorkflow(m, wf.(*backend.Workflow), func(n string) *backend.Stage { return stages[n] })
+	return nil
+}
+
+var (
+	jobStates     = []string{backend.JobCreated, backend.JobRunning, backend.JobFailed, backend.JobFinished, backend.JobIncomplete}
+	jobExitStates = []string{"reboot", "poweroff", "stop", "complete", "failed", ""}
+)
+
+func checkJob(j *backend.Job, c *check) {
+	if _, err := uuid.Parse(j.Uuid); err != nil {
+		c.bad("Invalid Uuid `%s`", j.Uuid)
+	}
+	if !contains(jobStates, j.State) {
+		c.bad("Invalid State `%s`", j.State)
+	}
+	if !contains(jobExitStates, j.ExitState) {
+		c.bad("Invalid ExitState `%s`", j.ExitState)
+	}
+}
+
+func (s *Service) checkPool(ctx context.Context, p *backend.Pool, c *check) error {
+	nameRule(c, p.Id, backend.ValidName)
+	if p.ParentPool != "" {
+		if !backend.ValidName(p.ParentPool) {
+			c.bad("Invalid ParentPool `%s`", p.ParentPool)
+		} else {
+			// Walk up the stored parents; reaching p again is a cycle.
+			seen := map[string]bool{p.Id: true}
+			for cur := p.ParentPool; cur != ""; {
+				if seen[cur] {
+					c.bad("ParentPool %s would create a cycle", p.ParentPool)
+					break
+				}
+				seen[cur] = true
+				parent, err := s.load(ctx, "pools", cur)
+				if err != nil {
+					return err
+				}
+				if parent == nil {
+					break
+				}
+				cur = parent.(*backend.Pool).ParentPool
+			}
+		}
+	}
+	for _, g := range []struct {
+		name string
+		a    *backend.PoolTransitionActions
+	}{{"EnterActions", p.EnterActions}, {"ExitActions", p.ExitActions}, {"AllocateActions", p.AllocateActions}, {"ReleaseActions", p.ReleaseActions}} {
+		if g.a == nil {
+			continue
+		}
+		if g.a.Workflow != "" && !backend.ValidName(g.a.Workflow) {
+			c.bad("Invalid %s Workflow `%s`", g.name, g.a.Workflow)
+		}
+		for _, pr := range g.a.AddProfiles {
+			if !backend.ValidName(pr) {
+				c.bad("Invalid %s Add Profile `%s`", g.name, pr)
+			}
+		}
+		for _, pr := range g.a.RemoveProfiles {
+			if !backend.ValidName(pr) {
+				c.bad("Invalid %s Remove Profile `%s`", g.name, pr)
+			}
+		}
+		for k := range g.a.AddParameters {
+			if !backend.ValidParamName(k) {
+				c.bad("Invalid %s Add Parameter `%s`", g.name, k)
+			}
+		}
+		for _, k := range g.a.RemoveParameters {
+			if !backend.ValidParamName(k) {
+				c.bad("Invalid %s Remove Parameter `%s`", g.name, k)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Service) checkPlugin(p *backend.Plugin, c *check) {
+	nameRule(c, p.Name, backend.ValidName)
+	switch {
+	case !backend.ValidName(p.Provider):
+		c.bad("Invalid Provider `%s`", p.Provider)
+	case !s.providers[p.Provider]:
+		// DRP keeps plugins whose provider is not (yet) installed.
+		c.warn("Plugin provider %s does not exist", p.Provider)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
