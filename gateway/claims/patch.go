@@ -1,0 +1,311 @@
+package claims
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/provgate/provgate/backend"
+)
+
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// escapePointer escapes one reference token (RFC 6901 §3).
+func escapePointer(tok string) string {
+	if strings.IndexByte(tok, '~') < 0 && strings.IndexByte(tok, '/') < 0 {
+		return tok
+	}
+	return pointerEscaper.Replace(tok)
+}
+
+// validPointer reports whether p is an RFC 6901 pointer as written in a
+// patch: "" or '/'-led, with '~' only in "~0" and "~1".
+func validPointer(p string) bool {
+	if p != "" && p[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '~' && (i+1 == len(p) || (p[i+1] != '0' && p[i+1] != '1')) {
+			return false
+		}
+	}
+	return true
+}
+
+// patchPointers returns the pointers a JSON Patch (RFC 6902) changes, in op
+// order: path of every op but test, and also from of move (reference §3.7,
+// assureAuthUpdate). copy only reads from. Ops are decoded as exact-case maps,
+// as json-patch reads them: a struct decode would fold "Path" into "path" and
+// authorize a different pointer than the one applied.
+func patchPointers(body []byte) ([]string, error) {
+	var ops []map[string]json.RawMessage
+	if err := json.Unmarshal(body, &ops); err != nil || ops == nil {
+		return nil, errors.New("patch must be a JSON array of operations")
+	}
+	out := make([]string, 0, len(ops))
+	for i, op := range ops {
+		if op == nil {
+			return nil, fmt.Errorf("op %d: not an object", i)
+		}
+		var name string
+		if err := json.Unmarshal(op["op"], &name); err != nil {
+			return nil, fmt.Errorf("op %d: missing or malformed op", i)
+		}
+		path, err := opPointer(op, "path")
+		if err != nil {
+			return nil, fmt.Errorf("op %d: %w", i, err)
+		}
+		switch name {
+		case "test":
+		case "add", "remove", "replace":
+			out = append(out, path)
+		case "move", "copy":
+			from, err := opPointer(op, "from")
+			if err != nil {
+				return nil, fmt.Errorf("op %d: %w", i, err)
+			}
+			out = append(out, path)
+			if name == "move" {
+				out = append(out, from)
+			}
+		default:
+			return nil, fmt.Errorf("op %d: unknown op %q", i, name)
+		}
+	}
+	return out, nil
+}
+
+func opPointer(op map[string]json.RawMessage, field string) (string, error) {
+	raw, ok := op[field]
+	if !ok {
+		return "", fmt.Errorf("missing %s", field)
+	}
+	var p string
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return "", fmt.Errorf("malformed %s", field)
+	}
+	if !validPointer(p) {
+		return "", fmt.Errorf("invalid JSON pointer %q in %s", p, field)
+	}
+	return p, nil
+}
+
+// jobMachine reads the Machine field of a job create body. It decodes into a
+// struct, as the job handler does, so that case variants of the field name
+// resolve to the same value here and there.
+func jobMachine(body []byte) (string, error) {
+	var j struct {
+		Machine string `json:"Machine"`
+	}
+	if err := json.Unmarshal(body, &j); err != nil {
+		return "", backend.NewError(backend.EBADREQUEST, "POST", "jobs", "", "malformed job: "+err.Error())
+	}
+	if j.Machine == "" {
+		return "", backend.NewError(backend.EBADREQUEST, "POST", "jobs", "", "Create request must have Machine field")
+	}
+	return j.Machine, nil
+}
+
+// envelopeIgnored are fields the server computes (reference §3.1): a PUT
+// body's values are advisory and never change the object.
+var envelopeIgnored = map[string]bool{"Validated": true, "Available": true, "Errors": true}
+
+// sanitized are fields GET never returns; a PUT body built from a GET lacks
+// them, which is not a request to clear them. A non-empty value is a change.
+var sanitized = map[string]bool{"Secret": true, "PasswordHash": true}
+
+// fieldNames holds the top-level JSON field names of each kind's model.
+var fieldNames = buildFieldNames()
+
+func buildFieldNames() map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, p := range backend.KindPrefixes() {
+		names := map[string]bool{}
+		collectFields(reflect.TypeOf(backend.KindOf(p).New()).Elem(), names)
+		out[p] = names
+	}
+	return out
+}
+
+func collectFields(t reflect.Type, names map[string]bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" {
+			continue
+		}
+		if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
+			collectFields(f.Type, names)
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		names[tag] = true
+	}
+}
+
+// putPointers compares a PUT body with the stored object and returns the
+// pointers of the changed leaves, sorted. Objects recurse; arrays and
+// scalars are leaves; a member present on one side only is changed. At the
+// top level the body is decoded into the model struct, so an absent field
+// equals its zero value and a field name matching a model field but for case
+// changes that field.
+func putPointers(scope, key string, cur, body []byte) ([]string, error) {
+	b, ok := decodeObject(body)
+	if !ok {
+		return nil, backend.NewError(backend.EBADREQUEST, "PUT", scope, key, "body must be a JSON object")
+	}
+	c, ok := decodeObject(cur)
+	if !ok {
+		return nil, &backend.Error{Code: backend.EINTERNAL, Type: "PUT", Model: scope, Key: key,
+			Messages: []string{"internal error"}, Err: errors.New("stored object is not a JSON object")}
+	}
+	set := map[string]bool{}
+	fields := fieldNames[scope]
+	for k, bv := range b {
+		if envelopeIgnored[k] || (sanitized[k] && isZero(bv)) {
+			continue
+		}
+		if !fields[k] {
+			for f := range fields {
+				if strings.EqualFold(k, f) {
+					set["/"+escapePointer(f)] = true
+				}
+			}
+		}
+		if cv := c[k]; !(isZero(bv) && isZero(cv)) {
+			diff("/"+escapePointer(k), bv, cv, set)
+		}
+	}
+	for k, cv := range c {
+		if _, inBody := b[k]; inBody || envelopeIgnored[k] || sanitized[k] {
+			continue
+		}
+		if !isZero(cv) {
+			set["/"+escapePointer(k)] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for p := range set {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func decodeObject(data []byte) (map[string]any, bool) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil || m == nil {
+		return nil, false
+	}
+	if _, err := d.Token(); err == nil {
+		return nil, false // trailing data
+	}
+	return m, true
+}
+
+func diff(ptr string, a, b any, set map[string]bool) {
+	am, aObj := a.(map[string]any)
+	bm, bObj := b.(map[string]any)
+	if !aObj || !bObj {
+		if !jsonEqual(a, b) {
+			set[ptr] = true
+		}
+		return
+	}
+	for k, av := range am {
+		p := ptr + "/" + escapePointer(k)
+		if bv, ok := bm[k]; ok {
+			diff(p, av, bv, set)
+		} else {
+			set[p] = true
+		}
+	}
+	for k := range bm {
+		if _, ok := am[k]; !ok {
+			set[ptr+"/"+escapePointer(k)] = true
+		}
+	}
+}
+
+// jsonEqual is deep JSON equality; numbers compare by value, so 1 and 1.0
+// are equal.
+func jsonEqual(a, b any) bool {
+	switch av := a.(type) {
+	case nil:
+		return b == nil
+	case bool, string:
+		return a == b
+	case json.Number:
+		bv, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		if av == bv {
+			return true
+		}
+		// Values held as any decode to float64, so equal floats are the
+		// same stored value; beyond 2^53 distinct spellings stay distinct
+		// (fail closed). big.Rat is avoided: "1e999999" would be costly.
+		x, errx := strconv.ParseFloat(string(av), 64)
+		y, erry := strconv.ParseFloat(string(bv), 64)
+		return errx == nil && erry == nil && x == y && math.Abs(x) < 1<<53
+	case []any:
+		bv, ok := b.([]any)
+		if !ok || len(av) != len(bv) {
+			return false
+		}
+		for i := range av {
+			if !jsonEqual(av[i], bv[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok || len(av) != len(bv) {
+			return false
+		}
+		for k, x := range av {
+			y, ok := bv[k]
+			if !ok || !jsonEqual(x, y) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// isZero reports whether v decodes to a Go zero value (or an empty list or
+// map, which Fill makes of nil): absent, null, false, 0, "", [], {}.
+func isZero(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case bool:
+		return !x
+	case string:
+		return x == ""
+	case json.Number:
+		f, err := strconv.ParseFloat(string(x), 64)
+		return err == nil && f == 0
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
+}
