@@ -1,0 +1,36 @@
+package main
+
+import (
+	"crypto/rand"
+	"fmt"
+	"io"
+	"path/filepath"
+)
+
+const (
+	adminUser             = "rocketskates"
+	initialAdminPassFile  = "initial-admin-password"
+	generatedPasswordSize = 26 // rand.Text's length: 128 bits of base32
+)
+
+// initialAdminPassword returns the password for the first-start admin user
+// (design D4): the configured one, or a random one that is printed once to
+// stdout and written to <data-dir>/initial-admin-password (mode 0600). Call it
+// only when the store has no users: a later start must never replace the
+// password.
+func initialAdminPassword(cfg Config, stdout io.Writer) (pw string, generated bool, err error) {
+	if cfg.AdminPassword != "" {
+		return cfg.AdminPassword, false, nil
+	}
+	pw = rand.Text()
+	path := filepath.Join(cfg.DataDir, initialAdminPassFile)
+	// A stale file from an earlier, discarded store is replaced: the file
+	// must always hold the password that works.
+	if err := writeFileAtomic(path, []byte(pw+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("write initial admin password: %w", err)
+	}
+	if _, err := fmt.Fprintf(stdout, "Initial admin password for user %s: %s\n(shown only once; also saved in %s)\n", adminUser, pw, path); err != nil {
+		return "", false, err
+	}
+	return pw, true, nil
+}

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// envPrefix is prepended to a flag's upper-cased name (dashes become
+// underscores) to form its environment variable: --data-dir is
+// PROVGATE_DATA_DIR.
+const envPrefix = "PROVGATE_"
+
+// Config is everything the serve command needs. It is filled from defaults,
+// then the environment, then flags, so the most explicit source wins.
+type Config struct {
+	DataDir          string        // state directory: SQLite file, TLS files, initial admin password
+	Database         string        // DSN; empty selects the SQLite file <DataDir>/provgate.db
+	Listen           string        // host:port of the API listener
+	TLSCert          string        // PEM certificate file; with TLSKey replaces the generated one
+	TLSKey           string        // PEM private key file
+	NoTLS            bool          // serve plain HTTP (behind a TLS-terminating proxy)
+	AdminPassword    string        // first-start password of rocketskates; never printed
+	LicensePublicKey string        // ed25519 PEM public key that verifies License
+	License          string        // license document file
+	PolicyDir        string        // Rego directory replacing the embedded policies
+	DecisionLog      string        // file receiving JSON-lines decision logs
+	CallbackExecDir  string        // only executables under it may run as callback exec auth
+	LogLevel         string        // debug, info, warn or error
+	BodyLimit        int64         // largest request body in bytes
+	MaxTokenTTL      time.Duration // upper bound for a requested token ttl
+	ShutdownTimeout  time.Duration // how long in-flight requests get after a stop signal
+	BenchRoutes      bool          // enables the unauthenticated benchmark route
+}
+
+func defaultConfig() Config {
+	return Config{
+		DataDir:         "./provgate-data",
+		Listen:          ":8092",
+		LogLevel:        "info",
+		BodyLimit:       4 << 20,
+		MaxTokenTTL:     720 * time.Hour,
+		ShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// flagSet binds every Config field to a flag whose default is the field's
+// current value. Parse errors are returned, not printed: the caller reports
+// them in one line.
+func (c *Config) flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the SQLite database, generated TLS files and the initial admin password")
+	fs.StringVar(&c.Database, "database", c.Database, "database DSN: postgres://... for PostgreSQL; empty selects the SQLite file <data-dir>/provgate.db")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the API listener, host:port")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate file (with --tls-key); default: a self-signed certificate generated in the data dir")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key file (with --tls-cert)")
+	fs.BoolVar(&c.NoTLS, "no-tls", c.NoTLS, "serve plain HTTP, e.g. behind a TLS-terminating proxy")
+	fs.Var((*secret)(&c.AdminPassword), "admin-password", "`password` of user rocketskates, used only on first start; default: random, printed once")
+	fs.StringVar(&c.LicensePublicKey, "license-public-key", c.LicensePublicKey, "ed25519 PEM public key that verifies --license")
+	fs.StringVar(&c.License, "license", c.License, "license document file")
+	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "directory of Rego policies replacing the embedded ones")
+	fs.StringVar(&c.DecisionLog, "decision-log", c.DecisionLog, "file that receives policy decisions as JSON lines")
+	fs.StringVar(&c.CallbackExecDir, "callback-exec-dir", c.CallbackExecDir, "directory whose executables callback exec auth may run; empty disables exec auth")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
+	fs.Var((*byteSize)(&c.BodyLimit), "body-limit", "largest request body in `bytes` (suffixes KiB, MiB, GiB accepted)")
+	fs.DurationVar(&c.MaxTokenTTL, "max-token-ttl", c.MaxTokenTTL, "longest token lifetime a client may request")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time in-flight requests get to finish after SIGINT/SIGTERM")
+	fs.BoolVar(&c.BenchRoutes, "bench-routes", c.BenchRoutes, "enable the unauthenticated route used only by benchmarks")
+	fs.VisitAll(func(f *flag.Flag) { f.Usage += " [$" + envName(f.Name) + "]" })
+	return fs
+}
+
+// envName is the environment variable that sets the flag called name.
+func envName(name string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// applyEnv sets every flag of fs whose environment variable is non-empty,
+// through the flag's own parser so that both sources accept the same values.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		key := envName(f.Name)
+		v := getenv(key)
+		if v == "" {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			if _, ok := f.Value.(*secret); ok {
+				err = errors.New("invalid value")
+			}
+			errs = append(errs, fmt.Errorf("environment %s: %w", key, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Validate reports the first configuration problem in a sentence that names
+// the flag to fix.
+func (c Config) Validate() error {
+	if strings.TrimSpace(c.DataDir) == "" {
+		return errors.New("--data-dir must not be empty")
+	}
+	if err := validateListen(c.Listen); err != nil {
+		return err
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key must be given together")
+	}
+	if c.NoTLS && c.TLSCert != "" {
+		return errors.New("--no-tls cannot be combined with --tls-cert/--tls-key")
+	}
+	if c.Database != "" {
+		if err := validateDSN(c.Database); err != nil {
+			return err
+		}
+	}
+	if c.License != "" && c.LicensePublicKey == "" {
+		return errors.New("--license needs --license-public-key to verify it")
+	}
+	for _, f := range []struct{ flag, path string }{
+		{"--license-public-key", c.LicensePublicKey},
+		{"--license", c.License},
+		{"--tls-cert", c.TLSCert},
+		{"--tls-key", c.TLSKey},
+	} {
+		if err := checkPath(f.flag, f.path, false); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct{ flag, path string }{
+		{"--policy-dir", c.PolicyDir},
+		{"--callback-exec-dir", c.CallbackExecDir},
+	} {
+		if err := checkPath(f.flag, f.path, true); err != nil {
+			return err
+		}
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if c.BodyLimit <= 0 || c.BodyLimit > math.MaxInt32 {
+		return fmt.Errorf("--body-limit %d: must be between 1 byte and 2 GiB", c.BodyLimit)
+	}
+	if c.MaxTokenTTL <= 0 {
+		return fmt.Errorf("--max-token-ttl %s: must be positive", c.MaxTokenTTL)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout)
+	}
+	return nil
+}
+
+// DatabaseDSN is the DSN to open: --database, or the SQLite file in the data
+// dir.
+func (c Config) DatabaseDSN() string {
+	if c.Database != "" {
+		return c.Database
+	}
+	return filepath.Join(c.DataDir, "provgate.db")
+}
+
+// IsPostgres reports whether the DSN selects PostgreSQL rather than SQLite.
+func (c Config) IsPostgres() bool {
+	return isPostgresDSN(c.Database)
+}
+
+// SlogLevel is LogLevel as a slog level; call it on a validated Config.
+func (c Config) SlogLevel() slog.Level {
+	l, _ := parseLevel(c.LogLevel)
+	return l
+}
+
+// String lists the configuration with the admin password and any database
+// password masked, so that a Config can be logged or printed safely.
+func (c Config) String() string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i, a := range c.attrs() {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s=%v", a.Key, a.Value)
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// GoString keeps %#v from printing the raw struct, password included.
+func (c Config) GoString() string { return "main.Config" + c.String() }
+
+// LogValue makes slog print the masked form.
+func (c Config) LogValue() slog.Value { return slog.GroupValue(c.attrs()...) }
+
+func (c Config) attrs() []slog.Attr {
+	return []slog.Attr{
+		slog.String("data_dir", c.DataDir),
+		slog.String("database", redactDSN(c.Database)),
+		slog.String("listen", c.Listen),
+		slog.String("tls_cert", c.TLSCert),
+		slog.String("tls_key", c.TLSKey),
+		slog.Bool("no_tls", c.NoTLS),
+		slog.String("admin_password", secret(c.AdminPassword).String()),
+		slog.String("license_public_key", c.LicensePublicKey),
+		slog.String("license", c.License),
+		slog.String("policy_dir", c.PolicyDir),
+		slog.String("decision_log", c.DecisionLog),
+		slog.String("callback_exec_dir", c.CallbackExecDir),
+		slog.String("log_level", c.LogLevel),
+		slog.Int64("body_limit", c.BodyLimit),
+		slog.String("max_token_ttl", c.MaxTokenTTL.String()),
+		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
+		slog.Bool("bench_routes", c.BenchRoutes),
+	}
+}
+
+func validateListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: want host:port, e.g. :8092 or 127.0.0.1:8092", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("--listen %q: port must be a number from 0 to 65535", addr)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("--listen %q: invalid host", addr)
+	}
+	return nil
+}
+
+func isPostgresDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// validateDSN accepts PostgreSQL URLs and SQLite file names. Errors never
+// echo the DSN, which may hold a password.
+func validateDSN(dsn string) error {
+	if isPostgresDSN(dsn) {
+		if _, err := url.Parse(dsn); err != nil {
+			return errors.New("--database: malformed postgres:// URL")
+		}
+		return nil
+	}
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
+		return fmt.Errorf("--database: unsupported scheme %q (want postgres:// or a SQLite file path)", scheme)
+	}
+	return nil
+}
+
+// redactDSN hides the password of a URL-style DSN.
+func redactDSN(dsn string) string {
+	if !strings.Contains(dsn, "://") {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "<unparsable DSN>"
+	}
+	return u.Redacted()
+}
+
+func checkPath(flagName, path string, wantDir bool) error {
+	if path == "" {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("%s %s: %w", flagName, path, err)
+	}
+	if wantDir && !fi.IsDir() {
+		return fmt.Errorf("%s %s: not a directory", flagName, path)
+	}
+	if !wantDir && fi.IsDir() {
+		return fmt.Errorf("%s %s: is a directory, want a file", flagName, path)
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+}
+
+// secret is a string flag whose value never appears in help output, errors
+// or logs.
+type secret string
+
+func (s *secret) Set(v string) error { *s = secret(v); return nil }
+
+func (s secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "********"
+}
+
+// byteSize is a byte count flag accepting plain numbers or binary suffixes.
+type byteSize int64
+
+var sizeSuffixes = []struct {
+	suffix string
+	mult   int64
+}{
+	{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
+	{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1},
+}
+
+func (b *byteSize) Set(v string) error {
+	s := strings.TrimSpace(v)
+	mult := int64(1)
+	for _, x := range sizeSuffixes {
+		if strings.HasSuffix(s, x.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, x.suffix)), x.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return fmt.Errorf("%q is not a byte count (e.g. 4194304 or 4MiB)", v)
+	}
+	*b = byteSize(n * mult)
+	return nil
+}
+
+func (b *byteSize) String() string {
+	if b == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}

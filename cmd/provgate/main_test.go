@@ -1,0 +1,416 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is written by the server's goroutines and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func envOf(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+// runCmd runs one short-lived command line.
+func runCmd(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = run(ctx, args, envOf(env), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+type server struct {
+	addr   string
+	stdout *syncBuffer
+	stderr *syncBuffer
+	stop   func() error // cancels the context and returns run's result
+}
+
+// startServer runs the serve command until the test stops it. It fails the
+// test when run returns before the listener is up.
+func startServer(t *testing.T, env map[string]string, args ...string) *server {
+	t.Helper()
+	s, err := tryStartServer(t, env, args...)
+	if err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	return s
+}
+
+func tryStartServer(t *testing.T, env map[string]string, args ...string) (*server, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- runWith(ctx, args, envOf(env), s.stdout, s.stderr, ready) }()
+	var once sync.Once
+	var result error
+	s.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case result = <-done:
+			case <-time.After(20 * time.Second):
+				result = errors.New("server did not stop within 20s")
+			}
+		})
+		return result
+	}
+	t.Cleanup(func() { s.stop() })
+	select {
+	case s.addr = <-ready:
+		return s, nil
+	case err := <-done:
+		cancel()
+		if err == nil {
+			err = errors.New("run returned nil before listening")
+		}
+		return nil, err
+	case <-time.After(20 * time.Second):
+		return nil, fmt.Errorf("server not ready after 20s; stderr:\n%s", s.stderr.String())
+	}
+}
+
+func insecureClient() *http.Client {
+	return &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+	}
+}
+
+func getInfo(t *testing.T, client *http.Client, url string) *http.Response {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d, body %s", url, resp.StatusCode, body)
+	}
+	var info map[string]any
+	if err := json.Unmarshal(body, &info); err != nil {
+		t.Fatalf("GET %s: body %q is not JSON: %v", url, body, err)
+	}
+	if _, ok := info["version"]; !ok {
+		t.Errorf("info %s has no version", body)
+	}
+	return resp
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := runCmd(t, nil, "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^provgate \S+ \(go[0-9][^)]*\)\n$`).MatchString(out) {
+		t.Errorf("version output %q", out)
+	}
+	if !strings.HasPrefix(out, "provgate dev ") {
+		t.Errorf("version output %q, want the default version dev", out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"unknown command", nil, []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"unknown serve flag", nil, []string{"--frob"}, "flag provided but not defined: -frob"},
+		{"unknown serve flag after command", nil, []string{"serve", "--frob=1"}, "flag provided but not defined: -frob"},
+		{"stray argument", nil, []string{"serve", "extra"}, `unexpected argument "extra"`},
+		{"version with argument", nil, []string{"version", "x"}, "version takes no arguments"},
+		{"license without subcommand", nil, []string{"license"}, "want a subcommand"},
+		{"license unknown subcommand", nil, []string{"license", "burn"}, `unknown subcommand "burn"`},
+		{"license keygen missing flag", nil, []string{"license", "keygen", "--private-key", filepath.Join(dir, "k")}, "--public-key is required"},
+		{"license sign bad expiry", nil, []string{"license", "sign", "--private-key", "k", "--owner", "o", "--expires", "tomorrow"}, "--expires \"tomorrow\""},
+		{"license verify unknown flag", nil, []string{"license", "verify", "--nope"}, "flag provided but not defined: -nope"},
+		{"tls cert without key", nil, []string{"--tls-cert", "x.crt"}, "--tls-cert and --tls-key must be given together"},
+		{"tls key without cert from env", map[string]string{"PROVGATE_TLS_KEY": "x.key"}, nil, "--tls-cert and --tls-key must be given together"},
+		{"no-tls with cert", nil, []string{"--no-tls", "--tls-cert", "a", "--tls-key", "b"}, "--no-tls cannot be combined"},
+		{"bad log level", nil, []string{"--log-level", "loud"}, `--log-level "loud"`},
+		{"bad listen", nil, []string{"--listen", "8092"}, `--listen "8092"`},
+		{"bad body limit", nil, []string{"--body-limit", "lots"}, "invalid value \"lots\" for flag -body-limit"},
+		{"bad env duration", map[string]string{"PROVGATE_MAX_TOKEN_TTL": "forever"}, nil, "environment PROVGATE_MAX_TOKEN_TTL"},
+		{"bad env bool", map[string]string{"PROVGATE_NO_TLS": "maybe"}, nil, "environment PROVGATE_NO_TLS"},
+		{"license without key", nil, []string{"--license", "lic"}, "--license needs --license-public-key"},
+		{"missing policy dir", nil, []string{"--policy-dir", filepath.Join(dir, "nope")}, "no such file or directory"},
+		{"unsupported dsn", nil, []string{"--database", "mysql://u:hunter2@h/db"}, `unsupported scheme "mysql"`},
+		{"zero shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "--shutdown-timeout 0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := runCmd(t, tt.env, tt.args...)
+			if err == nil {
+				t.Fatal("run succeeded, want an error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not contain %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error %q leaks a password", err)
+			}
+			var stderr bytes.Buffer
+			if code := report(err, &stderr); code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			if n := strings.Count(stderr.String(), "\n"); n != 1 {
+				t.Errorf("stderr has %d lines, want 1: %q", n, stderr.String())
+			}
+		})
+	}
+}
+
+func TestReport(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		wantCode int
+		wantOut  string
+	}{
+		{"nil", nil, 0, ""},
+		{"help", errHelp, 0, ""},
+		{"runtime", errors.New("listen :8092: address already in use"), 1, "provgate: listen :8092: address already in use\n"},
+		{"multi-line joined", errors.Join(errors.New("a"), errors.New("b")), 1, "provgate: a b\n"},
+		{"usage", usagef("unknown command %q", "x"), 2, "provgate: unknown command \"x\"\n"},
+		{"wrapped usage", fmt.Errorf("ctx: %w", usagef("bad")), 2, "provgate: ctx: bad\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if got := report(tt.err, &buf); got != tt.wantCode {
+				t.Errorf("code = %d, want %d", got, tt.wantCode)
+			}
+			if got := buf.String(); got != tt.wantOut {
+				t.Errorf("stderr = %q, want %q", got, tt.wantOut)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	_, stderr, err := runCmd(t, nil, "serve", "-h")
+	if !errors.Is(err, errHelp) {
+		t.Fatalf("err = %v, want errHelp", err)
+	}
+	for _, want := range []string{"-data-dir", "PROVGATE_DATA_DIR", "-admin-password", "PROVGATE_ADMIN_PASSWORD"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("help does not mention %s:\n%s", want, stderr)
+		}
+	}
+}
+
+func TestServeTLS(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "nested", "data")
+	s := startServer(t, nil, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+
+	fi, err := os.Stat(dataDir)
+	if err != nil {
+		t.Fatalf("data dir not created: %v", err)
+	}
+	if got := fi.Mode().Perm(); got != 0o700 {
+		t.Errorf("data dir mode %o, want 700", got)
+	}
+	keyInfo, err := os.Stat(filepath.Join(dataDir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keyInfo.Mode().Perm(); got != 0o600 {
+		t.Errorf("tls.key mode %o, want 600", got)
+	}
+
+	resp := getInfo(t, insecureClient(), "https://"+s.addr+"/api/v3/info")
+	if resp.TLS == nil || resp.TLS.Version < tls.VersionTLS12 {
+		t.Fatalf("connection state %+v: want TLS 1.2 or later", resp.TLS)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type %q", ct)
+	}
+	leaf := resp.TLS.PeerCertificates[0]
+	if err := leaf.VerifyHostname("localhost"); err != nil {
+		t.Error(err)
+	}
+	for _, ip := range []string{"127.0.0.1", "::1"} {
+		if err := leaf.VerifyHostname(ip); err != nil {
+			t.Error(err)
+		}
+	}
+	if host, err := os.Hostname(); err == nil {
+		if err := leaf.VerifyHostname(host); err != nil {
+			t.Error(err)
+		}
+	}
+	if leaf.PublicKeyAlgorithm != x509.ECDSA {
+		t.Errorf("key algorithm %v, want ECDSA", leaf.PublicKeyAlgorithm)
+	}
+
+	// TLS 1.1 must be refused.
+	old := &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS11}
+	if conn, err := tls.Dial("tcp", s.addr, old); err == nil {
+		conn.Close()
+		t.Error("TLS 1.1 handshake succeeded")
+	}
+
+	if err := s.stop(); err != nil {
+		t.Fatalf("run after cancel = %v, want nil", err)
+	}
+	if _, err := net.DialTimeout("tcp", s.addr, time.Second); err == nil {
+		t.Error("listener still accepting after shutdown")
+	}
+	if !strings.Contains(s.stderr.String(), `"msg":"stopped"`) {
+		t.Errorf("no stop log line:\n%s", s.stderr.String())
+	}
+
+	// A second start reuses the generated certificate.
+	certBefore, _ := os.ReadFile(filepath.Join(dataDir, "tls.crt"))
+	s2 := startServer(t, nil, "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	resp = getInfo(t, insecureClient(), "https://"+s2.addr+"/api/v3/info")
+	certAfter, _ := os.ReadFile(filepath.Join(dataDir, "tls.crt"))
+	if !bytes.Equal(certBefore, certAfter) {
+		t.Error("tls.crt was rewritten on the second start")
+	}
+	block, _ := pem.Decode(certBefore)
+	if block == nil || !bytes.Equal(block.Bytes, resp.TLS.PeerCertificates[0].Raw) {
+		t.Error("second start serves a different certificate")
+	}
+	if strings.Contains(s2.stderr.String(), "generated self-signed") {
+		t.Error("second start logged a new certificate")
+	}
+	if err := s2.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEnvAndFlagPrecedence(t *testing.T) {
+	dataDir := t.TempDir()
+	env := map[string]string{
+		"PROVGATE_NO_TLS":    "true",
+		"PROVGATE_LISTEN":    "127.0.0.1:1", // overridden by the flag below
+		"PROVGATE_DATA_DIR":  dataDir,
+		"PROVGATE_LOG_LEVEL": "debug",
+	}
+	s := startServer(t, env, "--listen", "127.0.0.1:0")
+	getInfo(t, &http.Client{Timeout: 10 * time.Second}, "http://"+s.addr+"/api/v3/info")
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "tls.crt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--no-tls from the environment still generated a certificate (%v)", err)
+	}
+	logs := s.stderr.String()
+	if !strings.Contains(logs, `"log_level":"debug"`) {
+		t.Errorf("log level from the environment not applied:\n%s", logs)
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	tests := []struct {
+		name  string
+		env   map[string]string
+		args  []string
+		check func(t *testing.T, c Config)
+	}{
+		{"defaults", nil, nil, func(t *testing.T, c Config) {
+			want := defaultConfig()
+			if c != want {
+				t.Errorf("got %v, want %v", c, want)
+			}
+			if c.Listen != ":8092" || c.DataDir != "./provgate-data" || c.BodyLimit != 4<<20 ||
+				c.MaxTokenTTL != 720*time.Hour || c.ShutdownTimeout != 30*time.Second || c.LogLevel != "info" || c.BenchRoutes {
+				t.Errorf("unexpected defaults %v", c)
+			}
+			if got, want := c.DatabaseDSN(), filepath.Join("provgate-data", "provgate.db"); got != want {
+				t.Errorf("DSN %q, want %q", got, want)
+			}
+		}},
+		{"env overrides defaults", map[string]string{
+			"PROVGATE_LISTEN": "127.0.0.1:9000", "PROVGATE_BODY_LIMIT": "1MiB", "PROVGATE_MAX_TOKEN_TTL": "1h",
+			"PROVGATE_ADMIN_PASSWORD": "from-env", "PROVGATE_BENCH_ROUTES": "true",
+			"PROVGATE_DATABASE": "postgres://u:p@127.0.0.1/db",
+		}, nil, func(t *testing.T, c Config) {
+			if c.Listen != "127.0.0.1:9000" || c.BodyLimit != 1<<20 || c.MaxTokenTTL != time.Hour ||
+				c.AdminPassword != "from-env" || !c.BenchRoutes || !c.IsPostgres() {
+				t.Errorf("got %#v", c)
+			}
+		}},
+		{"flags override env", map[string]string{"PROVGATE_LISTEN": "127.0.0.1:9000", "PROVGATE_ADMIN_PASSWORD": "from-env"},
+			[]string{"--listen", "127.0.0.1:9001", "--admin-password", "from-flag", "--body-limit", "512"},
+			func(t *testing.T, c Config) {
+				if c.Listen != "127.0.0.1:9001" || c.AdminPassword != "from-flag" || c.BodyLimit != 512 {
+					t.Errorf("got %#v", c)
+				}
+			}},
+		{"empty env is unset", map[string]string{"PROVGATE_LISTEN": ""}, nil, func(t *testing.T, c Config) {
+			if c.Listen != ":8092" {
+				t.Errorf("Listen %q", c.Listen)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := loadConfig(tt.args, envOf(tt.env), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestConfigNeverShowsSecrets(t *testing.T) {
+	c := defaultConfig()
+	c.AdminPassword = "s3cret-admin-pw"
+	c.Database = "postgres://app:s3cret-db-pw@127.0.0.1:5432/db"
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	logger.Info("config", "config", c)
+	for _, out := range []string{c.String(), fmt.Sprint(c), fmt.Sprintf("%v %+v %#v %s", c, c, c, c), logs.String()} {
+		if strings.Contains(out, "s3cret") {
+			t.Errorf("secret shown in %q", out)
+		}
+	}
+	if !strings.Contains(logs.String(), `"admin_password":"********"`) {
+		t.Errorf("masked password missing from %s", logs.String())
+	}
+}
