@@ -1,0 +1,220 @@
+package callback
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// ProviderName is the Provider of callback plugins.
+const ProviderName = "callback"
+
+// JobFailPayload is what a jobfail delivery remembers about the failure; the
+// request body itself is the machine object (spec, Callback rules 6), and
+// the job travels in X-Provgate-Job.
+type JobFailPayload struct {
+	Job       string `json:"Job"`
+	Machine   string `json:"Machine"`
+	Task      string `json:"Task"`
+	Stage     string `json:"Stage"`
+	State     string `json:"State"`
+	ExitState string `json:"ExitState"`
+}
+
+// HandleEvent is the bus subscriber of the jobfail trigger (D12). It fires
+// on the edge into failed: a jobs event whose Object is failed and whose
+// Original was not (or a job created failed); repeated saves of a job that
+// is already failed do nothing. For every callback plugin holding a jobfail
+// callback it queues one durable delivery; the worker sends it.
+func (s *Service) HandleEvent(ctx context.Context, e backend.Event) error {
+	if e.Type != "jobs" || len(e.Object) == 0 {
+		return nil
+	}
+	var job backend.Job
+	if err := json.Unmarshal(e.Object, &job); err != nil {
+		return fmt.Errorf("jobfail: decoding the job: %w", err)
+	}
+	if job.State != backend.JobFailed {
+		return nil
+	}
+	if len(e.Original) > 0 && string(e.Original) != "null" {
+		var orig backend.Job
+		if err := json.Unmarshal(e.Original, &orig); err != nil {
+			return fmt.Errorf("jobfail: decoding the original job: %w", err)
+		}
+		if orig.State == backend.JobFailed {
+			return nil
+		}
+	} else if e.Action != "create" {
+		// Without Original the edge cannot be seen; firing here would send
+		// again on every save of a failed job.
+		return nil
+	}
+	if s.opts.Store == nil || s.opts.Plugins == nil {
+		return errors.New("jobfail: no delivery store or plugin list configured")
+	}
+	plugins, err := s.opts.Plugins.ListPlugins(ctx)
+	if err != nil {
+		return fmt.Errorf("jobfail: listing plugins: %w", err)
+	}
+	payload, _ := json.Marshal(JobFailPayload{Job: job.Uuid, Machine: job.Machine, Task: job.Task,
+		Stage: job.Stage, State: job.State, ExitState: job.ExitState})
+	now := s.opts.Now()
+	var errs []error
+	for _, p := range plugins {
+		if p.Provider != ProviderName {
+			continue
+		}
+		if st := s.state(p); st.cfg.Callbacks[JobFail] == nil {
+			continue
+		}
+		_, err := s.opts.Store.EnqueueDelivery(ctx, Delivery{
+			Plugin: p.Name, Callback: JobFail, Machine: job.Machine, Job: job.Uuid, Payload: payload,
+			State: DeliveryPending, NextAt: now, CreatedAt: now, UpdatedAt: now,
+		})
+		if err != nil && !backend.IsCode(err, backend.ECONFLICT) {
+			errs = append(errs, fmt.Errorf("jobfail: queueing for plugin %s: %w", p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RunWorker sends queued deliveries until ctx ends, polling every interval
+// (and at once again while batches come back full).
+func (s *Service) RunWorker(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := s.WorkOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("callback: claiming deliveries failed", "err", err)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if n == s.opts.WorkerBatch {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// WorkOnce claims one batch of due deliveries, sends them concurrently and
+// finishes each; it returns how many it claimed.
+func (s *Service) WorkOnce(ctx context.Context) (int, error) {
+	if s.opts.Store == nil {
+		return 0, errors.New("callback: no delivery store configured")
+	}
+	ds, err := s.opts.Store.ClaimDeliveries(ctx, s.opts.WorkerBatch, s.opts.DeliveryLease)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Go(func() { s.deliver(ctx, d) })
+	}
+	wg.Wait()
+	return len(ds), nil
+}
+
+func (s *Service) deliver(ctx context.Context, d Delivery) {
+	// Stay inside the lease, so that no other worker takes the delivery
+	// over while this one is still sending it.
+	ctx, cancel := context.WithTimeout(ctx, s.opts.DeliveryLease*9/10)
+	defer cancel()
+	state, lastErr := s.sendDelivery(ctx, d)
+	next := time.Time{}
+	if state == DeliveryPending {
+		attempts := max(d.Attempts, 1)
+		if attempts >= s.opts.MaxDeliveryAttempts {
+			state = DeliveryFailed
+		} else {
+			next = s.opts.Now().Add(redeliveryDelay(attempts))
+		}
+	}
+	if state == DeliveryFailed {
+		s.log.Warn("callback: delivery failed for good", "plugin", d.Plugin, "callback", d.Callback,
+			"machine", d.Machine, "job", d.Job, "attempts", d.Attempts, "err", lastErr)
+	}
+	if err := s.opts.Store.FinishDelivery(context.WithoutCancel(ctx), d.ID, state, lastErr, next); err != nil {
+		s.log.Warn("callback: finishing a delivery failed", "delivery", d.ID, "err", err)
+	}
+}
+
+// sendDelivery returns the delivery's next state: done, pending (try again
+// later) or failed (retrying cannot help).
+func (s *Service) sendDelivery(ctx context.Context, d Delivery) (string, string) {
+	if s.opts.Plugins == nil || s.opts.Machines == nil {
+		return DeliveryPending, "callback service not fully configured"
+	}
+	plugins, err := s.opts.Plugins.ListPlugins(ctx)
+	if err != nil {
+		return DeliveryPending, "listing plugins: " + err.Error()
+	}
+	var plugin *backend.Plugin
+	for _, p := range plugins {
+		if p.Name == d.Plugin && p.Provider == ProviderName {
+			plugin = p
+		}
+	}
+	if plugin == nil {
+		return DeliveryFailed, "plugin " + d.Plugin + " no longer exists"
+	}
+	st := s.state(plugin)
+	cb := st.cfg.Callbacks[d.Callback]
+	if cb == nil {
+		return DeliveryFailed, fmt.Sprintf("callback %q is no longer configured", d.Callback)
+	}
+	if errs := st.problemsOf(d.Callback, cb); len(errs) > 0 {
+		// The operator may fix the configuration before the attempts run out.
+		return DeliveryPending, errs[0]
+	}
+	m, err := s.opts.Machines.GetMachine(ctx, d.Machine)
+	if err != nil {
+		if backend.IsCode(err, backend.ENOTFOUND) {
+			return DeliveryFailed, "machine " + d.Machine + " no longer exists"
+		}
+		return DeliveryPending, "reading the machine: " + err.Error()
+	}
+	h := http.Header{}
+	h.Set("X-Provgate-Event", JobFail)
+	h.Set("X-Provgate-Delivery", strconv.FormatInt(d.ID, 10))
+	if d.Job != "" {
+		h.Set("X-Provgate-Job", d.Job)
+	}
+	_, err = s.run(ctx, st, d.Callback, cb, m, nil, false, SourceJobFail, h)
+	if err == nil {
+		return DeliveryDone, ""
+	}
+	switch backend.ErrorCode(err) {
+	case backend.EBADREQUEST, backend.ECONFLICT:
+		return DeliveryFailed, err.Error()
+	}
+	return DeliveryPending, err.Error()
+}
+
+// redeliveryDelay backs off 30 s, 1 min, 2 min ... up to an hour, with a
+// little jitter so that deliveries failed together do not return together.
+func redeliveryDelay(attempts int) time.Duration {
+	d := 30 * time.Second
+	for i := 1; i < attempts && d < time.Hour; i++ {
+		d *= 2
+	}
+	d = min(d, time.Hour)
+	return d + rand.N(d/10+1)
+}

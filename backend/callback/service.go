@@ -1,0 +1,236 @@
+package callback
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/render"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxResponseBytes    = 1 << 20
+	DefaultExecTimeout         = 10 * time.Second
+	DefaultMaxRedirects        = 5
+	DefaultDeliveryLease       = 10 * time.Minute
+	DefaultMaxDeliveryAttempts = 8
+	DefaultWorkerBatch         = 16
+	userAgent                  = "provgate-callback"
+)
+
+// Options configure a Service. Zero values take the defaults.
+type Options struct {
+	Logger *slog.Logger
+	// Transport sends every request (nil: a clone of http.DefaultTransport,
+	// TLS verified). A callback or auth with InsecureSkipVerify gets a clone
+	// of it with verification off, when it is an *http.Transport.
+	Transport   http.RoundTripper
+	ExecDir     string        // --callback-exec-dir; empty disables exec auths
+	ExecTimeout time.Duration // bound of one exec auth run
+	Store       Store         // attempts and the delivery queue; nil records nothing
+	Machines    Machines
+	Plugins     Plugins
+	Info        func() render.Info
+	// Debug reports the server preference rs-debug-enable: a callback's or
+	// auth's Debug logs only when this also says true.
+	Debug            func() bool
+	MaxResponseBytes int64
+	MaxRedirects     int
+	Now              func() time.Time
+	// Delivery queue tuning for the jobfail worker.
+	DeliveryLease       time.Duration
+	MaxDeliveryAttempts int
+	WorkerBatch         int
+}
+
+// Service runs callbacks for every plugin whose Provider is "callback".
+type Service struct {
+	opts     Options
+	log      *slog.Logger
+	secure   http.RoundTripper
+	insecure http.RoundTripper
+
+	mu     sync.Mutex
+	states map[string]*pluginState
+}
+
+// pluginState is one plugin's parsed configuration and its token cache; a
+// configuration change replaces the whole state, which drops cached tokens.
+type pluginState struct {
+	name   string
+	hash   [32]byte
+	cfg    *Config
+	errs   []string
+	tokens *tokenCache
+	redact []string // secrets of the configuration, masked wherever text leaves the service
+}
+
+// New builds a Service.
+func New(opts Options) *Service {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.ExecTimeout <= 0 {
+		opts.ExecTimeout = DefaultExecTimeout
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if opts.MaxRedirects <= 0 {
+		opts.MaxRedirects = DefaultMaxRedirects
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.DeliveryLease <= 0 {
+		opts.DeliveryLease = DefaultDeliveryLease
+	}
+	if opts.MaxDeliveryAttempts <= 0 {
+		opts.MaxDeliveryAttempts = DefaultMaxDeliveryAttempts
+	}
+	if opts.WorkerBatch <= 0 {
+		opts.WorkerBatch = DefaultWorkerBatch
+	}
+	s := &Service{opts: opts, log: opts.Logger, states: map[string]*pluginState{}}
+	s.secure = opts.Transport
+	if s.secure == nil {
+		s.secure = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if t, ok := s.secure.(*http.Transport); ok {
+		it := t.Clone()
+		if it.TLSClientConfig == nil {
+			it.TLSClientConfig = &tls.Config{}
+		}
+		it.TLSClientConfig.InsecureSkipVerify = true
+		s.insecure = it
+	}
+	return s
+}
+
+// Configure (re)loads a plugin's configuration, dropping cached tokens when
+// it changed, and returns its validation problems for the plugin's Errors.
+func (s *Service) Configure(p *backend.Plugin) []string {
+	return s.state(p).errs
+}
+
+// Forget drops a destroyed plugin's state.
+func (s *Service) Forget(name string) {
+	s.mu.Lock()
+	delete(s.states, name)
+	s.mu.Unlock()
+}
+
+// Validate checks a plugin's params with this service's operator settings.
+func (s *Service) Validate(params map[string]any) []string {
+	return Validate(params, ValidateOptions{ExecDir: s.opts.ExecDir})
+}
+
+func (s *Service) state(p *backend.Plugin) *pluginState {
+	b, _ := json.Marshal([]any{p.Params[ParamCallbacks], p.Params[ParamAuths], p.Params[ParamDataOverride] != nil, s.opts.ExecDir})
+	h := sha256.Sum256(b)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.states[p.Name]; ok && st.hash == h {
+		return st
+	}
+	cfg, errs := Parse(p.Params, ValidateOptions{ExecDir: s.opts.ExecDir})
+	st := &pluginState{name: p.Name, hash: h, cfg: cfg, errs: errs, tokens: newTokenCache()}
+	st.redact = configSecrets(cfg)
+	s.states[p.Name] = st
+	return st
+}
+
+func configSecrets(cfg *Config) []string {
+	var out []string
+	for _, a := range cfg.Auths {
+		out = append(out, a.Password, a.Data, a.Query, urlPassword(a.Url))
+	}
+	for _, c := range cfg.Callbacks {
+		for _, v := range c.Headers {
+			out = append(out, v)
+		}
+		out = append(out, urlPassword(c.Url))
+	}
+	return out
+}
+
+func invokeError(code, plugin string, msgs ...string) *backend.Error {
+	return &backend.Error{Code: code, Type: "INVOKE", Model: "plugins", Key: plugin, Messages: msgs}
+}
+
+// Do runs the machine action callbackDo: the callback named by the action
+// param callback/action, sent for machine m. It returns the response as the
+// callback's JsonResponse/StringResponse settings say (default: a JSON
+// string holding the base64 of the body).
+//
+// Error codes (the gateway maps them to statuses): missing or non-string
+// callback/action, bad data-override → EBADREQUEST; unknown callback →
+// ENOTFOUND; a misconfigured callback → ECONFLICT; the remote answered
+// ≥ 400 → see statusCode; no answer within the budget → EUNAVAILABLE.
+func (s *Service) Do(ctx context.Context, plugin *backend.Plugin, m *backend.Machine, actionParams map[string]any, source string) (json.RawMessage, error) {
+	st := s.state(plugin)
+	raw, ok := actionParams[ParamAction]
+	if !ok || raw == nil {
+		return nil, invokeError(backend.EBADREQUEST, plugin.Name, "Missing Parameter "+ParamAction)
+	}
+	name, ok := raw.(string)
+	if !ok {
+		return nil, invokeError(backend.EBADREQUEST, plugin.Name, ParamAction+" must be a string")
+	}
+	cb := st.cfg.Callbacks[name]
+	if cb == nil {
+		return nil, invokeError(backend.ENOTFOUND, plugin.Name, fmt.Sprintf("Unknown callback %q in %s of plugin %s", name, ParamCallbacks, plugin.Name))
+	}
+	if errs := st.problemsOf(name, cb); len(errs) > 0 {
+		return nil, invokeError(backend.ECONFLICT, plugin.Name, append([]string{fmt.Sprintf("Callback %q is misconfigured", name)}, errs...)...)
+	}
+	if m == nil {
+		return nil, invokeError(backend.EBADREQUEST, plugin.Name, "callbackDo needs a machine")
+	}
+	if source == "" {
+		source = SourceAction
+	}
+	override, hasOverride := actionParams[ParamDataOverride]
+	if override == nil {
+		hasOverride = false
+	}
+	return s.run(ctx, st, name, cb, m, override, hasOverride, source, nil)
+}
+
+// problemsOf returns the validation problems that concern callback name or
+// the auths it uses, so that one broken entry does not disable the others.
+func (st *pluginState) problemsOf(name string, cb *Callback) []string {
+	prefixes := []string{fmt.Sprintf("callback %q", name), fmt.Sprintf("%s %q", ParamCallbacks, name)}
+	for _, a := range authList(cb) {
+		prefixes = append(prefixes, fmt.Sprintf("auth %q", a), fmt.Sprintf("%s %q", ParamAuths, a))
+	}
+	var out []string
+	for _, e := range st.errs {
+		for _, p := range prefixes {
+			if strings.HasPrefix(e, p) {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (s *Service) debug() bool { return s.opts.Debug != nil && s.opts.Debug() }
+
+func (s *Service) info() render.Info {
+	if s.opts.Info == nil {
+		return render.Info{}
+	}
+	return s.opts.Info()
+}
