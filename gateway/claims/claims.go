@@ -108,7 +108,7 @@ func (d *deriver) derive() (Result, error) {
 			d.add("getSecure", "")
 		}
 	case hJobCreate:
-		m, err := jobMachine(d.r.Body)
+		m, err := d.jobMachine()
 		if err != nil {
 			return Result{}, err
 		}
@@ -203,6 +203,25 @@ func (d *deriver) object() (key, specific string, err error) {
 		}
 	}
 	return key, specific, nil
+}
+
+// jobMachine is the claim specific of a job create: the Machine of the body
+// (reference §8.3), resolved like the job service resolves it. An index key
+// naming no machine stays as given, so that the service answers its 422
+// "Machine ... does not exist" rather than a 404 here.
+func (d *deriver) jobMachine() (string, error) {
+	m, err := jobMachine(d.r.Body)
+	if err != nil || !isIndexKey("machines", m) {
+		return m, err
+	}
+	native, err := d.res.NativeKey(d.ctx, "machines", m)
+	switch {
+	case err == nil:
+		return native, nil
+	case backend.IsCode(err, backend.ENOTFOUND):
+		return m, nil
+	}
+	return "", err
 }
 
 // isIndexKey reports whether key has the "Index:value" form for a unique

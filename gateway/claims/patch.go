@@ -43,9 +43,15 @@ func validPointer(p string) bool {
 // assureAuthUpdate). copy only reads from. Ops are decoded as exact-case maps,
 // as json-patch reads them: a struct decode would fold "Path" into "path" and
 // authorize a different pointer than the one applied.
+//
+// An empty body and null are the empty patch, as the object service reads
+// them.
 func patchPointers(body []byte) ([]string, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, nil
+	}
 	var ops []map[string]json.RawMessage
-	if err := json.Unmarshal(body, &ops); err != nil || ops == nil {
+	if err := json.Unmarshal(body, &ops); err != nil {
 		return nil, errors.New("patch must be a JSON array of operations")
 	}
 	out := make([]string, 0, len(ops))
@@ -156,10 +162,13 @@ func collectFields(t reflect.Type, names map[string]bool) {
 
 // putPointers compares a PUT body with the stored object and returns the
 // pointers of the changed leaves, sorted. Objects recurse; arrays and
-// scalars are leaves; a member present on one side only is changed. At the
-// top level the body is decoded into the model struct, so an absent field
-// equals its zero value and a field name matching a model field but for case
-// changes that field.
+// scalars are leaves; a member present on one side only is changed.
+//
+// The top level follows how the object service reads a PUT body: it decodes
+// it into the model struct, so an absent field equals its zero value, fields
+// the model lacks are dropped, a field name differing only in case sets that
+// field (required as a whole, since which spelling wins depends on document
+// order), and an empty key field keeps the stored key.
 func putPointers(scope, key string, cur, body []byte) ([]string, error) {
 	b, ok := decodeObject(body)
 	if !ok {
@@ -170,25 +179,27 @@ func putPointers(scope, key string, cur, body []byte) ([]string, error) {
 		return nil, &backend.Error{Code: backend.EINTERNAL, Type: "PUT", Model: scope, Key: key,
 			Messages: []string{"internal error"}, Err: errors.New("stored object is not a JSON object")}
 	}
-	set := map[string]bool{}
+	kind := backend.KindOf(scope)
 	fields := fieldNames[scope]
+	skip := func(k string, bv any) bool {
+		return envelopeIgnored[k] || ((sanitized[k] || k == kind.KeyField) && isZero(bv))
+	}
+	set := map[string]bool{}
 	for k, bv := range b {
-		if envelopeIgnored[k] || (sanitized[k] && isZero(bv)) {
+		if fields[k] {
+			if !skip(k, bv) && !(isZero(bv) && isZero(c[k])) {
+				diff("/"+escapePointer(k), bv, c[k], set)
+			}
 			continue
 		}
-		if !fields[k] {
-			for f := range fields {
-				if strings.EqualFold(k, f) {
-					set["/"+escapePointer(f)] = true
-				}
+		for f := range fields {
+			if strings.EqualFold(k, f) && !skip(f, bv) {
+				set["/"+escapePointer(f)] = true
 			}
-		}
-		if cv := c[k]; !(isZero(bv) && isZero(cv)) {
-			diff("/"+escapePointer(k), bv, cv, set)
 		}
 	}
 	for k, cv := range c {
-		if _, inBody := b[k]; inBody || envelopeIgnored[k] || sanitized[k] {
+		if _, inBody := b[k]; inBody || !fields[k] || skip(k, nil) {
 			continue
 		}
 		if !isZero(cv) {

@@ -94,10 +94,13 @@ type route struct {
 
 type captures struct{ key, name, cmd string }
 
+type routeHead struct{ method, first string }
+
 type routeTable struct {
 	all []*route
-	// byFirst indexes routes by their first literal segment after /api/v3.
-	byFirst map[string][]*route
+	// byFirst indexes routes by method and first literal segment after
+	// /api/v3, leaving a handful to try per request.
+	byFirst map[routeHead][]*route
 }
 
 const apiBase = "/api/v3"
@@ -200,10 +203,10 @@ func buildTable() *routeTable {
 		}
 		return all[i].method < all[j].method
 	})
-	t := &routeTable{all: all, byFirst: map[string][]*route{}}
+	t := &routeTable{all: all, byFirst: map[routeHead][]*route{}}
 	for _, rt := range all {
-		f := rt.segs[0].lit
-		t.byFirst[f] = append(t.byFirst[f], rt)
+		h := routeHead{rt.method, rt.segs[0].lit}
+		t.byFirst[h] = append(t.byFirst[h], rt)
 	}
 	return t
 }
@@ -258,10 +261,7 @@ func match(method, raw string) (*route, captures, error) {
 		}
 		rest = tail
 	}
-	for _, rt := range table.byFirst[segs[0]] {
-		if rt.method != method {
-			continue
-		}
+	for _, rt := range table.byFirst[routeHead{method, segs[0]}] {
 		if c, ok := rt.match(segs); ok {
 			return rt, c, nil
 		}
