@@ -1,0 +1,84 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/claims"
+	"github.com/provgate/provgate/policies"
+)
+
+// Principal is the authenticated caller of one request.
+type Principal struct {
+	Kind    string // "user" or "machine"
+	Name    string // user name, or machine UUID
+	Grantor string
+	// Roles in effect: the token's roles, or all the user's roles.
+	Roles []string
+	// AllRoles: the principal acts with every role the user holds (no
+	// token restriction), so role changes apply at once.
+	AllRoles     bool
+	Restrict     []backend.Claim
+	MachineToken string // discovery | operations
+	Basic        bool
+}
+
+// policyPrincipal is the principal as the policies see it.
+func (p *Principal) policyPrincipal() policies.Principal {
+	roles := p.Roles
+	if roles == nil {
+		roles = []string{}
+	}
+	return policies.Principal{Kind: p.Kind, Name: p.Name, Roles: roles, Claims: []backend.Claim{},
+		Restrict: p.Restrict, MachineToken: p.MachineToken}
+}
+
+// Authenticator checks credentials (design D7).
+type Authenticator interface {
+	Authenticate(ctx context.Context, header, clientIP string) (*Principal, error)
+}
+
+// Decider evaluates the policies (design D8). It fails closed: an error is
+// a refusal with status 500.
+type Decider interface {
+	Decide(ctx context.Context, in policies.Input) (policies.Decision, error)
+}
+
+// Deps are the services the gateway calls. Nil services leave their routes
+// answering 503, so a partially wired server still fails closed.
+type Deps struct {
+	Auth     Authenticator
+	Policy   Decider
+	Resolver claims.Resolver
+	License  Licenser
+	Objects  Objects
+	// Sync reloads the policy data (roles, tenants, users, license) after
+	// a change; nil when the decider holds no data.
+	Sync PolicySync
+
+	Users   Users
+	Pools   Pools
+	Actions Actions
+	Jobs    Jobs
+	Prefs   Prefs
+	Events  Events
+	// BenchRoute enables the unauthenticated benchmark baseline route.
+	BenchRoute bool
+}
+
+// policyListInput asks which objects of scope the principal may see.
+func policyListInput(p *Principal, scope string) policies.Input {
+	return policies.Input{Principal: p.policyPrincipal(), Required: []backend.Claim{},
+		List: &policies.ListRequest{Scope: scope}, Operation: "list"}
+}
+
+// PolicySync reloads what the policies know about roles, tenants and users.
+type PolicySync interface {
+	Refresh(ctx context.Context) error
+}
+
+// Licenser reports and replaces the license (design D13, issue: license).
+type Licenser interface {
+	LicenseState(ctx context.Context) LicenseState
+	LoadLicense(ctx context.Context, doc string) (LicenseState, error)
+}

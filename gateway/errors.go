@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// apiError is DRP's error object; all five fields are always present.
+type apiError struct {
+	Model    string   `json:"Model"`
+	Key      string   `json:"Key"`
+	Type     string   `json:"Type"`
+	Messages []string `json:"Messages"`
+	Code     int      `json:"Code"`
+}
+
+// statusOf maps a domain code to its HTTP status: the one place that does.
+func statusOf(code string) int {
+	switch code {
+	case backend.EINVALID:
+		return http.StatusUnprocessableEntity
+	case backend.EBADREQUEST:
+		return http.StatusBadRequest
+	case backend.EUNAUTHORIZED:
+		return http.StatusUnauthorized
+	case backend.EFORBIDDEN:
+		return http.StatusForbidden
+	case backend.ENOTFOUND:
+		return http.StatusNotFound
+	case backend.ECONFLICT:
+		return http.StatusConflict
+	case backend.ENOTACCEPTABLE:
+		return http.StatusNotAcceptable
+	case backend.ETOOLARGE:
+		return http.StatusRequestEntityTooLarge
+	case backend.EUNSUPPORTED:
+		return http.StatusUnsupportedMediaType
+	case backend.ETOOMANY:
+		return http.StatusTooManyRequests
+	case backend.EUNAVAILABLE:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// errorHandler turns every error a handler returns (domain errors, Fiber's
+// own routing and size errors, panics recovered upstream) into a DRP error
+// object with Content-Type application/json. Internal causes are logged once
+// here and never sent to the client.
+func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
+	out := apiError{Type: c.Method(), Messages: []string{}}
+	var fe *fiber.Error
+	var be *backend.Error
+	switch {
+	case errors.As(err, &be):
+		out.Code = statusOf(be.Code)
+		if be.Type != "" {
+			out.Type = be.Type
+		}
+		out.Model, out.Key = be.Model, be.Key
+		out.Messages = append(out.Messages, be.Messages...)
+		if out.Code >= 500 {
+			s.log.ErrorContext(c.UserContext(), "request failed", "request_id", requestID(c),
+				"method", c.Method(), "path", c.Path(), "error", err.Error())
+			out.Messages = []string{"internal error (request " + requestID(c) + ")"}
+		}
+	case errors.As(err, &fe):
+		out.Code = fe.Code
+		switch fe.Code {
+		case fiber.StatusNotFound:
+			out.Key = c.OriginalURL()
+			out.Messages = []string{"No route"}
+		case fiber.StatusMethodNotAllowed:
+			out.Key = c.OriginalURL()
+			out.Messages = []string{"Method not allowed"}
+		case fiber.StatusRequestEntityTooLarge:
+			out.Messages = []string{"request body too large"}
+		case fiber.StatusRequestHeaderFieldsTooLarge:
+			out.Messages = []string{"request headers too large"}
+		default:
+			out.Messages = []string{fe.Message}
+		}
+	default:
+		out.Code = http.StatusInternalServerError
+		s.log.ErrorContext(c.UserContext(), "request failed", "request_id", requestID(c),
+			"method", c.Method(), "path", c.Path(), "error", err.Error())
+		out.Messages = []string{"internal error (request " + requestID(c) + ")"}
+	}
+	if out.Messages == nil || len(out.Messages) == 0 {
+		out.Messages = []string{strings.ToLower(http.StatusText(out.Code))}
+	}
+	if out.Code == http.StatusUnauthorized {
+		c.Set(fiber.HeaderWWWAuthenticate, "dr-provision")
+	}
+	if c.Method() == fiber.MethodHead {
+		return c.SendStatus(out.Code)
+	}
+	return c.Status(out.Code).JSON(out)
+}

@@ -1,0 +1,471 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// Users covers the user routes beyond CRUD: tokens, passwords, Secrets.
+type Users interface {
+	// Token issues a token for user name, granted by the caller (spec:
+	// token request rules; reference §1.4, §4.4).
+	Token(ctx context.Context, name string, grantor *Principal, req TokenRequest) (string, error)
+	ChangePassword(ctx context.Context, name, password string) (backend.Model, error)
+	RotateSecret(ctx context.Context, name string) error
+	RotateSystemSecret(ctx context.Context) error
+}
+
+// TokenRequest is the query of GET /users/<name>/token.
+type TokenRequest struct {
+	TTL      string
+	Roles    []string // nil: all the user's roles
+	Scope    string
+	Action   string
+	Specific string
+}
+
+// Pools covers pool membership operations and reports.
+type Pools interface {
+	Active(ctx context.Context) ([]string, error)
+	Status(ctx context.Context, pool string, visible []string) (map[string][]backend.PoolResult, error)
+	Op(ctx context.Context, verb, pool string, body []byte, sourcePool string, force bool, visible []string) ([]backend.PoolResult, error)
+	ReleaseToPool(ctx context.Context, machineKey string, visible []string) ([]backend.PoolResult, error)
+}
+
+// Actions covers plugin providers and plugin actions.
+type Actions interface {
+	Providers() []backend.PluginProvider
+	List(ctx context.Context, prefix, key string) ([]backend.AvailableAction, error)
+	Run(ctx context.Context, prefix, key, cmd, plugin string, params map[string]any) (json.RawMessage, error)
+	Attempts(ctx context.Context, plugin string, machine string, limit int) (any, error)
+}
+
+// Jobs covers job creation and logs beyond CRUD.
+type Jobs interface {
+	CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error)
+	JobLog(ctx context.Context, key string) ([]byte, error)
+	AppendJobLog(ctx context.Context, key string, chunk []byte) error
+	JobActions(ctx context.Context, key, os string) (any, error)
+}
+
+// Prefs covers server preferences.
+type Prefs interface {
+	Prefs(ctx context.Context) (map[string]string, error)
+	SetPrefs(ctx context.Context, p map[string]string) (map[string]string, error)
+}
+
+// Events publishes posted events.
+type Events interface {
+	PostEvent(ctx context.Context, e backend.Event) error
+}
+
+func unavailable(what string) error {
+	return backend.Errorf(backend.EUNAVAILABLE, "%s is not configured", what)
+}
+
+// decodeJSON decodes a request body with a DRP-style 400 on failure.
+func decodeJSON(c *fiber.Ctx, v any) error {
+	if err := json.Unmarshal(c.Body(), v); err != nil {
+		return backend.NewError(backend.EBADREQUEST, c.Method(), "", "", "invalid JSON body: "+err.Error())
+	}
+	return nil
+}
+
+// users
+
+func (s *Server) handleUserToken(c *fiber.Ctx) error {
+	if s.Users == nil {
+		return unavailable("token service")
+	}
+	req := TokenRequest{TTL: c.Query("ttl"), Scope: c.Query("scope"), Action: c.Query("action"), Specific: c.Query("specific")}
+	if c.Request().URI().QueryArgs().Has("roles") {
+		req.Roles = []string{}
+		for _, r := range strings.Split(c.Query("roles"), ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				req.Roles = append(req.Roles, r)
+			}
+		}
+	}
+	tok, err := s.Users.Token(userContext(c), routeKey(c), principalOf(c), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"Token": tok, "Info": s.buildInfo(c)})
+}
+
+func (s *Server) handleUserPassword(c *fiber.Ctx) error {
+	if s.Users == nil {
+		return unavailable("user service")
+	}
+	var body struct {
+		Password *string `json:"Password"`
+	}
+	if err := decodeJSON(c, &body); err != nil {
+		return err
+	}
+	if body.Password == nil || *body.Password == "" {
+		return backend.NewError(backend.EBADREQUEST, "PUT", "users", routeKey(c), "Password is required")
+	}
+	u, err := s.Users.ChangePassword(userContext(c), routeKey(c), *body.Password)
+	if err != nil {
+		return err
+	}
+	s.afterWrite(c, "users")
+	return c.JSON(sanitize(u))
+}
+
+func (s *Server) handleUserSecret(c *fiber.Ctx) error {
+	if s.Users == nil {
+		return unavailable("user service")
+	}
+	if err := s.Users.RotateSecret(userContext(c), routeKey(c)); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"Rotated": "users/" + routeKey(c)})
+}
+
+// handleSystemAction runs system actions; rotateSecret replaces the system
+// Secret, which invalidates every token.
+func (s *Server) handleSystemAction(c *fiber.Ctx) error {
+	switch cmd := c.Params("cmd"); cmd {
+	case "rotateSecret":
+		if s.Users == nil {
+			return unavailable("user service")
+		}
+		if err := s.Users.RotateSystemSecret(userContext(c)); err != nil {
+			return err
+		}
+		return c.JSON(fiber.Map{"Rotated": "system"})
+	default:
+		return backend.NewError(backend.ENOTFOUND, "INVOKE", "system", "global", "Action "+strings.Clone(cmd)+" on system: Not Found")
+	}
+}
+
+// prefs, license, events
+
+func (s *Server) handleGetPrefs(c *fiber.Ctx) error {
+	if s.Prefs == nil {
+		return unavailable("preferences")
+	}
+	p, err := s.Prefs.Prefs(userContext(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(p)
+}
+
+func (s *Server) handleSetPrefs(c *fiber.Ctx) error {
+	if s.Prefs == nil {
+		return unavailable("preferences")
+	}
+	in := map[string]string{}
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	p, err := s.Prefs.SetPrefs(userContext(c), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(p)
+}
+
+func (s *Server) handleGetLicense(c *fiber.Ctx) error {
+	if s.License == nil {
+		return unavailable("license")
+	}
+	return c.JSON(s.License.LicenseState(userContext(c)))
+}
+
+func (s *Server) handleSetLicense(c *fiber.Ctx) error {
+	if s.License == nil {
+		return unavailable("license")
+	}
+	var body struct {
+		License string `json:"License"`
+	}
+	if err := decodeJSON(c, &body); err != nil {
+		return err
+	}
+	st, err := s.License.LoadLicense(userContext(c), strings.TrimSpace(body.License))
+	if err != nil {
+		return err
+	}
+	if s.Sync != nil {
+		if err := s.Sync.Refresh(userContext(c)); err != nil {
+			return err
+		}
+	}
+	return c.JSON(st)
+}
+
+func (s *Server) handlePostEvent(c *fiber.Ctx) error {
+	if s.Events == nil {
+		return unavailable("events")
+	}
+	var e backend.Event
+	if err := decodeJSON(c, &e); err != nil {
+		return err
+	}
+	if e.Type == "" || e.Action == "" {
+		return backend.NewError(backend.EBADREQUEST, "POST", "events", "", "event needs Type and Action")
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	if p := principalOf(c); p != nil {
+		e.Principal = p.Kind + ":" + p.Name
+	}
+	if err := s.Events.PostEvent(userContext(c), e); err != nil {
+		return err
+	}
+	return c.JSON(e)
+}
+
+// pools
+
+func (s *Server) handlePoolsActive(c *fiber.Ctx) error {
+	if s.Pools == nil {
+		return unavailable("pools")
+	}
+	names, err := s.Pools.Active(userContext(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(names)
+}
+
+// machineVisibility asks the policies which machines the caller may see,
+// so pool reports and operations never reveal or move hidden machines.
+func (s *Server) machineVisibility(c *fiber.Ctx) ([]string, error) {
+	p := principalOf(c)
+	if p == nil {
+		return []string{}, nil
+	}
+	d, err := s.Policy.Decide(userContext(c), policyListInput(p, "machines"))
+	if err != nil {
+		return nil, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
+	}
+	if d.Visible == nil || !d.Visible.Restricted {
+		return nil, nil
+	}
+	if d.Visible.Keys == nil {
+		return []string{}, nil
+	}
+	return d.Visible.Keys, nil
+}
+
+func (s *Server) handlePoolStatus(c *fiber.Ctx) error {
+	if s.Pools == nil {
+		return unavailable("pools")
+	}
+	vis, err := s.machineVisibility(c)
+	if err != nil {
+		return err
+	}
+	st, err := s.Pools.Status(userContext(c), routeKey(c), vis)
+	if err != nil {
+		return err
+	}
+	return c.JSON(st)
+}
+
+func (s *Server) handlePoolOp(c *fiber.Ctx) error {
+	if s.Pools == nil {
+		return unavailable("pools")
+	}
+	vis, err := s.machineVisibility(c)
+	if err != nil {
+		return err
+	}
+	verb := strings.TrimSuffix(strings.Clone(c.Params("verb")), "Machines")
+	res, err := s.Pools.Op(userContext(c), verb, routeKey(c), c.Body(), strings.Clone(c.Query("source-pool")),
+		c.QueryBool("force"), vis)
+	if err != nil {
+		return err
+	}
+	return c.JSON(res)
+}
+
+func (s *Server) handleReleaseToPool(c *fiber.Ctx) error {
+	if s.Pools == nil {
+		return unavailable("pools")
+	}
+	vis, err := s.machineVisibility(c)
+	if err != nil {
+		return err
+	}
+	res, err := s.Pools.ReleaseToPool(userContext(c), routeKey(c), vis)
+	if err != nil {
+		return err
+	}
+	return c.JSON(res)
+}
+
+// plugins and actions
+
+func (s *Server) handleListProviders(c *fiber.Ctx) error {
+	if s.Actions == nil {
+		return c.JSON([]backend.PluginProvider{})
+	}
+	return c.JSON(s.Actions.Providers())
+}
+
+func (s *Server) handleGetProvider(c *fiber.Ctx) error {
+	name := rawParam(c, "name")
+	if s.Actions != nil {
+		for _, p := range s.Actions.Providers() {
+			if p.Name == name {
+				if c.Method() == fiber.MethodHead {
+					return c.SendStatus(fiber.StatusOK)
+				}
+				return c.JSON(p)
+			}
+		}
+	}
+	return backend.NotFound(c.Method(), "plugin_providers", name)
+}
+
+func (s *Server) handleListActions(c *fiber.Ctx) error {
+	if s.Actions == nil {
+		return c.JSON([]backend.AvailableAction{})
+	}
+	acts, err := s.Actions.List(userContext(c), routePrefix(c), routeKey(c))
+	if err != nil {
+		return err
+	}
+	if p := c.Query("plugin"); p != "" {
+		kept := []backend.AvailableAction{}
+		for _, a := range acts {
+			if a.Provider == p {
+				kept = append(kept, a)
+			}
+		}
+		acts = kept
+	}
+	return c.JSON(acts)
+}
+
+func (s *Server) handleGetAction(c *fiber.Ctx) error {
+	if s.Actions == nil {
+		return unavailable("plugin actions")
+	}
+	cmd := rawParam(c, "cmd")
+	acts, err := s.Actions.List(userContext(c), routePrefix(c), routeKey(c))
+	if err != nil {
+		return err
+	}
+	for _, a := range acts {
+		if a.Command == cmd {
+			return c.JSON(a)
+		}
+	}
+	return backend.NewError(backend.ENOTFOUND, "GET", routePrefix(c), routeKey(c), cmd+": Not Found")
+}
+
+func (s *Server) handleRunAction(c *fiber.Ctx) error {
+	if s.Actions == nil {
+		return unavailable("plugin actions")
+	}
+	params := map[string]any{}
+	if len(c.Body()) > 0 {
+		if err := json.Unmarshal(c.Body(), &params); err != nil {
+			return backend.NewError(backend.EBADREQUEST, "INVOKE", routePrefix(c), routeKey(c),
+				"action parameters must be a JSON object: "+err.Error())
+		}
+	}
+	out, err := s.Actions.Run(userContext(c), routePrefix(c), routeKey(c), rawParam(c, "cmd"), strings.Clone(c.Query("plugin")), params)
+	if err != nil {
+		return err
+	}
+	return c.Send(out)
+}
+
+func (s *Server) handlePluginAttempts(c *fiber.Ctx) error {
+	if s.Actions == nil {
+		return unavailable("plugin actions")
+	}
+	out, err := s.Actions.Attempts(userContext(c), routeKey(c), strings.Clone(c.Query("machine")), c.QueryInt("limit", 100))
+	if err != nil {
+		return err
+	}
+	return c.JSON(out)
+}
+
+// handlePubkey: provgate encrypts secure params server-side, so clients
+// send plain values over TLS; the endpoint exists for DRP clients that ask.
+func (s *Server) handlePubkey(c *fiber.Ctx) error {
+	return backend.NewError(backend.ENOTFOUND, "GET", routePrefix(c), routeKey(c),
+		"secure params are encrypted by the server; send the plain value over TLS")
+}
+
+// jobs
+
+func (s *Server) handleCreateJob(c *fiber.Ctx) error {
+	if s.Jobs == nil {
+		return unavailable("jobs")
+	}
+	status, job, err := s.Jobs.CreateJob(userContext(c), c.Body())
+	if err != nil {
+		return err
+	}
+	if job == nil {
+		c.Status(status)
+		return c.Send(nil)
+	}
+	return c.Status(status).JSON(job)
+}
+
+func (s *Server) handleGetJobLog(c *fiber.Ctx) error {
+	if s.Jobs == nil {
+		return unavailable("jobs")
+	}
+	b, err := s.Jobs.JobLog(userContext(c), routeKey(c))
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEOctetStream)
+	return c.Send(b)
+}
+
+func (s *Server) handlePutJobLog(c *fiber.Ctx) error {
+	if s.Jobs == nil {
+		return unavailable("jobs")
+	}
+	if ct := string(c.Request().Header.ContentType()); !strings.HasPrefix(ct, fiber.MIMEOctetStream) {
+		return backend.NewError(backend.EUNSUPPORTED, "PUT", "jobs", routeKey(c), "Invalid content type: "+ct)
+	}
+	if err := s.Jobs.AppendJobLog(userContext(c), routeKey(c), c.Body()); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+func (s *Server) handleJobActions(c *fiber.Ctx) error {
+	if s.Jobs == nil {
+		return unavailable("jobs")
+	}
+	out, err := s.Jobs.JobActions(userContext(c), routeKey(c), c.Query("os", "linux"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(out)
+}
+
+// handleBenchPool reads one pool without authentication: the baseline the
+// gateway benchmark divides by. Enabled only with --bench-routes.
+func (s *Server) handleBenchPool(c *fiber.Ctx) error {
+	if err := s.objectsReady(); err != nil {
+		return err
+	}
+	m, _, err := s.Objects.Get(userContext(c), "pools", routeKey(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(m)
+}

@@ -1,0 +1,52 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+type metrics struct {
+	requests  *prometheus.CounterVec
+	durations *prometheus.HistogramVec
+	decisions *prometheus.CounterVec
+}
+
+func newMetrics(reg *prometheus.Registry) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "provgate_http_requests_total", Help: "HTTP requests by method, route and status.",
+		}, []string{"method", "route", "status"}),
+		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "provgate_http_request_duration_seconds", Help: "HTTP request latency by method and route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"method", "route"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "provgate_authz_decisions_total", Help: "Authorization decisions by outcome.",
+		}, []string{"outcome"}),
+	}
+	reg.MustRegister(m.requests, m.durations, m.decisions)
+	// Process and Go runtime figures; registering twice on a shared registry is harmless.
+	_ = reg.Register(collectors.NewGoCollector())
+	_ = reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(method, route string, status int, d time.Duration) {
+	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+	m.durations.WithLabelValues(method, route).Observe(d.Seconds())
+}
+
+func (s *Server) metricsHandler() fiber.Handler {
+	h := adaptor.HTTPHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	return func(c *fiber.Ctx) error {
+		err := h(c)
+		c.Set(fiber.HeaderContentType, "text/plain; version=0.0.4; charset=utf-8")
+		return err
+	}
+}

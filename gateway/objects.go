@@ -1,0 +1,435 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// Objects is the object service behind the DRP CRUD routes.
+type Objects interface {
+	Create(ctx context.Context, prefix string, body []byte) (backend.Model, error)
+	Get(ctx context.Context, prefix, key string) (backend.Model, int64, error)
+	List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error)
+	Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error)
+	Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error)
+	Delete(ctx context.Context, prefix, key string) (backend.Model, error)
+	Wait(ctx context.Context, prefix, key, etag string, d time.Duration) (bool, error)
+	ETag(m backend.Model, rev int64) string
+	IsParam(ctx context.Context, name string) bool
+
+	Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error)
+	GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (any, error)
+	SetParam(ctx context.Context, prefix, key, name string, value []byte) (any, error)
+	SetParams(ctx context.Context, prefix, key string, body []byte) (map[string]any, error)
+	PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]any, error)
+	DeleteParam(ctx context.Context, prefix, key, name string) (any, error)
+	PatchMeta(ctx context.Context, prefix, key string, patch []byte) (map[string]string, error)
+}
+
+// kindOf resolves the collection prefix of the current route.
+func kindOf(c *fiber.Ctx) (*backend.Kind, error) {
+	k := backend.KindOf(routePrefix(c))
+	if k == nil {
+		return nil, backend.NewError(backend.ENOTFOUND, c.Method(), "", c.OriginalURL(), "No route")
+	}
+	return k, nil
+}
+
+// routePrefix is the kind prefix of the route (set explicitly for routes
+// whose path does not carry it as a parameter).
+func routePrefix(c *fiber.Ctx) string {
+	if v, ok := c.Locals("route_prefix").(string); ok {
+		return v
+	}
+	return strings.Clone(c.Params("prefix"))
+}
+
+// routeKey is the object key of the route, percent-decoded.
+func routeKey(c *fiber.Ctx) string {
+	if v, ok := c.Locals("route_key").(string); ok {
+		return v
+	}
+	return rawParam(c, "key")
+}
+
+// withParamKey serves /params/<name with slashes> with the generic handlers.
+func (s *Server) withParamKey(h fiber.Handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		c.Locals("route_prefix", "params")
+		c.Locals("route_key", paramName(c))
+		return h(c)
+	}
+}
+
+// rawParam returns a route parameter copied out of Fiber's reused buffers
+// and percent-decoded.
+func rawParam(c *fiber.Ctx, name string) string {
+	v := strings.Clone(c.Params(name))
+	if d, err := url.PathUnescape(v); err == nil {
+		return d
+	}
+	return v
+}
+
+func (s *Server) objectsReady() error {
+	if s.Objects == nil {
+		return backend.Errorf(backend.EUNAVAILABLE, "object service is not configured")
+	}
+	return nil
+}
+
+// sanitize strips what must never leave the server and fills empty lists.
+func sanitize(m backend.Model) backend.Model {
+	switch v := m.(type) {
+	case *backend.User:
+		v.Sanitize()
+	case *backend.Machine:
+		v.Sanitize()
+	}
+	return m
+}
+
+func (s *Server) handleList(c *fiber.Ctx) error {
+	if err := s.objectsReady(); err != nil {
+		return err
+	}
+	k, err := kindOf(c)
+	if err != nil {
+		return err
+	}
+	ctx := userContext(c)
+	vals, _ := url.ParseQuery(string(c.Request().URI().QueryString()))
+	q, err := backend.ParseQuery(k, vals, func(n string) bool { return s.Objects.IsParam(ctx, n) })
+	if err != nil {
+		return err
+	}
+	q.Visible = accessOf(c).Visible
+	list, total, matched, err := s.Objects.List(ctx, k.Prefix, q)
+	if err != nil {
+		return err
+	}
+	c.Set("X-DRP-LIST-TOTAL-COUNT", strconv.Itoa(total))
+	c.Set("X-DRP-LIST-COUNT", strconv.Itoa(matched))
+	c.Set("X-DRP-LIST-FILTER-COUNT", strconv.Itoa(matched))
+	if c.Method() == fiber.MethodHead {
+		return c.SendStatus(fiber.StatusOK)
+	}
+	out := make([]backend.Model, 0, len(list))
+	for _, m := range list {
+		out = append(out, sanitize(m))
+	}
+	return c.JSON(out)
+}
+
+func (s *Server) handleCreate(c *fiber.Ctx) error {
+	if err := s.objectsReady(); err != nil {
+		return err
+	}
+	k, err := kindOf(c)
+	if err != nil {
+		return err
+	}
+	m, err := s.Objects.Create(userContext(c), k.Prefix, c.Body())
+	if err != nil {
+		return err
+	}
+	s.afterWrite(c, k.Prefix)
+	return c.Status(fiber.StatusCreated).JSON(sanitize(m))
+}
+
+// handleGet serves GET and HEAD of one object, with DRP's long poll:
+// If-None-Match plus Prefer: wait=<dur> answers 304 when nothing changed.
+func (s *Server) handleGet(c *fiber.Ctx) error {
+	if err := s.objectsReady(); err != nil {
+		return err
+	}
+	k, err := kindOf(c)
+	if err != nil {
+		return err
+	}
+	ctx := userContext(c)
+	key := routeKey(c)
+	m, rev, err := s.Objects.Get(ctx, k.Prefix, key)
+	if err != nil {
+		return err
+	}
+	etag := s.Objects.ETag(m, rev)
+	if inm := c.Get(fiber.HeaderIfNoneMatch); inm != "" && inm == etag {
+		wait := preferWait(c.Get("Prefer"))
+		if wait <= 0 {
+			c.Set(fiber.HeaderETag, etag)
+			return c.SendStatus(fiber.StatusNotModified)
+		}
+		changed, err := s.Objects.Wait(ctx, k.Prefix, m.Key(), etag, wait)
+		if err != nil {
+			return err
+		}
+		if !changed {
+			c.Set(fiber.HeaderETag, etag)
+			return c.SendStatus(fiber.StatusNotModified)
+		}
+		if m, rev, err = s.Objects.Get(ctx, k.Prefix, m.Key()); err != nil {
+			return err
+		}
+		etag = s.Objects.ETag(m, rev)
+	}
+	c.Set(fiber.HeaderETag, etag)
+	if c.Method() == fiber.MethodHead {
+		return c.SendStatus(fiber.StatusOK)
+	}
+	return c.JSON(sanitize(m))
+}
+
+// preferWait parses "wait=<duration>" from a Prefer header (bounded).
+func preferWait(h string) time.Duration {
+	for _, part := range strings.Split(h, ",") {
+		part = strings.TrimSpace(part)
+		if v, ok := strings.CutPrefix(part, "wait="); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				if n, err2 := strconv.Atoi(v); err2 == nil {
+					d = time.Duration(n) * time.Second
+				} else {
+					return 0
+				}
+			}
+			if d > 5*time.Minute {
+				d = 5 * time.Minute
+			}
+			return d
+		}
+	}
+	return 0
+}
+
+func (s *Server) handlePatch(c *fiber.Ctx) error {
+	if err := s.objectsReady(); err != nil {
+		return err
+	}
+	k, err := kindOf(c)
+	if err != nil {
+		return err
+	}
+	m, err := s.Objects.Patch(userContext(c), k.Prefix, routeKey(c), c.Body(), c.QueryBool("force"))
+	if err != nil {
+		return err
+	}
+	s.afterWrite(c, k.Prefix)
+	return c.JSON(sanitize(m))
+}
+
+func (s *Server) handlePut(c *fiber.Ctx) error {
+	if err := s.objectsReady(); err != nil {
+		return err
+	}
+	k, err := kindOf(c)
+	if err != nil {
+		return err
+	}
+	m, err := s.Objects.Put(userContext(c), k.Prefix, routeKey(c), c.Body())
+	if err != nil {
+		return err
+	}
+	s.afterWrite(c, k.Prefix)
+	return c.JSON(sanitize(m))
+}
+
+func (s *Server) handleDelete(c *fiber.Ctx) error {
+	if err := s.objectsReady(); err != nil {
+		return err
+	}
+	k, err := kindOf(c)
+	if err != nil {
+		return err
+	}
+	m, err := s.Objects.Delete(userContext(c), k.Prefix, routeKey(c))
+	if err != nil {
+		return err
+	}
+	s.afterWrite(c, k.Prefix)
+	return c.JSON(sanitize(m))
+}
+
+// handleIndexes lists a kind's indexes (DRP's /indexes/<prefix>).
+func (s *Server) handleIndexes(c *fiber.Ctx) error {
+	k, err := kindOf(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(k.Indexes)
+}
+
+func (s *Server) handleAllIndexes(c *fiber.Ctx) error {
+	out := map[string]map[string]backend.Index{}
+	for _, p := range backend.KindPrefixes() {
+		out[p] = backend.KindOf(p).Indexes
+	}
+	return c.JSON(out)
+}
+
+// params sub-resources (reference §3.9).
+
+func (s *Server) paramsTarget(c *fiber.Ctx) (*backend.Kind, string, error) {
+	if err := s.objectsReady(); err != nil {
+		return nil, "", err
+	}
+	k, err := kindOf(c)
+	if err != nil {
+		return nil, "", err
+	}
+	if !k.HasParams {
+		return nil, "", backend.NewError(backend.ENOTFOUND, c.Method(), k.Prefix, "", "No route")
+	}
+	return k, routeKey(c), nil
+}
+
+func paramName(c *fiber.Ctx) string {
+	n := strings.Clone(c.Params("*"))
+	if d, err := url.PathUnescape(n); err == nil {
+		n = d
+	}
+	return strings.Trim(n, "/")
+}
+
+func (s *Server) handleGetParams(c *fiber.Ctx) error {
+	k, key, err := s.paramsTarget(c)
+	if err != nil {
+		return err
+	}
+	p, err := s.Objects.Params(userContext(c), k.Prefix, key, c.QueryBool("aggregate"), isDecode(c))
+	if err != nil {
+		return err
+	}
+	if keep := c.Query("params"); keep != "" {
+		sel := map[string]any{}
+		for _, n := range strings.Split(keep, ",") {
+			if v, ok := p[strings.TrimSpace(n)]; ok {
+				sel[strings.TrimSpace(n)] = v
+			}
+		}
+		p = sel
+	}
+	return c.JSON(p)
+}
+
+func (s *Server) handleGetParam(c *fiber.Ctx) error {
+	k, key, err := s.paramsTarget(c)
+	if err != nil {
+		return err
+	}
+	v, err := s.Objects.GetParam(userContext(c), k.Prefix, key, paramName(c), c.QueryBool("aggregate"), isDecode(c))
+	if err != nil {
+		return err
+	}
+	return writeJSONValue(c, v)
+}
+
+func (s *Server) handleSetParam(c *fiber.Ctx) error {
+	k, key, err := s.paramsTarget(c)
+	if err != nil {
+		return err
+	}
+	v, err := s.Objects.SetParam(userContext(c), k.Prefix, key, paramName(c), c.Body())
+	if err != nil {
+		return err
+	}
+	return writeJSONValue(c, v)
+}
+
+func (s *Server) handleSetParams(c *fiber.Ctx) error {
+	k, key, err := s.paramsTarget(c)
+	if err != nil {
+		return err
+	}
+	p, err := s.Objects.SetParams(userContext(c), k.Prefix, key, c.Body())
+	if err != nil {
+		return err
+	}
+	return c.JSON(p)
+}
+
+func (s *Server) handlePatchParams(c *fiber.Ctx) error {
+	k, key, err := s.paramsTarget(c)
+	if err != nil {
+		return err
+	}
+	p, err := s.Objects.PatchParams(userContext(c), k.Prefix, key, c.Body())
+	if err != nil {
+		return err
+	}
+	return c.JSON(p)
+}
+
+func (s *Server) handleDeleteParam(c *fiber.Ctx) error {
+	k, key, err := s.paramsTarget(c)
+	if err != nil {
+		return err
+	}
+	v, err := s.Objects.DeleteParam(userContext(c), k.Prefix, key, paramName(c))
+	if err != nil {
+		return err
+	}
+	return writeJSONValue(c, v)
+}
+
+// meta sub-resource.
+
+func (s *Server) handleGetMeta(c *fiber.Ctx) error {
+	if err := s.objectsReady(); err != nil {
+		return err
+	}
+	k, err := kindOf(c)
+	if err != nil {
+		return err
+	}
+	m, _, err := s.Objects.Get(userContext(c), k.Prefix, routeKey(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(m.Env().Meta)
+}
+
+func (s *Server) handlePatchMeta(c *fiber.Ctx) error {
+	if err := s.objectsReady(); err != nil {
+		return err
+	}
+	k, err := kindOf(c)
+	if err != nil {
+		return err
+	}
+	meta, err := s.Objects.PatchMeta(userContext(c), k.Prefix, routeKey(c), c.Body())
+	if err != nil {
+		return err
+	}
+	return c.JSON(meta)
+}
+
+// writeJSONValue writes any JSON value, including a bare null.
+func writeJSONValue(c *fiber.Ctx, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(b)
+}
+
+// afterWrite refreshes the policy data when an object it depends on changed.
+func (s *Server) afterWrite(c *fiber.Ctx, prefix string) {
+	switch prefix {
+	case "users", "roles", "tenants":
+		if s.Sync != nil {
+			if err := s.Sync.Refresh(userContext(c)); err != nil {
+				s.log.ErrorContext(userContext(c), "policy data refresh failed", "error", err.Error())
+			}
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package gateway
+
+import "github.com/gofiber/fiber/v2"
+
+// routes registers the whole API. Specific routes come before the generic
+// per-kind ones, which Fiber matches in registration order. Every route
+// under /api/v3 passes the guard (authentication, claims, policies); the
+// claims each one needs are derived in gateway/claims, whose route table
+// must list exactly these routes (checked by TestRoutesMatchClaims).
+func (s *Server) routes() {
+	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	s.app.Get("/metrics", s.metricsHandler())
+	if s.BenchRoute {
+		// Unauthenticated read of one pool: the baseline of the gateway benchmark.
+		s.app.Get("/bench/pools/:key", s.handleBenchPool)
+	}
+
+	api := s.app.Group("/api/v3", s.guard)
+	api.Get("/info", s.handleInfo)
+	api.Get("/prefs", s.handleGetPrefs)
+	api.Post("/prefs", s.handleSetPrefs)
+	api.Get("/license", s.handleGetLicense)
+	api.Put("/license", s.handleSetLicense)
+	api.Post("/license", s.handleSetLicense)
+	api.Get("/indexes", s.handleAllIndexes)
+	api.Get("/indexes/:prefix", s.handleIndexes)
+	api.Get("/meta/:prefix/:key", s.handleGetMeta)
+	api.Patch("/meta/:prefix/:key", s.handlePatchMeta)
+	api.Post("/events", s.handlePostEvent)
+	api.Post("/system/actions/:cmd", s.handleSystemAction)
+
+	api.Get("/users/:key/token", s.handleUserToken)
+	api.Put("/users/:key/password", s.handleUserPassword)
+	api.Post("/users/:key/secret", s.handleUserSecret)
+
+	api.Get("/plugin_providers", s.handleListProviders)
+	api.Get("/plugin_providers/:name", s.handleGetProvider)
+	api.Head("/plugin_providers/:name", s.handleGetProvider)
+	api.Get("/plugins/:key/attempts", s.handlePluginAttempts)
+
+	api.Get("/pools-active", s.handlePoolsActive)
+	api.Get("/pools/:key/status", s.handlePoolStatus)
+	api.Post("/pools/:key/:verb<regex(^(add|remove|allocate|release)Machines$)>", s.handlePoolOp)
+	api.Post("/machines/:key/releaseToPool", s.handleReleaseToPool)
+
+	api.Post("/jobs", s.handleCreateJob)
+	api.Get("/jobs/:key/log", s.handleGetJobLog)
+	api.Put("/jobs/:key/log", s.handlePutJobLog)
+	api.Get("/jobs/:key/actions", s.handleJobActions)
+
+	// Param definitions have slashes in their names: the key is the rest of the path.
+	api.Get("/params/*", s.withParamKey(s.handleGet))
+	api.Head("/params/*", s.withParamKey(s.handleGet))
+	api.Put("/params/*", s.withParamKey(s.handlePut))
+	api.Patch("/params/*", s.withParamKey(s.handlePatch))
+	api.Delete("/params/*", s.withParamKey(s.handleDelete))
+
+	api.Get("/:prefix/:key/actions", s.handleListActions)
+	api.Get("/:prefix/:key/actions/:cmd", s.handleGetAction)
+	api.Post("/:prefix/:key/actions/:cmd", s.handleRunAction)
+	api.Get("/:prefix/:key/pubkey", s.handlePubkey)
+
+	api.Get("/:prefix/:key/params", s.handleGetParams)
+	api.Post("/:prefix/:key/params", s.handleSetParams)
+	api.Patch("/:prefix/:key/params", s.handlePatchParams)
+	api.Get("/:prefix/:key/params/*", s.handleGetParam)
+	api.Post("/:prefix/:key/params/*", s.handleSetParam)
+	api.Put("/:prefix/:key/params/*", s.handleSetParam)
+	api.Delete("/:prefix/:key/params/*", s.handleDeleteParam)
+
+	api.Get("/:prefix", s.handleList)
+	api.Head("/:prefix", s.handleList)
+	api.Post("/:prefix", s.handleCreate)
+	api.Get("/:prefix/:key", s.handleGet)
+	api.Head("/:prefix/:key", s.handleGet)
+	api.Put("/:prefix/:key", s.handlePut)
+	api.Patch("/:prefix/:key", s.handlePatch)
+	api.Delete("/:prefix/:key", s.handleDelete)
+}
