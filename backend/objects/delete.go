@@ -57,6 +57,13 @@ func (s *Service) Delete(ctx context.Context, prefix, key string) (backend.Model
 		if err := s.dropFromTenants(ctx, prefix, rec.Key); err != nil {
 			return err
 		}
+		if jl, ok := s.jobLogs.(interface {
+			DeleteJobLog(ctx context.Context, uuid string) error
+		}); ok && prefix == "jobs" {
+			if err := jl.DeleteJobLog(ctx, rec.Key); err != nil {
+				return err
+			}
+		}
 		emit(ctx, s.event(ctx, "delete", m, nil))
 		out = m
 		return nil

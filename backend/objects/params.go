@@ -74,7 +74,10 @@ func (s *Service) prepareParams(ctx context.Context, m, old backend.Model, c *ch
 	defs := s.newParamDefs()
 	for _, name := range keys {
 		v := params[name]
-		if !backend.ValidParamName(name) {
+		// DRP checks Params keys against the param name rule only on
+		// plugins (§7.1); machines and profiles observably hold short keys
+		// such as "a".
+		if name == "" || (m.Prefix() == "plugins" && !backend.ValidParamName(name)) {
 			c.bad("Invalid Param Name `%s`", name)
 			continue
 		}
@@ -163,8 +166,8 @@ func (s *Service) GetParam(ctx context.Context, prefix, key, name string, aggreg
 // SetParam sets one param and returns its stored value (the encrypted
 // envelope for a secure param).
 func (s *Service) SetParam(ctx context.Context, prefix, key, name string, value any) (any, error) {
-	if !backend.ValidParamName(name) {
-		return nil, backend.NewError(backend.EINVALID, "ValidationError", prefix, key, "Invalid Param Name `"+name+"`")
+	if name == "" {
+		return nil, backend.NewError(backend.EINVALID, "ValidationError", prefix, key, "Invalid Param Name ``")
 	}
 	m, err := s.mutateParams(ctx, prefix, key, "POST", func(p map[string]any) (map[string]any, error) {
 		p[name] = value
