@@ -21,6 +21,10 @@ type Principal struct {
 	Restrict []backend.Claim `json:"restrict,omitempty"`
 	// MachineToken is "discovery" or "operations" for machine tokens.
 	MachineToken string `json:"machine_token,omitempty"`
+	// ReservationKey is the key of a machine's own reservation (the hex
+	// form of its address), which an operations token may manage
+	// (reference §6.3). Empty leaves that claim out.
+	ReservationKey string `json:"reservation_key,omitempty"`
 }
 
 // Object names the object a request addresses, for tenant visibility.
@@ -86,12 +90,19 @@ type Data struct {
 // RoleData is one role as the policy sees it.
 type RoleData struct {
 	Claims []backend.Claim `json:"claims"`
+	// Compiled holds Claims in compiled form (see CompileClaim), one entry
+	// per claim, so that a decision does no string splitting. When absent
+	// the policy compiles Claims itself.
+	Compiled []CompiledClaim `json:"compiled,omitempty"`
 }
 
 // TenantData is one tenant as the policy sees it.
 type TenantData struct {
 	Members map[string][]string `json:"members"`
 	Users   []string            `json:"users"`
+	// MemberSet is Members as sets, for lookups by key. When absent the
+	// policy searches Members.
+	MemberSet map[string]map[string]bool `json:"member_set,omitempty"`
 }
 
 // LicenseData is the verified license state.

@@ -1,0 +1,164 @@
+package opa
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/provgate/provgate/policies"
+)
+
+// decisionLog writes decisions as JSON lines in OPA's decision-log shape
+// from its own goroutine. The request path only does a non-blocking send:
+// when the buffer is full the decision is dropped and counted, because a
+// slow log must never slow or stop authorization.
+type decisionLog struct {
+	w       io.Writer
+	logger  *slog.Logger
+	ch      chan logEvent
+	done    chan struct{}
+	dropped atomic.Uint64
+
+	mu     sync.RWMutex // guards closed against sends on a closed channel
+	closed bool
+}
+
+type logEvent struct {
+	input  []byte // the input's JSON, taken when Decide ran
+	result policies.Decision
+	at     time.Time
+	eval   time.Duration // 0 for a cached decision
+}
+
+// logLine is one decision-log entry (OPA's names; "erased" lists the
+// JSON pointers of input fields removed because they look secret).
+type logLine struct {
+	DecisionID string            `json:"decision_id"`
+	Path       string            `json:"path"`
+	Input      any               `json:"input"`
+	Result     policies.Decision `json:"result"`
+	Timestamp  time.Time         `json:"timestamp"`
+	Metrics    map[string]int64  `json:"metrics,omitempty"`
+	Erased     []string          `json:"erased,omitempty"`
+}
+
+func startDecisionLog(w io.Writer, size int, logger *slog.Logger) *decisionLog {
+	l := &decisionLog{w: w, logger: logger, ch: make(chan logEvent, size), done: make(chan struct{})}
+	go l.run()
+	return l
+}
+
+func (l *decisionLog) add(input []byte, d policies.Decision, eval time.Duration) {
+	if l == nil {
+		return
+	}
+	ev := logEvent{input: input, result: d.Clone(), at: time.Now(), eval: eval}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return
+	}
+	select {
+	case l.ch <- ev:
+	default:
+		l.dropped.Add(1)
+	}
+}
+
+func (l *decisionLog) close() {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.ch)
+	}
+	l.mu.Unlock()
+	<-l.done
+}
+
+func (l *decisionLog) run() {
+	defer close(l.done)
+	for ev := range l.ch {
+		line, err := encodeLine(ev)
+		if err == nil {
+			_, err = l.w.Write(line)
+		}
+		if err != nil {
+			l.logger.Error("decision log", "err", err)
+		}
+	}
+}
+
+func encodeLine(ev logEvent) ([]byte, error) {
+	var input any
+	if err := json.Unmarshal(ev.input, &input); err != nil {
+		return nil, err
+	}
+	var erased []string
+	input = erase(input, "/input", &erased)
+	sort.Strings(erased)
+	line := logLine{
+		DecisionID: newDecisionID(),
+		Path:       "provgate/authz/decision",
+		Input:      input,
+		Result:     ev.result,
+		Timestamp:  ev.at.UTC(),
+		Erased:     erased,
+	}
+	if ev.eval > 0 {
+		line.Metrics = map[string]int64{"timer_rego_query_eval_ns": ev.eval.Nanoseconds()}
+	}
+	b, err := json.Marshal(line)
+	return append(b, '\n'), err
+}
+
+// erase removes fields whose names look secret. The input should carry no
+// secret at all; this keeps one out of the log should a future field do so.
+// machine_token names a kind of token (discovery, operations), not a token.
+func erase(v any, path string, erased *[]string) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, val := range x {
+			p := path + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			if secretName(k) {
+				delete(x, k)
+				*erased = append(*erased, p)
+				continue
+			}
+			x[k] = erase(val, p, erased)
+		}
+	case []any:
+		for i, val := range x {
+			x[i] = erase(val, fmt.Sprintf("%s/%d", path, i), erased)
+		}
+	}
+	return v
+}
+
+func secretName(k string) bool {
+	if k == "machine_token" {
+		return false
+	}
+	k = strings.ToLower(k)
+	for _, w := range []string{"password", "secret", "token", "authorization", "credential"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// newDecisionID returns a random UUID (version 4).
+func newDecisionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,268 @@
+// Package opa evaluates provgate's Rego policies with the Open Policy
+// Agent. It is the only package that imports OPA (design §3): it compiles
+// the policy once, prepares its queries once, keeps the policy data in an
+// OPA in-memory store updated by transactions, caches decisions, logs them
+// asynchronously, and reloads a policy directory only when the directory's
+// own Rego tests pass (design D8).
+package opa
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/util"
+
+	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/policies"
+)
+
+// Query paths of the policy's entry points.
+const (
+	DecisionPath   = "data.provgate.authz.decision"
+	TokenRolesPath = "data.provgate.authz.token_roles"
+)
+
+// DefaultCacheSize bounds the decision cache when Options.CacheSize is 0.
+const DefaultCacheSize = 10000
+
+// Options configure an Engine.
+type Options struct {
+	// PolicyDir, when set, replaces the embedded policy with the Rego files
+	// of this directory; they are compiled and their *_test.rego suites must
+	// pass, at start and on every Reload.
+	PolicyDir string
+	// Logger receives reload and decision-log problems. Nil discards them.
+	Logger *slog.Logger
+	// DecisionLog, when set, receives one JSON line per decision in OPA's
+	// decision-log shape, written by a background goroutine.
+	DecisionLog io.Writer
+	// DecisionLogBuffer is how many decisions may wait to be written before
+	// new ones are dropped (and counted); 0 means 1024.
+	DecisionLogBuffer int
+	// CacheSize bounds the decision cache: 0 means DefaultCacheSize, a
+	// negative value turns the cache off.
+	CacheSize int
+}
+
+// Engine decides requests with the compiled policy. It is safe for
+// concurrent use.
+type Engine struct {
+	logger *slog.Logger
+	dir    string
+	store  storage.Store
+
+	policy   atomic.Pointer[policy]
+	policyN  atomic.Uint64 // source of policy revisions
+	dataRev  atomic.Uint64
+	reloadMu sync.Mutex // one Reload at a time
+	dataMu   sync.Mutex // one SetData at a time
+
+	cache *cache // nil when off
+	dlog  *decisionLog
+}
+
+// policy is one compiled policy with its prepared queries.
+type policy struct {
+	rev        uint64
+	decision   rego.PreparedEvalQuery
+	tokenRoles rego.PreparedEvalQuery
+}
+
+// New compiles the policy (embedded, or opts.PolicyDir after its tests
+// pass), prepares its queries and starts the decision log writer. The data
+// starts empty (no roles, no tenants, no license) until SetData.
+func New(ctx context.Context, opts Options) (*Engine, error) {
+	var modules map[string]string
+	if opts.PolicyDir == "" {
+		modules = policies.Policies()
+	}
+	return newEngine(ctx, opts, modules)
+}
+
+// newEngine builds an engine from modules, or from opts.PolicyDir when
+// modules is nil. Tests and benchmarks pass their own modules.
+func newEngine(ctx context.Context, opts Options, modules map[string]string) (*Engine, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		logger: logger,
+		dir:    opts.PolicyDir,
+		store: inmem.NewFromObjectWithOpts(map[string]any{"provgate": map[string]any{}},
+			inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true)),
+	}
+	if opts.CacheSize >= 0 {
+		size := opts.CacheSize
+		if size == 0 {
+			size = DefaultCacheSize
+		}
+		e.cache = newCache(size)
+	}
+	if err := e.SetData(ctx, policies.Data{}); err != nil {
+		return nil, err
+	}
+	if modules != nil {
+		p, err := e.build(ctx, modules)
+		if err != nil {
+			return nil, err
+		}
+		e.install(p)
+	} else if err := e.Reload(ctx); err != nil {
+		return nil, err
+	}
+	if opts.DecisionLog != nil {
+		size := opts.DecisionLogBuffer
+		if size <= 0 {
+			size = 1024
+		}
+		e.dlog = startDecisionLog(opts.DecisionLog, size, logger)
+	}
+	return e, nil
+}
+
+// Close stops the decision log writer after it has written what it holds.
+func (e *Engine) Close() error {
+	if e.dlog != nil {
+		e.dlog.close()
+	}
+	return nil
+}
+
+// install makes p the served policy. Cached decisions of the old policy
+// become unreachable because the key carries the policy revision.
+func (e *Engine) install(p *policy) {
+	p.rev = e.policyN.Add(1)
+	e.policy.Store(p)
+	e.cache.clear()
+}
+
+// Revisions reports the current policy and data revisions.
+func (e *Engine) Revisions() (policyRev, dataRev uint64) {
+	return e.policy.Load().rev, e.dataRev.Load()
+}
+
+// SetData replaces data.provgate with d (normalized, see
+// policies.Data.Normalized) in one store transaction. The next Decide sees
+// the new data; no cached decision from older data is served again.
+func (e *Engine) SetData(ctx context.Context, d policies.Data) error {
+	raw, err := json.Marshal(d.Normalized())
+	if err != nil {
+		return internal("encode policy data", err)
+	}
+	var value any
+	if err := util.UnmarshalJSON(raw, &value); err != nil {
+		return internal("decode policy data", err)
+	}
+	e.dataMu.Lock()
+	defer e.dataMu.Unlock()
+	txn, err := e.store.NewTransaction(ctx, storage.WriteParams)
+	if err != nil {
+		return internal("open policy data transaction", err)
+	}
+	if err := e.store.Write(ctx, txn, storage.ReplaceOp, storage.Path{"provgate"}, value); err != nil {
+		e.store.Abort(ctx, txn)
+		return internal("write policy data", err)
+	}
+	if err := e.store.Commit(ctx, txn); err != nil {
+		return internal("commit policy data", err)
+	}
+	// Bumped only after the commit: a decision keyed with the new revision
+	// has necessarily read the new data.
+	e.dataRev.Add(1)
+	e.cache.clear()
+	return nil
+}
+
+// Decide evaluates data.provgate.authz.decision for in. It fails closed: an
+// evaluation error or an undefined or malformed decision is an error
+// (EINTERNAL), never an allow.
+func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decision, error) {
+	p := e.policy.Load()
+	dataRev := e.dataRev.Load()
+
+	var raw []byte
+	if e.cache != nil || e.dlog != nil {
+		var err error
+		if raw, err = json.Marshal(in); err != nil {
+			return policies.Decision{}, internal("encode policy input", err)
+		}
+	}
+	var key cacheKey
+	if e.cache != nil {
+		key = cacheKey{policy: p.rev, data: dataRev, input: sha256.Sum256(raw)}
+		if d, ok := e.cache.get(key); ok {
+			e.dlog.add(raw, d, 0)
+			return d.Clone(), nil
+		}
+	}
+
+	start := time.Now()
+	rs, err := p.decision.Eval(ctx, rego.EvalParsedInput(inputValue(in)))
+	if err != nil {
+		return policies.Decision{}, internal("evaluate policy", err)
+	}
+	d, err := decisionFrom(rs)
+	if err != nil {
+		return policies.Decision{}, err
+	}
+	elapsed := time.Since(start)
+
+	if e.cache != nil {
+		e.cache.put(key, d)
+	}
+	e.dlog.add(raw, d, elapsed)
+	return d.Clone(), nil
+}
+
+// TokenRoles returns the requested roles a token of a user holding
+// userRoles may carry (reference §4.4): each kept role exists and is
+// contained by one single role of the user. The order of requested is kept.
+func (e *Engine) TokenRoles(ctx context.Context, userRoles, requested []string) ([]string, error) {
+	p := e.policy.Load()
+	rs, err := p.tokenRoles.Eval(ctx, rego.EvalParsedInput(tokenRolesInput(userRoles, requested)))
+	if err != nil {
+		return nil, internal("evaluate token roles", err)
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, internal("evaluate token roles", errUndefined)
+	}
+	list, ok := rs[0].Expressions[0].Value.([]any)
+	if !ok {
+		return nil, internal("evaluate token roles", fmt.Errorf("result is %T, not a list", rs[0].Expressions[0].Value))
+	}
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		s, ok := v.(string)
+		if !ok {
+			return nil, internal("evaluate token roles", fmt.Errorf("role name is %T", v))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// DroppedDecisionLogs counts decisions the decision log had no room for.
+func (e *Engine) DroppedDecisionLogs() uint64 {
+	if e.dlog == nil {
+		return 0
+	}
+	return e.dlog.dropped.Load()
+}
+
+var errUndefined = errors.New("policy decision is undefined")
+
+func internal(what string, err error) error {
+	return &backend.Error{Code: backend.EINTERNAL, Messages: []string{what + ": " + err.Error()}, Err: err}
+}

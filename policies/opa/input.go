@@ -1,0 +1,153 @@
+package opa
+
+import (
+	"fmt"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/policies"
+)
+
+// inputValue builds the AST of in directly. Handing OPA the Go struct
+// would make it round-trip the input through JSON on every decision; the
+// result here is the same document, field for field (omitempty fields are
+// left out exactly as encoding/json leaves them out).
+func inputValue(in policies.Input) ast.Value {
+	p := in.Principal
+	principal := ast.NewObject(
+		ast.Item(ast.InternedTerm("kind"), ast.StringTerm(p.Kind)),
+		ast.Item(ast.InternedTerm("name"), ast.StringTerm(p.Name)),
+		ast.Item(ast.InternedTerm("roles"), stringsTerm(p.Roles)),
+		ast.Item(ast.InternedTerm("claims"), claimsTerm(p.Claims)),
+	)
+	if len(p.Restrict) > 0 {
+		principal.Insert(ast.InternedTerm("restrict"), claimsTerm(p.Restrict))
+	}
+	if p.MachineToken != "" {
+		principal.Insert(ast.InternedTerm("machine_token"), ast.StringTerm(p.MachineToken))
+	}
+	if p.ReservationKey != "" {
+		principal.Insert(ast.InternedTerm("reservation_key"), ast.StringTerm(p.ReservationKey))
+	}
+	obj := ast.NewObject(
+		ast.Item(ast.InternedTerm("principal"), ast.NewTerm(principal)),
+		ast.Item(ast.InternedTerm("required"), claimsTerm(in.Required)),
+		ast.Item(ast.InternedTerm("operation"), ast.StringTerm(in.Operation)),
+		ast.Item(ast.InternedTerm("method"), ast.StringTerm(in.Method)),
+		ast.Item(ast.InternedTerm("path"), ast.StringTerm(in.Path)),
+	)
+	if in.Object != nil {
+		obj.Insert(ast.InternedTerm("object"), ast.ObjectTerm(
+			ast.Item(ast.InternedTerm("scope"), ast.StringTerm(in.Object.Scope)),
+			ast.Item(ast.InternedTerm("key"), ast.StringTerm(in.Object.Key)),
+		))
+	}
+	if in.List != nil {
+		obj.Insert(ast.InternedTerm("list"), ast.ObjectTerm(
+			ast.Item(ast.InternedTerm("scope"), ast.StringTerm(in.List.Scope)),
+		))
+	}
+	return obj
+}
+
+func tokenRolesInput(userRoles, requested []string) ast.Value {
+	return ast.NewObject(
+		ast.Item(ast.InternedTerm("user_roles"), stringsTerm(userRoles)),
+		ast.Item(ast.InternedTerm("requested"), stringsTerm(requested)),
+	)
+}
+
+// stringsTerm encodes a nil slice as null, as encoding/json does.
+func stringsTerm(ss []string) *ast.Term {
+	if ss == nil {
+		return ast.NullTerm()
+	}
+	terms := make([]*ast.Term, len(ss))
+	for i, s := range ss {
+		terms[i] = ast.StringTerm(s)
+	}
+	return ast.ArrayTerm(terms...)
+}
+
+func claimsTerm(cs []backend.Claim) *ast.Term {
+	if cs == nil {
+		return ast.NullTerm()
+	}
+	terms := make([]*ast.Term, len(cs))
+	for i, c := range cs {
+		terms[i] = ast.ObjectTerm(
+			ast.Item(ast.InternedTerm("scope"), ast.StringTerm(c.Scope)),
+			ast.Item(ast.InternedTerm("action"), ast.StringTerm(c.Action)),
+			ast.Item(ast.InternedTerm("specific"), ast.StringTerm(c.Specific)),
+		)
+	}
+	return ast.ArrayTerm(terms...)
+}
+
+// decisionFrom reads the decision strictly: anything but the documented
+// shape is an error, so a broken policy cannot allow by accident.
+func decisionFrom(rs rego.ResultSet) (policies.Decision, error) {
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return policies.Decision{}, internal("evaluate policy", errUndefined)
+	}
+	m, ok := rs[0].Expressions[0].Value.(map[string]any)
+	if !ok {
+		return policies.Decision{}, malformed("decision is %T, not an object", rs[0].Expressions[0].Value)
+	}
+	var d policies.Decision
+	if d.Allow, ok = m["allow"].(bool); !ok {
+		return policies.Decision{}, malformed("allow is %T, not a boolean", m["allow"])
+	}
+	if v, present := m["not_found"]; present {
+		if d.NotFound, ok = v.(bool); !ok {
+			return policies.Decision{}, malformed("not_found is %T, not a boolean", v)
+		}
+	}
+	var err error
+	if d.Reasons, err = stringList("reasons", m["reasons"]); err != nil {
+		return policies.Decision{}, err
+	}
+	if d.NotFound && d.Allow {
+		return policies.Decision{}, malformed("decision both allows and hides")
+	}
+	if v, present := m["visible"]; present {
+		vm, ok := v.(map[string]any)
+		if !ok {
+			return policies.Decision{}, malformed("visible is %T, not an object", v)
+		}
+		vis := &policies.Visible{}
+		if vis.Restricted, ok = vm["restricted"].(bool); !ok {
+			return policies.Decision{}, malformed("visible.restricted is %T, not a boolean", vm["restricted"])
+		}
+		if vis.Restricted {
+			if vis.Keys, err = stringList("visible.keys", vm["keys"]); err != nil {
+				return policies.Decision{}, err
+			}
+		}
+		d.Visible = vis
+	}
+	return d, nil
+}
+
+func stringList(field string, v any) ([]string, error) {
+	if v == nil {
+		return []string{}, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, malformed("%s is %T, not a list", field, v)
+	}
+	out := make([]string, len(list))
+	for i, x := range list {
+		if out[i], ok = x.(string); !ok {
+			return nil, malformed("%s holds a %T, not a string", field, x)
+		}
+	}
+	return out, nil
+}
+
+func malformed(format string, args ...any) error {
+	return internal("evaluate policy", fmt.Errorf("malformed decision: "+format, args...))
+}

@@ -1,0 +1,133 @@
+package opa
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/tester"
+
+	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/policies"
+)
+
+func embeddedModules(t testing.TB) map[string]*ast.Module {
+	t.Helper()
+	all := policies.Policies()
+	for k, v := range policies.Tests() {
+		all[k] = v
+	}
+	mods, err := parse(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mods
+}
+
+// TestRegoSuites runs the embedded *_test.rego suites, one subtest per Rego
+// test, exactly as `opa test policies/` does.
+func TestRegoSuites(t *testing.T) {
+	ch, err := tester.NewRunner().SetModules(embeddedModules(t)).SetStore(inmem.New()).RunTests(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []*tester.Result
+	for r := range ch {
+		results = append(results, r)
+	}
+	sort.Slice(results, func(i, j int) bool {
+		return results[i].Package+results[i].Name < results[j].Package+results[j].Name
+	})
+	if len(results) < 100 {
+		t.Errorf("got %d Rego tests, want the whole suite (at least 100)", len(results))
+	}
+	for _, r := range results {
+		t.Run(r.Package+"."+r.Name, func(t *testing.T) {
+			if r.Error != nil {
+				t.Fatalf("error: %v", r.Error)
+			}
+			if r.Fail {
+				t.Fatalf("fail at %v", r.FailedAt)
+			}
+		})
+	}
+}
+
+// TestEmbeddedPolicyStrict holds the embedded Rego to `opa check --strict`.
+func TestEmbeddedPolicyStrict(t *testing.T) {
+	c := ast.NewCompiler().WithStrict(true)
+	if c.Compile(embeddedModules(t)); c.Failed() {
+		t.Fatal(c.Errors)
+	}
+}
+
+func evalTest(t *testing.T, query string, opts ...func(*rego.Rego)) any {
+	t.Helper()
+	c := ast.NewCompiler()
+	if c.Compile(embeddedModules(t)); c.Failed() {
+		t.Fatal(c.Errors)
+	}
+	rs, err := rego.New(append([]func(*rego.Rego){rego.Query(query), rego.Compiler(c)}, opts...)...).Eval(context.Background())
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("eval %s: %v %v", query, rs, err)
+	}
+	return rs[0].Expressions[0].Value
+}
+
+// The Rego fixtures carry their own scope table; it must stay the one the
+// server uses.
+func TestFixtureScopesMatchBackend(t *testing.T) {
+	got, _ := json.Marshal(evalTest(t, "data.provgate.fixtures.scopes"))
+	want, _ := json.Marshal(backend.Scopes)
+	if string(got) != string(want) {
+		t.Errorf("fixtures_test.rego scopes differ from backend.Scopes:\n got %s\nwant %s", got, want)
+	}
+}
+
+// policies.CompileClaim (Go, used for role data) and claims.compile (Rego,
+// used for input claims and plain data) must agree.
+func TestCompileClaimMatchesRego(t *testing.T) {
+	claims := []backend.Claim{
+		{Scope: "*", Action: "*", Specific: "*"},
+		{Scope: "", Action: "", Specific: ""},
+		{Scope: "machines", Action: "get,list,action:callbackDo", Specific: "*"},
+		{Scope: " machines , pools,bogus", Action: " * ", Specific: " a , b "},
+		{Scope: "machines", Action: "update:/Params,update:,bogus", Specific: ""},
+		{Scope: "info,users", Action: "get,token", Specific: "bob"},
+		{Scope: "*", Action: "get", Specific: "x,"},
+	}
+	store := inmem.NewFromObject(map[string]any{"provgate": map[string]any{"scopes": scopesAny()}})
+	for _, c := range claims {
+		t.Run(c.String(), func(t *testing.T) {
+			in, _ := json.Marshal(c)
+			var v any
+			_ = json.Unmarshal(in, &v)
+			got := evalTest(t, "data.provgate.claims.compile(input)", rego.Input(v), rego.Store(store))
+			gotJSON, _ := json.Marshal(got)
+			wantJSON, _ := json.Marshal(policies.CompileClaim(c, backend.Scopes))
+			var g, w any
+			_ = json.Unmarshal(gotJSON, &g)
+			_ = json.Unmarshal(wantJSON, &w)
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("rego %s\n  go %s", gotJSON, wantJSON)
+			}
+		})
+	}
+}
+
+func scopesAny() map[string]any {
+	out := map[string]any{}
+	for s, as := range backend.Scopes {
+		list := make([]any, len(as))
+		for i, a := range as {
+			list[i] = a
+		}
+		out[s] = list
+	}
+	return out
+}
