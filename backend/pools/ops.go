@@ -79,7 +79,7 @@ func (s *Service) ReleaseToPool(ctx context.Context, machineKey string) ([]backe
 	if err != nil {
 		return nil, err
 	}
-	r := &request{MachineList: []string{m.Uuid}}
+	r := &request{MachineList: []string{machineKey}}
 	return s.run(ctx, verbRelease, m.Pool, r, OpOptions{Force: true})
 }
 
@@ -263,7 +263,9 @@ func (s *Service) apply(ctx context.Context, v verb, pool, from, to string, r *r
 	q := backend.Query{Limit: -1, Visible: opts.Visible,
 		Filters: append(eligible(v, from, opts.Force), filters...)}
 	if sel.list {
-		q.Filters = append(q.Filters, indexFilter("Uuid", backend.OpIn, uuids...))
+		// The named machines, already checked against the caller's
+		// visibility by resolveList, narrow Visible to exactly them.
+		q.Visible = uuids
 	}
 	recs, err := s.st.ClaimForUpdate(ctx, "machines", q, sel.count)
 	if err != nil {

@@ -9,6 +9,7 @@
 package pools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -194,9 +195,13 @@ func (s *Service) poolObject(ctx context.Context, id string) (*backend.Pool, err
 	return p, nil
 }
 
+// decodeMachine reads a stored machine. UseNumber keeps param values such
+// as large integers exact through the read-modify-write of an operation.
 func decodeMachine(data []byte) (*backend.Machine, error) {
 	m := &backend.Machine{}
-	if err := json.Unmarshal(data, m); err != nil {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if err := d.Decode(m); err != nil {
 		return nil, err
 	}
 	m.Fill()

@@ -90,8 +90,9 @@ func (s *Service) wait(ctx context.Context, w *waiter, changes []change, timeout
 		if len(keys) == 0 {
 			return
 		}
-		recs, _, _, err := s.st.List(ctx, "machines", backend.Query{Limit: -1, Slim: slimMachines,
-			Filters: []backend.Filter{indexFilter("Uuid", backend.OpIn, keys...)}})
+		// Visible, not a Uuid In filter: the keys travel as one bound
+		// value however many machines the operation took.
+		recs, _, _, err := s.st.List(ctx, "machines", backend.Query{Limit: -1, Slim: slimMachines, Visible: keys})
 		if err != nil {
 			s.log.WarnContext(ctx, "pool wait re-read", "err", err)
 			return
