@@ -1,0 +1,240 @@
+package objects
+
+import (
+	"context"
+	"testing"
+
+	"github.com/provgate/provgate/backend"
+)
+
+func TestPatch(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		mustCreate(t, e, "stages", `{"Name":"john","Description":"x"}`)
+		t.Run("test and replace with from", func(t *testing.T) {
+			m, err := e.svc.Patch(ctx, "stages", "john", []byte(`[{"op":"test","path":"/Description","from":"","value":"x"},{"op":"replace","path":"/Description","from":"","value":"new"}]`), false)
+			if err != nil || m.(*backend.Stage).Description != "new" {
+				t.Fatalf("got %v %v", m, err)
+			}
+		})
+		t.Run("params add with escaped pointer", func(t *testing.T) {
+			m, err := e.svc.Patch(ctx, "stages", "Name:john", []byte(`[{"op":"add","path":"/Params/callback~1action","from":"","value":"go"}]`), false)
+			if err != nil || m.(*backend.Stage).Params["callback/action"] != "go" {
+				t.Fatalf("got %v %v", m, err)
+			}
+		})
+		t.Run("empty patch", func(t *testing.T) {
+			m, err := e.svc.Patch(ctx, "stages", "john", []byte(`[]`), false)
+			if err != nil || m.(*backend.Stage).Description != "new" {
+				t.Fatalf("got %v %v", m, err)
+			}
+		})
+		errs := []struct{ name, key, patch, code, typ, msg string }{
+			{"failed test", "john", `[{"op":"test","path":"/Description","from":"","value":"old"},{"op":"replace","path":"/Description","value":"z"}]`,
+				backend.ECONFLICT, "PATCH", `Test op failed at "/Description"`},
+			{"bad path", "john", `[{"op":"replace","path":"/Params/nope/deeper","value":1}]`, backend.ECONFLICT, "PATCH", `path "/Params/nope/deeper" does not exist`},
+			{"key change", "john", `[{"op":"replace","path":"/Name","value":"jane"}]`, backend.EBADREQUEST, "PATCH", "Key change from john to jane not allowed"},
+			{"bad op", "john", `[{"op":"frob","path":"/Name"}]`, backend.EBADREQUEST, "PATCH", "invalid op"},
+			{"not json", "john", `{`, backend.EBADREQUEST, "PATCH", "unexpected end"},
+			{"wrong type", "john", `[{"op":"replace","path":"/Reboot","value":"yes"}]`, backend.EINVALID, "ValidationError", "Reboot"},
+			{"invalid result", "john", `[{"op":"replace","path":"/Tasks","value":["nosuch"]},{"op":"replace","path":"/Name","value":"john"}]`, "", "", ""},
+			{"missing", "ghost", `[]`, backend.ENOTFOUND, "PATCH", "Not Found"},
+		}
+		for _, tc := range errs {
+			t.Run(tc.name, func(t *testing.T) {
+				_, err := e.svc.Patch(ctx, "stages", tc.key, []byte(tc.patch), false)
+				if tc.code == "" {
+					if err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				wantErr(t, err, tc.code, tc.typ, tc.msg)
+			})
+		}
+		t.Run("missing task makes stage unavailable", func(t *testing.T) {
+			m, _, _ := e.svc.Get(ctx, "stages", "john")
+			if m.Env().Available || m.Env().Errors[0] != "Task nosuch does not exist" {
+				t.Fatalf("got %v", m.Env().Errors)
+			}
+		})
+		t.Run("whole document test", func(t *testing.T) {
+			m, _, _ := e.svc.Get(ctx, "stages", "john")
+			p := `[{"op":"test","path":"","value":` + toJSON(t, m) + `},{"op":"replace","path":"/Description","value":"w"}]`
+			if _, err := e.svc.Patch(ctx, "stages", "john", []byte(p), false); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+}
+
+func TestPatchSecrets(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		mustCreate(t, e, "users", `{"Name":"sam","Password":"pw"}`)
+		secret := rawRecord(t, e, "users", "sam")["Secret"]
+		t.Run("test on secret fails", func(t *testing.T) {
+			_, err := e.svc.Patch(ctx, "users", "sam", []byte(`[{"op":"test","path":"/Secret","value":"`+secret.(string)+`"}]`), false)
+			wantErr(t, err, backend.ECONFLICT, "PATCH", "Test op failed")
+		})
+		t.Run("unrelated patch keeps secrets", func(t *testing.T) {
+			u, err := e.svc.Patch(ctx, "users", "sam", []byte(`[{"op":"replace","path":"/Description","value":"d"}]`), false)
+			if err != nil || u.(*backend.User).Secret != "" {
+				t.Fatalf("got %v %v", u, err)
+			}
+			raw := rawRecord(t, e, "users", "sam")
+			if raw["Secret"] != secret || raw["PasswordHash"] == nil {
+				t.Fatalf("got %v", raw)
+			}
+		})
+		t.Run("writing secret rotates it", func(t *testing.T) {
+			if _, err := e.svc.Patch(ctx, "users", "sam", []byte(`[{"op":"replace","path":"/Secret","value":"chosen"}]`), false); err != nil {
+				t.Fatal(err)
+			}
+			got := rawRecord(t, e, "users", "sam")["Secret"]
+			if got == secret || got == "chosen" {
+				t.Fatalf("got Secret %v", got)
+			}
+		})
+		t.Run("set password rotates secret", func(t *testing.T) {
+			before := rawRecord(t, e, "users", "sam")["Secret"]
+			if _, err := e.svc.SetPassword(ctx, "sam", "new"); err != nil {
+				t.Fatal(err)
+			}
+			h, s, _ := e.svc.PasswordHash(ctx, "sam")
+			if string(h) != "16384$8$1$73616c74$new" || s == before {
+				t.Fatalf("got %q %q", h, s)
+			}
+		})
+	})
+}
+
+func TestLockedMachine(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		m := mustCreate(t, e, "machines", `{"Name":"lk1","Locked":true}`).(*backend.Machine)
+		_, err := e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
+		wantErr(t, err, backend.ECONFLICT, "PATCH", "Locked")
+		_, err = e.svc.SetParam(ctx, "machines", m.Uuid, "foo", 1)
+		wantErr(t, err, backend.ECONFLICT, "POST", "Locked")
+		_, err = e.svc.Delete(ctx, "machines", m.Uuid)
+		wantErr(t, err, backend.ECONFLICT, "DELETE", "Locked")
+		got, err := e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Locked","value":false}]`), false)
+		if err != nil || got.(*backend.Machine).Locked {
+			t.Fatalf("unlock: %v %v", got, err)
+		}
+	})
+}
+
+func TestPut(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		m := mustCreate(t, e, "machines", `{"Name":"pm1"}`).(*backend.Machine)
+		secret := rawRecord(t, e, "machines", m.Uuid)["Secret"]
+		m.Description = "replaced"
+		got, err := e.svc.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, m)))
+		if err != nil || got.(*backend.Machine).Description != "replaced" {
+			t.Fatalf("got %v %v", got, err)
+		}
+		if rawRecord(t, e, "machines", m.Uuid)["Secret"] != secret {
+			t.Fatal("Put without Secret changed it")
+		}
+		other := *m
+		other.Uuid = "3e7031fe-3062-45f1-835c-92541bc9cbd3"
+		_, err = e.svc.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, &other)))
+		wantErr(t, err, backend.EBADREQUEST, "PUT", "Key change from "+m.Uuid+" to 3e7031fe-3062-45f1-835c-92541bc9cbd3 not allowed")
+		_, err = e.svc.Put(ctx, "machines", "Name:nope", []byte(`{}`))
+		wantErr(t, err, backend.ENOTFOUND, "PUT", "Not Found")
+		_, err = e.svc.Put(ctx, "machines", m.Uuid, []byte(`{"Name":1}`))
+		wantErr(t, err, backend.EBADREQUEST, "PUT", "Name")
+	})
+}
+
+func TestWorkflowOnMachine(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		mustCreate(t, e, "tasks", `{"Name":"t1"}`)
+		mustCreate(t, e, "bootenvs", `{"Name":"sledgehammer"}`)
+		mustCreate(t, e, "stages", `{"Name":"s1","BootEnv":"sledgehammer","Tasks":["t1"]}`)
+		mustCreate(t, e, "workflows", `{"Name":"w1","Stages":["s1"]}`)
+		m := mustCreate(t, e, "machines", `{"Name":"wm1","Workflow":"w1"}`).(*backend.Machine)
+		if toJSON(t, m.Tasks) != `["stage:s1","bootenv:sledgehammer","t1"]` || m.CurrentTask != -1 || m.WorkflowComplete {
+			t.Fatalf("create: got %v %d %v", m.Tasks, m.CurrentTask, m.WorkflowComplete)
+		}
+		got, err := e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Workflow","value":""}]`), false)
+		gm := got.(*backend.Machine)
+		if err != nil || len(gm.Tasks) != 0 || !gm.WorkflowComplete {
+			t.Fatalf("clear: got %v %v", gm, err)
+		}
+		got, _ = e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Workflow","value":"w1"}]`), false)
+		if len(got.(*backend.Machine).Tasks) != 3 {
+			t.Fatalf("set: got %v", got.(*backend.Machine).Tasks)
+		}
+	})
+}
+
+func TestDelete(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		mustCreate(t, e, "roles", `{"Name":"ops"}`)
+		mustCreate(t, e, "users", `{"Name":"rocketskates","Roles":["ops"]}`)
+		mustCreate(t, e, "users", `{"Name":"bob"}`)
+		mustCreate(t, e, "tenants", `{"Name":"t1","Users":["bob","rocketskates"]}`)
+		mustCreate(t, e, "profiles", `{"Name":"pf"}`)
+		mc := mustCreate(t, e, "machines", `{"Name":"dm1","Pool":"p1","Profiles":["pf"]}`).(*backend.Machine)
+		mustCreate(t, e, "pools", `{"Id":"p1"}`)
+		mustCreate(t, e, "tenants", `{"Name":"t2","Members":{"profiles":["pf","other"],"machines":["`+mc.Uuid+`"]}}`)
+		tests := []struct{ name, prefix, key, code, typ, msg string }{
+			{"role in use", "roles", "ops", backend.ECONFLICT, "StillInUseError", "In use by User rocketskates"},
+			{"tenant with users", "tenants", "t1", backend.ECONFLICT, "StillInUseError", "Constraining Users: [bob rocketskates]"},
+			{"pool with machines", "pools", "p1", backend.ECONFLICT, "StillInUseError", "In use by Machine dm1"},
+			{"profile in use", "profiles", "pf", backend.ECONFLICT, "StillInUseError", "In use by Machine dm1"},
+			{"missing", "roles", "ghost", backend.ENOTFOUND, "DELETE", "Not Found"},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				_, err := e.svc.Delete(ctx, tc.prefix, tc.key)
+				wantErr(t, err, tc.code, tc.typ, tc.msg)
+			})
+		}
+		t.Run("machine removed from tenant members", func(t *testing.T) {
+			got, err := e.svc.Delete(ctx, "machines", "Name:dm1")
+			if err != nil || got.(*backend.Machine).Name != "dm1" || got.(*backend.Machine).Secret != "" {
+				t.Fatalf("got %v %v", got, err)
+			}
+			tn, _, _ := e.svc.Get(ctx, "tenants", "t2")
+			if toJSON(t, tn.(*backend.Tenant).Members) != `{"machines":[],"profiles":["pf","other"]}` {
+				t.Fatalf("got %v", tn.(*backend.Tenant).Members)
+			}
+			if _, err := e.svc.Delete(ctx, "pools", "p1"); err != nil {
+				t.Fatal(err)
+			}
+		})
+		t.Run("user removed from tenant users", func(t *testing.T) {
+			if _, err := e.svc.Delete(ctx, "users", "bob"); err != nil {
+				t.Fatal(err)
+			}
+			tn, _, _ := e.svc.Get(ctx, "tenants", "t1")
+			if toJSON(t, tn.(*backend.Tenant).Users) != `["rocketskates"]` {
+				t.Fatalf("got %v", tn.(*backend.Tenant).Users)
+			}
+		})
+	})
+}
+
+func TestTenantCreateMembership(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		mustCreate(t, e, "tenants", `{"Name":"t3","Members":{"profiles":[]}}`)
+		ctx := WithTenant(context.Background(), "t3")
+		if _, err := e.svc.Create(ctx, "profiles", []byte(`{"Name":"mine"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.Create(ctx, "stages", []byte(`{"Name":"unrestricted"}`)); err != nil {
+			t.Fatal(err)
+		}
+		tn, _, _ := e.svc.Get(ctx, "tenants", "t3")
+		if toJSON(t, tn.(*backend.Tenant).Members) != `{"profiles":["mine"]}` {
+			t.Fatalf("got %v", tn.(*backend.Tenant).Members)
+		}
+	})
+}
