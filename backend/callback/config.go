@@ -227,9 +227,16 @@ func typeName(t reflect.Type) string {
 // edit distance of at most two.
 func suggest(key string, names []string) string {
 	best, bestD := "", 3
-	for _, n := range names {
-		if strings.EqualFold(n, key) {
-			return n
+	// Plurals are the commonest slip: Retries → Retry, Urls → Url.
+	forms := []string{key, strings.TrimSuffix(key, "s")}
+	if strings.HasSuffix(key, "ies") {
+		forms = append(forms, strings.TrimSuffix(key, "ies")+"y")
+	}
+	for _, f := range forms {
+		for _, n := range names {
+			if strings.EqualFold(n, f) {
+				return n
+			}
 		}
 	}
 	for _, n := range names {
