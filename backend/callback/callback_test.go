@@ -970,3 +970,23 @@ func (tokens) GenerateToken(context.Context, *backend.Machine) (string, error) {
 func (tokens) GenerateInfiniteToken(context.Context, *backend.Machine) (string, error) {
 	return "infinite-token", nil
 }
+
+func TestTokenFetchedOnceUnderConcurrency(t *testing.T) {
+	ts, n := tokenServer(t, true)
+	target := newReceiver(t, nil)
+	e := newEnv(t, nil)
+	p := plugin(map[string]any{"c": map[string]any{"Url": target.URL, "Auth": "j"}},
+		map[string]any{"j": map[string]any{"AuthType": "json-token", "Url": ts.URL, "TokenField": "access_token", "DurationField": "expires_in"}})
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if _, err := do(t, e, p, act("c")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n.Load() != 1 {
+		t.Errorf("token fetched %d times, want 1", n.Load())
+	}
+}
