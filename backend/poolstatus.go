@@ -2,21 +2,28 @@ package backend
 
 // Pool status moves driven by a machine's workflow (reference §5.3). The
 // objects service calls these when a machine's workflow completes or one of
-// its jobs fails; pool operations set the transitional statuses.
+// its jobs fails; pool operations (backend/pools) set the transitional
+// statuses: Joining (add, remove), Building (allocate), Destroying
+// (release). Leaving is never set by provgate's operations (the machine moves
+// to the destination pool at once) but is honoured if found.
 
 // PoolStatusOnComplete returns the status a machine reaches when its
 // workflow completes while in status s (s itself when s is not transitional).
+// A Hold status completes too: the operator fixed the failed task and the
+// workflow ran to its end, so the transition it was holding is finished.
 func PoolStatusOnComplete(s string) string {
 	switch s {
-	case PoolJoining, PoolDestroying, PoolLeaving:
+	case PoolJoining, PoolHoldJoin, PoolDestroying, PoolHoldDestroy, PoolLeaving, PoolHoldLeave:
 		return PoolFree
-	case PoolBuilding:
+	case PoolBuilding, PoolHoldBuild:
 		return PoolInUse
 	}
 	return s
 }
 
-// PoolStatusOnFailure returns the Hold status for a job failure in status s.
+// PoolStatusOnFailure returns the Hold status for a job failure in status s
+// (s itself when s is not transitional: a failure in Free or InUse does not
+// change pool membership).
 func PoolStatusOnFailure(s string) string {
 	switch s {
 	case PoolJoining:

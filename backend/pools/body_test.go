@@ -196,6 +196,10 @@ func TestPoolStatusMovesAgree(t *testing.T) {
 		{backend.PoolBuilding, backend.PoolInUse, backend.PoolHoldBuild},
 		{backend.PoolDestroying, backend.PoolFree, backend.PoolHoldDestroy},
 		{backend.PoolLeaving, backend.PoolFree, backend.PoolHoldLeave},
+		{backend.PoolHoldJoin, backend.PoolFree, backend.PoolHoldJoin},
+		{backend.PoolHoldBuild, backend.PoolInUse, backend.PoolHoldBuild},
+		{backend.PoolHoldDestroy, backend.PoolFree, backend.PoolHoldDestroy},
+		{backend.PoolHoldLeave, backend.PoolFree, backend.PoolHoldLeave},
 		{backend.PoolFree, backend.PoolFree, backend.PoolFree},
 		{backend.PoolInUse, backend.PoolInUse, backend.PoolInUse},
 	} {
