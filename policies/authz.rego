@@ -14,29 +14,48 @@ decision := object.union(outcome, listing)
 
 outcome := {"allow": false, "not_found": true, "reasons": [sprintf("%s %s: Not Found", [input.object.scope, input.object.key])]} if {
 	tenancy.hidden
-} else := {"allow": count(reasons) == 0, "not_found": false, "reasons": reasons}
+} else := {"allow": allow, "not_found": false, "reasons": reasons}
 
 listing := {"visible": visible} if {
 	input.list
 } else := {}
 
+# Fail closed: allow needs positive evidence for every required claim, and
+# a request naming no claim is a gateway bug, never a grant.
+default allow := false
+
+allow if {
+	count(input.required) > 0
+	count(license_failures) == 0
+	every i, _ in input.required {
+		satisfied(required[i])
+	}
+}
+
 reasons := array.concat(array.concat(no_claims, sort(license_failures)), claim_failures)
 
-# Fail closed: a request that names no claim is a gateway bug, not a grant.
-no_claims := ["Requires: at least one claim"] if {
-	count(object.get(input, "required", [])) == 0
-} else := []
+no_claims := [] if {
+	count(input.required) > 0
+} else := ["Requires: at least one claim"]
 
-required := [claims.compile(c) | some c in input.required]
+# Keyed by position, so that a malformed claim leaves a hole that fails
+# rather than shifting the others.
+required := {i: claims.compile(c) | some i, c in input.required}
 
 # Spec "Authentication" step 3 and design D6: each required claim must be
 # contained by some claim the principal holds. A restricted token's claims
 # must also be contained by the restriction; the implicit self claims are
 # exempt from it (reference §4.4).
-claim_failures := [sprintf("Requires: %s %s %s", [c.scope, c.action, c.specific]) |
+claim_failures := [reason(c) |
 	some i, c in input.required
 	not satisfied(required[i])
 ]
+
+reason(c) := sprintf("Requires: %s %s %s", [c.scope, c.action, c.specific]) if {
+	is_string(c.scope)
+	is_string(c.action)
+	is_string(c.specific)
+} else := "Requires: a well-formed claim"
 
 satisfied(b) if {
 	claims.known(b)

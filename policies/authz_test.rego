@@ -162,3 +162,19 @@ test_license_and_claim_reasons_listed if {
 	d := decide_op(fixtures.user("rita", ["reader"]), [c("roles", "create", "")], "create", fixtures.data_unlicensed)
 	d.reasons == ["roles create is a licensed enterprise feature", "Requires: roles create "]
 }
+
+test_null_required_denied if {
+	r := object.union(fixtures.request(fixtures.user("root", ["superuser"]), []), {"required": null})
+	d := fixtures.decide(fixtures.data_licensed, r)
+	d == {"allow": false, "not_found": false, "reasons": ["Requires: at least one claim"]}
+}
+
+test_malformed_required_claim_denied if {
+	d := decide(fixtures.user("root", ["superuser"]), [{"scope": "machines"}, c("machines", "get", "m1")])
+	d == {"allow": false, "not_found": false, "reasons": ["Requires: a well-formed claim"]}
+}
+
+test_non_string_claim_fields_denied if {
+	d := decide(fixtures.user("root", ["superuser"]), [{"scope": "machines", "action": "get", "specific": 7}])
+	d == {"allow": false, "not_found": false, "reasons": ["Requires: a well-formed claim"]}
+}

@@ -33,7 +33,11 @@ actions_of(scope, c) := {a: node(c.specific) | some a in data.provgate.scopes[sc
 
 node(specific) := {"all": true, "keys": {}} if {
 	trim_space(specific) == "*"
-} else := {"all": false, "keys": {trim_space(part): true | some part in split(specific, ",")}}
+} else := {"all": false, "keys": {trim_space(part): true | some part in split(specific, ",")}} if {
+	# A specific that is not a string compiles to nothing rather than to an
+	# empty set, which every set would contain.
+	is_string(specific)
+}
 
 # covers(a, b): the compiled claim a contains the compiled claim b. Every
 # scope of b must be in a, and every action of b must find a node in a
@@ -87,6 +91,7 @@ node_covers(_, b) if b.keys == {"": true}
 
 node_covers(a, b) if {
 	not b.all
+	count(b.keys) > 0
 	every k, _ in b.keys {
 		a.keys[k]
 	}

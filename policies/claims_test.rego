@@ -167,3 +167,14 @@ test_known_claim_exact if {
 	not claims.known(claims.compile(c("bogus", "get", "m1"))) with data.provgate.scopes as fixtures.scopes
 	not claims.known(claims.compile(c("machines", "bogus", "m1"))) with data.provgate.scopes as fixtures.scopes
 }
+
+test_non_string_specific_compiles_to_nothing_exact if {
+	claims.compile({"scope": "machines", "action": "get", "specific": 7}) == {"machines": {}} with data.provgate.scopes as fixtures.scopes
+}
+
+test_empty_wanted_key_set_not_contained if {
+	not claims.covers(
+		{"machines": {"get": {"all": false, "keys": {"a": true}}}},
+		{"machines": {"get": {"all": false, "keys": {}}}},
+	)
+}
