@@ -238,3 +238,29 @@ func TestTenantCreateMembership(t *testing.T) {
 		}
 	})
 }
+
+func TestConcurrentPatchesRetry(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		mustCreate(t, e, "profiles", `{"Name":"busy"}`)
+		const n = 6
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			go func(i int) {
+				_, err := e.svc.SetParam(ctx, "profiles", "busy", "k"+string(rune('a'+i)), i)
+				errs <- err
+			}(i)
+		}
+		failed := 0
+		for i := 0; i < n; i++ {
+			if err := <-errs; err != nil {
+				failed++
+				t.Logf("concurrent write: %v", err)
+			}
+		}
+		params, err := e.svc.Params(ctx, "profiles", "busy", false, false)
+		if err != nil || len(params)+failed != n || failed > 0 {
+			t.Fatalf("got %d params, %d failures (%v)", len(params), failed, err)
+		}
+	}, func(o *Options) { o.MaxRetries = 20 })
+}
