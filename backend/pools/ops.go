@@ -167,7 +167,7 @@ func (s *Service) run(ctx context.Context, v verb, pool string, r *request, opts
 		out = s.wait(ctx, w, changes, r.Wait)
 	}
 	sortResults(out)
-	s.log.InfoContext(ctx, "pool operation", "verb", v.String(), "pool", pool, "from", from, "to", to,
+	s.log.DebugContext(ctx, "pool operation", "verb", v.String(), "pool", pool, "from", from, "to", to,
 		"machines", len(out))
 	return out, nil
 }
@@ -220,8 +220,11 @@ func parentOf(p *backend.Pool) string {
 //   - release: in the pool, allocated and InUse; with force also Building,
 //     HoldBuild, Destroying and HoldDestroy (a release restarted after a
 //     failed build or release; those machines may already be unallocated).
+//
+// A Locked machine refuses changes (reference §6.1), so no verb takes one,
+// forced or not.
 func eligible(v verb, pool string, force bool) []backend.Filter {
-	fs := []backend.Filter{indexFilter("Pool", backend.OpEq, pool)}
+	fs := []backend.Filter{indexFilter("Pool", backend.OpEq, pool), indexFilter("Locked", backend.OpEq, "false")}
 	switch {
 	case v == verbRelease && force:
 		fs = append(fs, indexFilter("PoolStatus", backend.OpIn, backend.PoolInUse, backend.PoolBuilding,
@@ -243,13 +246,13 @@ func eligible(v verb, pool string, force bool) []backend.Filter {
 func describeEligible(v verb, force bool) string {
 	switch {
 	case v == verbRelease && force:
-		return "InUse, Building, HoldBuild, Destroying or HoldDestroy"
+		return "unlocked and InUse, Building, HoldBuild, Destroying or HoldDestroy"
 	case v == verbRelease:
-		return "allocated and InUse"
+		return "unlocked, allocated and InUse"
 	case force && v != verbAllocate:
-		return "unallocated and Free, Joining, HoldJoin, Leaving or HoldLeave"
+		return "unlocked, unallocated and Free, Joining, HoldJoin, Leaving or HoldLeave"
 	}
-	return "Free and not allocated"
+	return "unlocked, Free and not allocated"
 }
 
 // apply runs inside the transaction: resolve the action groups, claim the

@@ -481,6 +481,7 @@ func TestMachineList(t *testing.T) {
 		f.put(&backend.Pool{Id: "p1"})
 		f.machines(1, 5, "p1", nil)
 		f.machines(6, 6, "p1", func(m *backend.Machine) { m.PoolAllocated, m.PoolStatus = true, backend.PoolInUse })
+		f.machines(7, 7, "p1", func(m *backend.Machine) { m.Locked = true })
 
 		res, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{
 			"pool/machine-list": []string{"Name:m002", uuidFor(4), "Uuid:" + uuidFor(4)}}), OpOptions{})
@@ -501,6 +502,7 @@ func TestMachineList(t *testing.T) {
 				backend.ENOTFOUND, []string{"Name:ghost", "999999999999"}},
 			{"not eligible", []string{"Name:m001", "Name:m006"}, OpOptions{}, backend.ECONFLICT, []string{"Name:m006"}},
 			{"already allocated", []string{"Name:m002"}, OpOptions{}, backend.ECONFLICT, []string{"Name:m002"}},
+			{"locked", []string{"Name:m007"}, OpOptions{}, backend.ECONFLICT, []string{"Name:m007", "unlocked"}},
 			{"hidden by tenant", []string{"Name:m001", "Name:m003"}, OpOptions{Visible: []string{uuidFor(1)}},
 				backend.ENOTFOUND, []string{"Name:m003"}},
 			{"non-unique index", []string{"Arch:amd64"}, OpOptions{}, backend.EBADREQUEST, []string{"Arch"}},
