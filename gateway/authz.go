@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/objects"
 	"github.com/provgate/provgate/gateway/claims"
 	"github.com/provgate/provgate/policies"
 )
@@ -48,6 +49,18 @@ func (s *Server) guard(c *fiber.Ctx) error {
 		return err
 	}
 	c.Locals(principalKey, p)
+	who := "user:" + p.Name
+	if p.Kind == "machine" {
+		who = "runner:" + p.Name
+	}
+	ctx = objects.WithPrincipal(ctx, who)
+	if p.Kind == "user" && s.TenantOf != nil {
+		if t := s.TenantOf(p.Name); t != "" {
+			// Objects a tenant user creates join its tenant (reference §4.6).
+			ctx = objects.WithTenant(ctx, t)
+		}
+	}
+	c.SetUserContext(ctx)
 
 	q, err := url.ParseQuery(string(c.Request().URI().QueryString()))
 	if err != nil {

@@ -62,6 +62,8 @@ type Deps struct {
 	Jobs    Jobs
 	Prefs   Prefs
 	Events  Events
+	// TenantOf names a user's tenant ("" for none).
+	TenantOf func(user string) string
 	// BenchRoute enables the unauthenticated benchmark baseline route.
 	BenchRoute bool
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/objects"
 )
 
 // Objects is the object service behind the DRP CRUD routes.
@@ -22,17 +23,25 @@ type Objects interface {
 	Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error)
 	Delete(ctx context.Context, prefix, key string) (backend.Model, error)
 	Wait(ctx context.Context, prefix, key, etag string, d time.Duration) (bool, error)
-	ETag(m backend.Model, rev int64) string
-	IsParam(ctx context.Context, name string) bool
+	Shape(ctx context.Context, m backend.Model, q backend.Query) error
 
 	Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error)
 	GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (any, error)
-	SetParam(ctx context.Context, prefix, key, name string, value []byte) (any, error)
-	SetParams(ctx context.Context, prefix, key string, body []byte) (map[string]any, error)
+	SetParam(ctx context.Context, prefix, key, name string, value any) (any, error)
+	SetParams(ctx context.Context, prefix, key string, params map[string]any) (map[string]any, error)
 	PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]any, error)
 	DeleteParam(ctx context.Context, prefix, key, name string) (any, error)
-	PatchMeta(ctx context.Context, prefix, key string, patch []byte) (map[string]string, error)
 }
+
+// isParam reports whether a param definition exists (param-value filters).
+func (s *Server) isParam(ctx context.Context, name string) bool {
+	_, _, err := s.Objects.Get(ctx, "params", name)
+	return err == nil
+}
+
+// etagOf is the object's ETag, the same on every replica; Wait compares
+// against the same value.
+func etagOf(m backend.Model, rev int64) string { return objects.ModelETag(m, rev) }
 
 // kindOf resolves the collection prefix of the current route.
 func kindOf(c *fiber.Ctx) (*backend.Kind, error) {
@@ -107,7 +116,7 @@ func (s *Server) handleList(c *fiber.Ctx) error {
 	}
 	ctx := userContext(c)
 	vals, _ := url.ParseQuery(string(c.Request().URI().QueryString()))
-	q, err := backend.ParseQuery(k, vals, func(n string) bool { return s.Objects.IsParam(ctx, n) })
+	q, err := backend.ParseQuery(k, vals, func(n string) bool { return s.isParam(ctx, n) })
 	if err != nil {
 		return err
 	}
@@ -161,7 +170,7 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	etag := s.Objects.ETag(m, rev)
+	etag := etagOf(m, rev)
 	if inm := c.Get(fiber.HeaderIfNoneMatch); inm != "" && inm == etag {
 		wait := preferWait(c.Get("Prefer"))
 		if wait <= 0 {
@@ -179,11 +188,20 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 		if m, rev, err = s.Objects.Get(ctx, k.Prefix, m.Key()); err != nil {
 			return err
 		}
-		etag = s.Objects.ETag(m, rev)
+		etag = etagOf(m, rev)
 	}
 	c.Set(fiber.HeaderETag, etag)
 	if c.Method() == fiber.MethodHead {
 		return c.SendStatus(fiber.StatusOK)
+	}
+	vals, _ := url.ParseQuery(string(c.Request().URI().QueryString()))
+	var q backend.Query
+	q.Slim = splitComma(vals.Get("slim"))
+	q.Params = splitComma(vals.Get("params"))
+	q.Aggregate = vals.Get("aggregate") == "true"
+	q.Decode = isDecode(c)
+	if err := s.Objects.Shape(ctx, m, q); err != nil {
+		return err
 	}
 	return c.JSON(sanitize(m))
 }
@@ -337,7 +355,11 @@ func (s *Server) handleSetParam(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.Objects.SetParam(userContext(c), k.Prefix, key, paramName(c), c.Body())
+	var value any
+	if err := decodeJSON(c, &value); err != nil {
+		return err
+	}
+	v, err := s.Objects.SetParam(userContext(c), k.Prefix, key, paramName(c), value)
 	if err != nil {
 		return err
 	}
@@ -349,7 +371,11 @@ func (s *Server) handleSetParams(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.Objects.SetParams(userContext(c), k.Prefix, key, c.Body())
+	params := map[string]any{}
+	if err := decodeJSON(c, &params); err != nil {
+		return err
+	}
+	p, err := s.Objects.SetParams(userContext(c), k.Prefix, key, params)
 	if err != nil {
 		return err
 	}
@@ -405,11 +431,24 @@ func (s *Server) handlePatchMeta(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	meta, err := s.Objects.PatchMeta(userContext(c), k.Prefix, routeKey(c), c.Body())
+	// A meta patch is a patch of the object's /Meta member.
+	var ops []map[string]any
+	if err := json.Unmarshal(c.Body(), &ops); err != nil {
+		return backend.NewError(backend.EBADREQUEST, "PATCH", k.Prefix, routeKey(c), "invalid JSON patch: "+err.Error())
+	}
+	for _, op := range ops {
+		for _, f := range []string{"path", "from"} {
+			if v, ok := op[f].(string); ok && (f == "path" || v != "") {
+				op[f] = "/Meta" + v
+			}
+		}
+	}
+	body, _ := json.Marshal(ops)
+	m, err := s.Objects.Patch(userContext(c), k.Prefix, routeKey(c), body, false)
 	if err != nil {
 		return err
 	}
-	return c.JSON(meta)
+	return c.JSON(m.Env().Meta)
 }
 
 // writeJSONValue writes any JSON value, including a bare null.
@@ -432,4 +471,14 @@ func (s *Server) afterWrite(c *fiber.Ctx, prefix string) {
 			}
 		}
 	}
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

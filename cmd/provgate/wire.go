@@ -2,22 +2,283 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/callback"
+	"github.com/provgate/provgate/backend/license"
+	"github.com/provgate/provgate/backend/objects"
+	"github.com/provgate/provgate/backend/pools"
+	"github.com/provgate/provgate/backend/render"
+	"github.com/provgate/provgate/backend/store"
+	"github.com/provgate/provgate/gateway"
+	"github.com/provgate/provgate/gateway/auth"
+	"github.com/provgate/provgate/policies/opa"
 )
 
-// buildApp is the one place that assembles the concrete pieces (store,
-// policies, gateway). This is a placeholder until they are wired in: it
-// serves only GET /api/v3/info.
+// buildApp is the one place that assembles the concrete pieces: store,
+// policy engine, services and gateway. cleanup stops background work and
+// closes the store, after the listener has drained.
 func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) (app *fiber.App, cleanup func(), err error) {
-	app = fiber.New(fiber.Config{
-		DisableStartupMessage: true,
-		BodyLimit:             int(cfg.BodyLimit),
+	var closers []func()
+	cleanup = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+
+	dsn := cfg.Database
+	if dsn == "" {
+		dsn = filepath.Join(cfg.DataDir, "provgate.db")
+	}
+	st, err := store.Open(ctx, dsn, store.Options{Logger: logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, func() { _ = st.Close() })
+
+	// Server keys: created once, shared by every replica through the store.
+	if _, err = ensureSetting(ctx, st, settingSystemSecret, auth.NewSecret); err != nil {
+		return nil, nil, fmt.Errorf("system secret: %w", err)
+	}
+	if _, err = ensureSetting(ctx, st, settingTokenKey, randomKey); err != nil {
+		return nil, nil, fmt.Errorf("token key: %w", err)
+	}
+	sk, err := ensureSetting(ctx, st, settingSecureKey, randomKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("secure param key: %w", err)
+	}
+	secureKey, err := base64.StdEncoding.DecodeString(sk)
+	if err != nil || len(secureKey) != 32 {
+		return nil, nil, errors.New("secure param key setting is corrupt")
+	}
+
+	var pub ed25519.PublicKey
+	if cfg.LicensePublicKey != "" {
+		if pub, err = license.LoadPublicKey(cfg.LicensePublicKey); err != nil {
+			return nil, nil, err
+		}
+	}
+	lic := &licenser{st: st, pub: pub, now: time.Now}
+	if cfg.License != "" {
+		doc, rerr := os.ReadFile(cfg.License)
+		if rerr != nil {
+			return nil, nil, fmt.Errorf("license: %w", rerr)
+		}
+		if _, err = lic.LoadLicense(ctx, string(doc)); err != nil {
+			return nil, nil, fmt.Errorf("license %s: %s", cfg.License, backend.AsError(err).Error())
+		}
+	}
+
+	var decisionLog io.Writer
+	if cfg.DecisionLog != "" {
+		f, ferr := os.OpenFile(cfg.DecisionLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if ferr != nil {
+			return nil, nil, fmt.Errorf("decision log: %w", ferr)
+		}
+		closers = append(closers, func() { _ = f.Close() })
+		decisionLog = f
+	}
+	engine, err := opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog})
+	if err != nil {
+		return nil, nil, fmt.Errorf("policies: %w", err)
+	}
+	closers = append(closers, func() { _ = engine.Close() })
+
+	bus := backend.NewBus()
+	prf := prefs{st: st}
+	// The object service validates plugins with the callback service, which
+	// in turn reads machines and plugins through the object service.
+	var cb *callback.Service
+	obj := objects.New(st, objects.Options{
+		Bus: bus, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
+		Providers: []string{"callback"}, ValidatePlugin: func(p *backend.Plugin) []string { return cb.Configure(p) },
 	})
-	app.Get("/api/v3/info", func(c *fiber.Ctx) error {
-		return c.JSON(fiber.Map{"version": versionString(), "features": []string{}})
+	deps := cbDeps{st: st, o: obj}
+	cb = callback.New(callback.Options{
+		Logger:   logger,
+		ExecDir:  cfg.CallbackExecDir,
+		Info:     func() render.Info { return serverInfo(cfg) },
+		Debug:    prf.debug,
+		Store:    deps,
+		Machines: deps,
+		Plugins:  deps,
 	})
-	return app, func() {}, nil
+
+	sec := &secrets{st: st}
+	authn := auth.New(sec, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL})
+	sync := &policySync{st: st, engine: engine, lic: lic}
+
+	if err = bootstrap(ctx, cfg, st, obj, stdout, logger); err != nil {
+		return nil, nil, err
+	}
+	if err = installContent(ctx, st, obj); err != nil {
+		return nil, nil, err
+	}
+	if err = sync.Refresh(ctx); err != nil {
+		return nil, nil, fmt.Errorf("policy data: %w", err)
+	}
+
+	poolSvc := pools.New(st, pools.Options{Bus: bus, Logger: logger})
+	srv := gateway.New(gateway.Options{
+		Logger:    logger,
+		Version:   version,
+		BodyLimit: int(cfg.BodyLimit),
+		Deps: gateway.Deps{
+			Auth:     authenticator{a: authn},
+			Policy:   engine,
+			Resolver: resolver{o: obj},
+			License:  lic,
+			Objects:  obj,
+			Sync:     sync,
+			Users:    &users{st: st, o: obj, authn: authn, engine: engine, secrets: sec, maxTTL: cfg.MaxTokenTTL},
+			Pools:    poolsAdapter{p: poolSvc},
+			Actions:  actions{st: st, o: obj, cb: cb},
+			Jobs:     jobs{o: obj, authn: authn, prefs: prf, info: func() render.Info { return serverInfo(cfg) }},
+			Prefs:    prf,
+			Events:   events{bus: bus},
+			TenantOf: sync.TenantOf,
+
+			BenchRoute: cfg.BenchRoutes,
+		},
+	})
+
+	// Background work: jobfail deliveries, and catching up with changes
+	// other replicas make to roles, tenants, users and the license.
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{}, 3)
+	sub := bus.Subscribe(1024, func(e backend.Event) bool { return e.Type == "jobs" })
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for e := range sub.C {
+			if err := cb.HandleEvent(bg, e); err != nil {
+				logger.Warn("jobfail event not queued", "error", err.Error())
+			}
+		}
+	}()
+	go func() { defer func() { done <- struct{}{} }(); cb.RunWorker(bg, time.Second) }()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-bg.Done():
+				return
+			case <-t.C:
+				if err := sync.refreshIfStale(bg); err != nil && bg.Err() == nil {
+					logger.Warn("policy data refresh failed", "error", err.Error())
+				}
+			}
+		}
+	}()
+	if cfg.PolicyDir != "" {
+		go engine.WatchDir(bg, 2*time.Second)
+	}
+	closers = append(closers, func() {
+		stop()
+		sub.Close()
+		for i := 0; i < 3; i++ {
+			<-done
+		}
+	})
+	return srv.App(), cleanup, nil
+}
+
+// serverInfo is what templates see of the endpoint.
+func serverInfo(cfg Config) render.Info {
+	host, port, _ := net.SplitHostPort(cfg.Listen)
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	p, _ := strconv.Atoi(port)
+	scheme := "https"
+	if cfg.NoTLS {
+		scheme = "http"
+	}
+	return render.Info{Address: host, ApiPort: p, Version: version,
+		ApiURL: scheme + "://" + net.JoinHostPort(host, port)}
+}
+
+// bootstrap creates the superuser role and the rocketskates user on the
+// first start with an empty store (design D4). Later starts never touch
+// them.
+func bootstrap(ctx context.Context, cfg Config, st *store.Store, obj *objects.Service, stdout io.Writer, logger *slog.Logger) error {
+	_, total, _, err := st.List(ctx, "users", backend.Query{Limit: 1})
+	if err != nil {
+		return err
+	}
+	if total > 0 {
+		return nil
+	}
+	if _, err := st.Get(ctx, "roles", "superuser"); backend.IsCode(err, backend.ENOTFOUND) {
+		role, _ := json.Marshal(backend.Role{Name: "superuser", Description: "every right",
+			Claims: []backend.Claim{{Scope: "*", Action: "*", Specific: "*"}}})
+		if _, err := obj.Create(ctx, "roles", role); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
+			return fmt.Errorf("bootstrap role superuser: %w", err)
+		}
+	} else if err != nil {
+		return err
+	}
+	pw, _, err := initialAdminPassword(cfg, stdout)
+	if err != nil {
+		return err
+	}
+	user, _ := json.Marshal(map[string]any{"Name": "rocketskates", "Roles": []string{"superuser"}, "Password": pw,
+		"Description": "first administrator"})
+	if _, err := obj.Create(ctx, "users", user); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
+		return fmt.Errorf("bootstrap user rocketskates: %w", err)
+	}
+	logger.Info("created role superuser and user rocketskates")
+	return nil
+}
+
+// installContent adds the callback plugin's content (task, params, stage)
+// when missing, so stages can call callbackDo out of the box.
+func installContent(ctx context.Context, st *store.Store, obj *objects.Service) error {
+	tasks, params, stages := callback.Content()
+	create := func(m backend.Model) error {
+		if _, err := st.Get(ctx, m.Prefix(), m.Key()); err == nil {
+			return nil
+		}
+		b, _ := json.Marshal(m)
+		if _, err := obj.Create(ctx, m.Prefix(), b); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
+			return fmt.Errorf("content %s/%s: %w", m.Prefix(), m.Key(), err)
+		}
+		return nil
+	}
+	for _, p := range params {
+		if err := create(p); err != nil {
+			return err
+		}
+	}
+	for _, t := range tasks {
+		if err := create(t); err != nil {
+			return err
+		}
+	}
+	for _, s := range stages {
+		if err := create(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
