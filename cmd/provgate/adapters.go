@@ -563,7 +563,9 @@ type actions struct {
 	cb *callback.Service
 }
 
-func (a actions) Providers() []backend.PluginProvider { return []backend.PluginProvider{callback.Provider()} }
+func (a actions) Providers() []backend.PluginProvider {
+	return []backend.PluginProvider{callback.Provider()}
+}
 
 func (a actions) callbackPlugins(ctx context.Context) ([]*backend.Plugin, error) {
 	all, err := cbDeps{st: a.st, o: a.o}.ListPlugins(ctx)
