@@ -64,13 +64,34 @@ func inCI() bool { return os.Getenv("CI") == "true" }
 // CI it fails the test instead.
 func Postgres(t testing.TB) *store.Store {
 	t.Helper()
-	unavailable := func(format string, args ...any) *store.Store {
+	dsn := PostgresDSN(t)
+	if dsn == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := store.Open(ctx, dsn, store.Options{})
+	if err != nil {
+		t.Fatalf("storetest: open postgres: %v", err)
+	}
+	// Registered after the schema cleanup, so it runs first.
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// PostgresDSN creates a fresh schema and returns a DSN whose search_path is
+// that schema (dropped at cleanup), so several servers can share it. It
+// returns "" (after logging why) when no test database is configured or
+// reachable; in CI it fails the test instead.
+func PostgresDSN(t testing.TB) string {
+	t.Helper()
+	unavailable := func(format string, args ...any) string {
 		t.Helper()
 		if inCI() {
 			t.Fatalf("storetest: PostgreSQL required in CI: "+format, args...)
 		}
 		t.Logf("storetest: skipping PostgreSQL: "+format, args...)
-		return nil
+		return ""
 	}
 	dsn := os.Getenv(EnvDSN)
 	if dsn == "" {
@@ -110,13 +131,7 @@ func Postgres(t testing.TB) *store.Store {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	s, err := store.Open(ctx, u.String(), store.Options{})
-	if err != nil {
-		t.Fatalf("storetest: open postgres: %v", err)
-	}
-	// Registered after the schema cleanup, so it runs first.
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return u.String()
 }
 
 func randomHex(n int) string {
