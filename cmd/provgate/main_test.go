@@ -22,63 +22,72 @@ import (
 	"time"
 )
 
-// syncBuffer is written by the server's goroutines and read by the test.
-type syncBuffer struct {
+// cliOutput is written by the server's goroutines and read by the test.
+type cliOutput struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *cliOutput) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *cliOutput) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
 }
 
-func envOf(kv map[string]string) func(string) string {
+const cliAdminPassword = "test-admin-password-1"
+
+func envMap(kv map[string]string) func(string) string {
 	return func(k string) string { return kv[k] }
 }
 
-// runCmd runs one short-lived command line.
-func runCmd(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, err error) {
+// runCLI runs one short-lived command line.
+func runCLI(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut cliOutput
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = run(ctx, args, envOf(env), &out, &errOut)
+	err = run(ctx, args, envMap(env), &out, &errOut)
 	return out.String(), errOut.String(), err
 }
 
-type server struct {
+type cliServer struct {
 	addr   string
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *cliOutput
+	stderr *cliOutput
 	stop   func() error // cancels the context and returns run's result
 }
 
-// startServer runs the serve command until the test stops it. It fails the
+// startCLI runs the serve command until the test stops it. It fails the
 // test when run returns before the listener is up.
-func startServer(t *testing.T, env map[string]string, args ...string) *server {
+func startCLI(t *testing.T, env map[string]string, args ...string) *cliServer {
 	t.Helper()
-	s, err := tryStartServer(t, env, args...)
+	s, err := tryStartCLI(t, env, args...)
 	if err != nil {
 		t.Fatalf("serve: %v", err)
 	}
 	return s
 }
 
-func tryStartServer(t *testing.T, env map[string]string, args ...string) (*server, error) {
+func tryStartCLI(t *testing.T, env map[string]string, args ...string) (*cliServer, error) {
 	t.Helper()
+	// The first start creates rocketskates with this password, so that the
+	// tests can authenticate without reading the generated one.
+	withPW := map[string]string{"PROVGATE_ADMIN_PASSWORD": cliAdminPassword}
+	for k, v := range env {
+		withPW[k] = v
+	}
+	env = withPW
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	s := &cliServer{stdout: &cliOutput{}, stderr: &cliOutput{}}
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- runWith(ctx, args, envOf(env), s.stdout, s.stderr, ready) }()
+	go func() { done <- runWith(ctx, args, envMap(env), s.stdout, s.stderr, ready) }()
 	var once sync.Once
 	var result error
 	s.stop = func() error {
@@ -98,6 +107,7 @@ func tryStartServer(t *testing.T, env map[string]string, args ...string) (*serve
 		return s, nil
 	case err := <-done:
 		cancel()
+		once.Do(func() { result = err }) // run has returned: nothing left to stop
 		if err == nil {
 			err = errors.New("run returned nil before listening")
 		}
@@ -107,16 +117,21 @@ func tryStartServer(t *testing.T, env map[string]string, args ...string) (*serve
 	}
 }
 
-func insecureClient() *http.Client {
+func skipVerifyClient() *http.Client {
 	return &http.Client{
 		Timeout:   10 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
 	}
 }
 
-func getInfo(t *testing.T, client *http.Client, url string) *http.Response {
+func getInfoOK(t *testing.T, client *http.Client, url string) *http.Response {
 	t.Helper()
-	resp, err := client.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("rocketskates", cliAdminPassword)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
@@ -136,7 +151,7 @@ func getInfo(t *testing.T, client *http.Client, url string) *http.Response {
 }
 
 func TestVersion(t *testing.T) {
-	out, _, err := runCmd(t, nil, "version")
+	out, _, err := runCLI(t, nil, "version")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +196,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := runCmd(t, tt.env, tt.args...)
+			_, _, err := runCLI(t, tt.env, tt.args...)
 			if err == nil {
 				t.Fatal("run succeeded, want an error")
 			}
@@ -230,7 +245,7 @@ func TestReport(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	_, stderr, err := runCmd(t, nil, "serve", "-h")
+	_, stderr, err := runCLI(t, nil, "serve", "-h")
 	if !errors.Is(err, errHelp) {
 		t.Fatalf("err = %v, want errHelp", err)
 	}
@@ -243,7 +258,7 @@ func TestHelp(t *testing.T) {
 
 func TestServeTLS(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "nested", "data")
-	s := startServer(t, nil, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	s := startCLI(t, nil, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
 
 	fi, err := os.Stat(dataDir)
 	if err != nil {
@@ -260,7 +275,7 @@ func TestServeTLS(t *testing.T) {
 		t.Errorf("tls.key mode %o, want 600", got)
 	}
 
-	resp := getInfo(t, insecureClient(), "https://"+s.addr+"/api/v3/info")
+	resp := getInfoOK(t, skipVerifyClient(), "https://"+s.addr+"/api/v3/info")
 	if resp.TLS == nil || resp.TLS.Version < tls.VersionTLS12 {
 		t.Fatalf("connection state %+v: want TLS 1.2 or later", resp.TLS)
 	}
@@ -304,8 +319,8 @@ func TestServeTLS(t *testing.T) {
 
 	// A second start reuses the generated certificate.
 	certBefore, _ := os.ReadFile(filepath.Join(dataDir, "tls.crt"))
-	s2 := startServer(t, nil, "--listen", "127.0.0.1:0", "--data-dir", dataDir)
-	resp = getInfo(t, insecureClient(), "https://"+s2.addr+"/api/v3/info")
+	s2 := startCLI(t, nil, "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	resp = getInfoOK(t, skipVerifyClient(), "https://"+s2.addr+"/api/v3/info")
 	certAfter, _ := os.ReadFile(filepath.Join(dataDir, "tls.crt"))
 	if !bytes.Equal(certBefore, certAfter) {
 		t.Error("tls.crt was rewritten on the second start")
@@ -330,8 +345,8 @@ func TestEnvAndFlagPrecedence(t *testing.T) {
 		"PROVGATE_DATA_DIR":  dataDir,
 		"PROVGATE_LOG_LEVEL": "debug",
 	}
-	s := startServer(t, env, "--listen", "127.0.0.1:0")
-	getInfo(t, &http.Client{Timeout: 10 * time.Second}, "http://"+s.addr+"/api/v3/info")
+	s := startCLI(t, env, "--listen", "127.0.0.1:0")
+	getInfoOK(t, &http.Client{Timeout: 10 * time.Second}, "http://"+s.addr+"/api/v3/info")
 	if err := s.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +404,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := loadConfig(tt.args, envOf(tt.env), io.Discard)
+			c, err := loadConfig(tt.args, envMap(tt.env), io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
