@@ -44,6 +44,11 @@ func (s *Server) guard(c *fiber.Ctx) error {
 		return backend.Errorf(backend.EUNAVAILABLE, "authorization is not configured")
 	}
 	ctx := userContext(c)
+	if s.Fresh != nil {
+		if err := s.Fresh.Check(ctx); err != nil {
+			return &backend.Error{Code: backend.EUNAVAILABLE, Type: "AUTH", Messages: []string{"authorization data unavailable"}, Err: err}
+		}
+	}
 	p, err := s.Auth.Authenticate(ctx, c.Get(fiber.HeaderAuthorization), c.IP())
 	if err != nil {
 		return err

@@ -55,6 +55,10 @@ type Deps struct {
 	// Sync reloads the policy data (roles, tenants, users, license) after
 	// a change; nil when the decider holds no data.
 	Sync PolicySync
+	// Fresh, when set, runs before authentication on every request so that
+	// in-memory copies of users, roles, tenants and secrets are current
+	// (several replicas may share one database).
+	Fresh Freshener
 
 	Users   Users
 	Pools   Pools
@@ -72,6 +76,11 @@ type Deps struct {
 func policyListInput(p *Principal, scope string) policies.Input {
 	return policies.Input{Principal: p.policyPrincipal(), Required: []backend.Claim{},
 		List: &policies.ListRequest{Scope: scope}, Operation: "list"}
+}
+
+// Freshener brings cached authorization data up to date.
+type Freshener interface {
+	Check(ctx context.Context) error
 }
 
 // PolicySync reloads what the policies know about roles, tenants and users.

@@ -58,26 +58,32 @@ func randomKey() string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-// secrets implements auth.Secrets over the store. The system secret and
-// token key are cached in memory and re-read when the store's revision
-// moves (a rotation on another replica).
+// secrets implements auth.Secrets over the store. The system secret, the
+// token key and user records are cached in memory until reset, which the
+// freshness tracker calls whenever the store revision moves (a local write
+// or another replica's).
 type secrets struct {
-	st  *store.Store
-	mu  sync.RWMutex
-	rev int64
-	sys string
-	key []byte
+	st    *store.Store
+	mu    sync.RWMutex
+	sys   string
+	key   []byte
+	users map[string]auth.UserRecord
+}
+
+// maxCachedUsers bounds the user cache; beyond it users are read each time.
+const maxCachedUsers = 10000
+
+func (s *secrets) reset() {
+	s.mu.Lock()
+	s.sys, s.key, s.users = "", nil, nil
+	s.mu.Unlock()
 }
 
 func (s *secrets) load(ctx context.Context) error {
-	rev, err := s.st.Revision(ctx)
-	if err != nil {
-		return err
-	}
 	s.mu.RLock()
-	fresh := s.key != nil && s.rev == rev
+	ok := s.key != nil
 	s.mu.RUnlock()
-	if fresh {
+	if ok {
 		return nil
 	}
 	sys, _, err := s.st.GetSetting(ctx, settingSystemSecret)
@@ -93,7 +99,7 @@ func (s *secrets) load(ctx context.Context) error {
 		return fmt.Errorf("token key setting is corrupt")
 	}
 	s.mu.Lock()
-	s.rev, s.sys, s.key = rev, sys, key
+	s.sys, s.key = sys, key
 	s.mu.Unlock()
 	return nil
 }
@@ -117,15 +123,84 @@ func (s *secrets) BaseKey(ctx context.Context) ([]byte, error) {
 }
 
 func (s *secrets) User(ctx context.Context, name string) (auth.UserRecord, error) {
+	s.mu.RLock()
+	u, ok := s.users[name]
+	s.mu.RUnlock()
+	if ok {
+		return u, nil
+	}
 	rec, err := s.st.Get(ctx, "users", name)
 	if err != nil {
 		return auth.UserRecord{}, err
 	}
-	var u backend.User
-	if err := json.Unmarshal(rec.Data, &u); err != nil {
+	var bu backend.User
+	if err := json.Unmarshal(rec.Data, &bu); err != nil {
 		return auth.UserRecord{}, err
 	}
-	return auth.UserRecord{Name: u.Name, Secret: u.Secret, PasswordHash: u.PasswordHash, Roles: u.Roles}, nil
+	u = auth.UserRecord{Name: bu.Name, Secret: bu.Secret, PasswordHash: bu.PasswordHash, Roles: bu.Roles}
+	s.mu.Lock()
+	if s.users == nil {
+		s.users = map[string]auth.UserRecord{}
+	}
+	if len(s.users) < maxCachedUsers {
+		s.users[name] = u
+	}
+	s.mu.Unlock()
+	return u, nil
+}
+
+// freshness keeps every in-memory copy of users, roles, tenants, the
+// license and the system secrets in step with the store. Writes to those
+// bump the store revision; on PostgreSQL, where several replicas may share
+// the database, each request reads the revision once and reloads when it
+// moved, so a change made through one replica is enforced by the others on
+// the very next request. On SQLite only this process writes the file, and
+// local writes reload directly.
+type freshness struct {
+	st      *store.Store
+	poll    bool
+	secrets *secrets
+	policy  *policySync
+	mu      sync.Mutex
+	seen    int64
+}
+
+// Check runs before each request.
+func (f *freshness) Check(ctx context.Context) error {
+	if !f.poll {
+		return nil
+	}
+	rev, err := f.st.Revision(ctx)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	same := rev == f.seen
+	f.mu.Unlock()
+	if same {
+		return nil
+	}
+	return f.reload(ctx, rev)
+}
+
+// Refresh reloads after a local change.
+func (f *freshness) Refresh(ctx context.Context) error {
+	rev, err := f.st.Revision(ctx)
+	if err != nil {
+		return err
+	}
+	return f.reload(ctx, rev)
+}
+
+func (f *freshness) reload(ctx context.Context, rev int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.secrets.reset()
+	if err := f.policy.Refresh(ctx); err != nil {
+		return err
+	}
+	f.seen = rev
+	return nil
 }
 
 func (s *secrets) MachineSecret(ctx context.Context, uuid string) (string, error) {
@@ -197,7 +272,6 @@ type policySync struct {
 	engine  *opa.Engine
 	lic     *licenser
 	mu      sync.Mutex
-	rev     int64
 	tenants map[string]string
 }
 
@@ -217,16 +291,10 @@ func listAll[T any](ctx context.Context, st *store.Store, prefix string) ([]T, e
 	return out, nil
 }
 
-// Refresh reloads everything the policies know. It runs after every local
-// change to users, roles, tenants or the license, and when the store
-// revision shows another replica changed them.
+// Refresh reloads everything the policies know (see freshness).
 func (p *policySync) Refresh(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	rev, err := p.st.Revision(ctx)
-	if err != nil {
-		return err
-	}
 	roles, err := listAll[backend.Role](ctx, p.st, "roles")
 	if err != nil {
 		return err
@@ -240,25 +308,8 @@ func (p *policySync) Refresh(ctx context.Context) error {
 	if err := p.engine.SetData(ctx, d); err != nil {
 		return err
 	}
-	p.rev = rev
 	p.tenants = d.UserTenant
 	return nil
-}
-
-// stale reports whether another replica changed policy data since the
-// last refresh.
-func (p *policySync) refreshIfStale(ctx context.Context) error {
-	rev, err := p.st.Revision(ctx)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	same := rev == p.rev
-	p.mu.Unlock()
-	if same {
-		return nil
-	}
-	return p.Refresh(ctx)
 }
 
 func (p *policySync) TenantOf(user string) string {
@@ -319,6 +370,7 @@ type users struct {
 	authn   *auth.Authenticator
 	engine  *opa.Engine
 	secrets *secrets
+	fresh   *freshness
 	maxTTL  time.Duration
 }
 
@@ -367,12 +419,11 @@ func (u *users) ChangePassword(ctx context.Context, name, password string) (back
 }
 
 func (u *users) RotateSecret(ctx context.Context, name string) error {
-	_, err := u.o.Patch(ctx, "users", name, nil, false) // existence check with DRP's errors
-	if err != nil {
-		return err
-	}
-	return u.st.InTx(ctx, func(ctx context.Context) error {
+	err := u.st.InTx(ctx, func(ctx context.Context) error {
 		rec, err := u.st.Get(ctx, "users", name)
+		if backend.IsCode(err, backend.ENOTFOUND) {
+			return backend.NotFound("POST", "users", name)
+		}
 		if err != nil {
 			return err
 		}
@@ -385,10 +436,17 @@ func (u *users) RotateSecret(ctx context.Context, name string) error {
 		_, err = u.st.Update(ctx, "users", name, rec.Rev, b)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return u.fresh.Refresh(ctx)
 }
 
 func (u *users) RotateSystemSecret(ctx context.Context) error {
-	return u.st.SetSetting(ctx, settingSystemSecret, auth.NewSecret())
+	if err := u.st.SetSetting(ctx, settingSystemSecret, auth.NewSecret()); err != nil {
+		return err
+	}
+	return u.fresh.Refresh(ctx)
 }
 
 // prefs are server preferences with their defaults (reference §6.3).

@@ -126,6 +126,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	sec := &secrets{st: st}
 	authn := auth.New(sec, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL})
 	sync := &policySync{st: st, engine: engine, lic: lic}
+	fresh := &freshness{st: st, poll: st.Dialect() == "postgres", secrets: sec, policy: sync}
 
 	if err = bootstrap(ctx, cfg, st, obj, stdout, logger); err != nil {
 		return nil, nil, err
@@ -133,7 +134,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	if err = installContent(ctx, st, obj); err != nil {
 		return nil, nil, err
 	}
-	if err = sync.Refresh(ctx); err != nil {
+	if err = fresh.Refresh(ctx); err != nil {
 		return nil, nil, fmt.Errorf("policy data: %w", err)
 	}
 
@@ -148,8 +149,9 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 			Resolver: resolver{o: obj},
 			License:  lic,
 			Objects:  obj,
-			Sync:     sync,
-			Users:    &users{st: st, o: obj, authn: authn, engine: engine, secrets: sec, maxTTL: cfg.MaxTokenTTL},
+			Sync:     fresh,
+			Fresh:    fresh,
+			Users:    &users{st: st, o: obj, authn: authn, engine: engine, secrets: sec, fresh: fresh, maxTTL: cfg.MaxTokenTTL},
 			Pools:    poolsAdapter{p: poolSvc},
 			Actions:  actions{st: st, o: obj, cb: cb},
 			Jobs:     jobs{o: obj, authn: authn, prefs: prf, info: func() render.Info { return serverInfo(cfg) }},
@@ -161,10 +163,9 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		},
 	})
 
-	// Background work: jobfail deliveries, and catching up with changes
-	// other replicas make to roles, tenants, users and the license.
+	// Background work: jobfail deliveries.
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{}, 3)
+	done := make(chan struct{}, 2)
 	sub := bus.Subscribe(1024, func(e backend.Event) bool { return e.Type == "jobs" })
 	go func() {
 		defer func() { done <- struct{}{} }()
@@ -175,28 +176,13 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		}
 	}()
 	go func() { defer func() { done <- struct{}{} }(); cb.RunWorker(bg, time.Second) }()
-	go func() {
-		defer func() { done <- struct{}{} }()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-bg.Done():
-				return
-			case <-t.C:
-				if err := sync.refreshIfStale(bg); err != nil && bg.Err() == nil {
-					logger.Warn("policy data refresh failed", "error", err.Error())
-				}
-			}
-		}
-	}()
 	if cfg.PolicyDir != "" {
 		go engine.WatchDir(bg, 2*time.Second)
 	}
 	closers = append(closers, func() {
 		stop()
 		sub.Close()
-		for i := 0; i < 3; i++ {
+		for i := 0; i < 2; i++ {
 			<-done
 		}
 	})
