@@ -94,8 +94,13 @@ func listenAndServe(ctx context.Context, cfg Config, app *fiber.App, logger *slo
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
-	if err := app.ShutdownWithTimeout(cfg.ShutdownTimeout); err != nil {
-		return fmt.Errorf("shutdown: requests still running after %s: %w", cfg.ShutdownTimeout, err)
+	shutdownErr := app.ShutdownWithTimeout(cfg.ShutdownTimeout)
+	// When the stop comes right after start, fasthttp may not have
+	// registered the listener yet, so its shutdown cannot close it; closing
+	// it here makes a late Serve return instead of running on.
+	ln.Close()
+	if shutdownErr != nil {
+		return fmt.Errorf("shutdown: requests still running after %s: %w", cfg.ShutdownTimeout, shutdownErr)
 	}
 	if err := <-served; err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("serve %s: %w", addr, err)

@@ -248,3 +248,28 @@ func TestGracefulShutdown(t *testing.T) {
 		})
 	}
 }
+
+// TestStopRightAfterStart guards the race where the stop arrives before
+// fasthttp has started serving the listener.
+func TestStopRightAfterStart(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		cfg := defaultConfig()
+		cfg.Listen, cfg.DataDir, cfg.NoTLS = "127.0.0.1:0", t.TempDir(), true
+		app := fiber.New(fiber.Config{DisableStartupMessage: true})
+		ctx, cancel := context.WithCancel(context.Background())
+		ready, served := make(chan string, 1), make(chan error, 1)
+		go func() {
+			served <- listenAndServe(ctx, cfg, app, slog.New(slog.NewJSONHandler(io.Discard, nil)), ready)
+		}()
+		<-ready
+		cancel()
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Fatalf("run %d: %v", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("run %d: listenAndServe did not return after cancel", i)
+		}
+	}
+}
