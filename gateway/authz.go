@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 
@@ -73,6 +74,13 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	}
 	res, err := claims.Derive(ctx, claims.Request{Method: c.Method(), Path: c.Path(), Query: q, Body: c.Body()}, s.Resolver)
 	if err != nil {
+		// The resolver reads the object to authorize it (PUT diffs, index
+		// keys); a missing object is still this request's 404, whose Type
+		// DRP sets to the method (reference §2.2: "PUT: users/jill").
+		var be *backend.Error
+		if errors.As(err, &be) && be.Code == backend.ENOTFOUND && be.Type == fiber.MethodGet {
+			be.Type = c.Method()
+		}
 		return err
 	}
 	in := policies.Input{
