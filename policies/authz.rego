@@ -20,16 +20,14 @@ listing := {"visible": visible} if {
 	input.list
 } else := {}
 
-# Fail closed: allow needs positive evidence for every required claim, and
-# a request naming no claim is a gateway bug, never a grant.
+# Fail closed: allow needs positive evidence that every required claim is
+# satisfied, and a request naming no claim is a gateway bug, never a grant.
 default allow := false
 
 allow if {
 	count(input.required) > 0
 	count(license_failures) == 0
-	every i, _ in input.required {
-		satisfied(required[i])
-	}
+	count(unsatisfied) == 0
 }
 
 reasons := array.concat(array.concat(no_claims, sort(license_failures)), claim_failures)
@@ -40,16 +38,18 @@ no_claims := [] if {
 
 # Keyed by position, so that a malformed claim leaves a hole that fails
 # rather than shifting the others.
-required := {i: claims.compile(c) | some i, c in input.required}
+required := {i: claims.compile_wanted(c) | some i, c in input.required}
 
 # Spec "Authentication" step 3 and design D6: each required claim must be
 # contained by some claim the principal holds. A restricted token's claims
 # must also be contained by the restriction; the implicit self claims are
 # exempt from it (reference §4.4).
-claim_failures := [reason(c) |
-	some i, c in input.required
+unsatisfied := [i |
+	some i, _ in input.required
 	not satisfied(required[i])
 ]
+
+claim_failures := [reason(input.required[i]) | some i in unsatisfied]
 
 reason(c) := sprintf("Requires: %s %s %s", [c.scope, c.action, c.specific]) if {
 	is_string(c.scope)
@@ -59,12 +59,15 @@ reason(c) := sprintf("Requires: %s %s %s", [c.scope, c.action, c.specific]) if {
 
 satisfied(b) if {
 	claims.known(b)
+	held_by_principal(b)
+}
+
+held_by_principal(b) if {
 	some g in grants.self
 	claims.covers(g, b)
 }
 
-satisfied(b) if {
-	claims.known(b)
+held_by_principal(b) if {
 	some g in grants.held
 	claims.covers(g, b)
 	within_restriction(b)

@@ -62,9 +62,10 @@ test_unknown_wanted_action_contained if holds(c("machines", "get", "*"), c("mach
 test_superuser_claim_contains_superuser_contained if holds(c("*", "*", "*"), c("*", "*", "*"))
 
 test_superuser_claim_every_scope_action_contained if {
+	superuser := claims.compile(c("*", "*", "*")) with data.provgate.scopes as fixtures.scopes
 	every scope, actions in fixtures.scopes {
 		every action in actions {
-			holds(c("*", "*", "*"), c(scope, action, "x"))
+			claims.covers(superuser, claims.compile_wanted(c(scope, action, "x"))) with data.provgate.scopes as fixtures.scopes
 		}
 	}
 }
@@ -126,7 +127,13 @@ test_pointer_deep_ancestor_contained if holds(c("machines", "update:/Meta", "m1"
 
 test_pointer_root_slash_contained if holds(c("machines", "update:", "*"), c("machines", "update:/", "m1"))
 
-test_pointer_without_slash_no_fallback_not_contained if not holds(c("machines", "update", "*"), c("machines", "update:Params", "m1"))
+test_pointer_without_slash_bare_update_contained if {
+	holds(c("machines", "update", "*"), c("machines", "update:Params", "m1"))
+	holds(c("machines", "update:", "*"), c("machines", "update:Params/x", "m1"))
+	holds(c("*", "*", "*"), c("machines", "update:Params/x", "m1"))
+}
+
+test_pointer_without_slash_no_ancestor_not_contained if not holds(c("machines", "update:Params", "*"), c("machines", "update:Params/x", "m1"))
 
 test_pointer_ancestor_specific_mismatch_not_contained if {
 	not holds(c("machines", "update:/Params", "abc"), c("machines", "update:/Params/foo", "xyz"))
@@ -177,4 +184,24 @@ test_empty_wanted_key_set_not_contained if {
 		{"machines": {"get": {"all": false, "keys": {"a": true}}}},
 		{"machines": {"get": {"all": false, "keys": {}}}},
 	)
+}
+
+# compile_wanted's short path must agree with compile.
+test_compile_wanted_same_as_compile_exact if {
+	every w in [
+		c("machines", "get", "m1"),
+		c("machines", "list", ""),
+		c("machines", "update:/Params/a", "m1"),
+		c("machines", "get", "*"),
+		c("machines", "*", "m1"),
+		c(" machines", "get", "m1"),
+		c("machines", "get ", "m1"),
+		c("machines", "get", "a,b"),
+		c("bogus", "get", "m1"),
+		c("machines", "bogus", "m1"),
+		c("info", "update", "x"),
+		c("*", "get", "m1"),
+	] {
+		claims.compile_wanted(w) == claims.compile(w) with data.provgate.scopes as fixtures.scopes
+	}
 }

@@ -16,12 +16,19 @@ role(name) := [claims.compile(c) | some c in data.provgate.roles[name].claims] i
 }
 
 # Reference §4.3: every user holds these, whatever its roles or restriction.
+# Written compiled (see claims.rego), as they are built on every decision:
+# users token,password,get <self> and info get *.
 self := [
-	claims.compile({"scope": "users", "action": "token,password,get", "specific": input.principal.name}),
-	claims.compile({"scope": "info", "action": "get", "specific": "*"}),
+	{"users": {"token": own, "password": own, "get": own}},
+	{"info": {"get": every_object}},
 ] if {
 	input.principal.kind == "user"
 } else := []
+
+# Specific sets in compiled form: the principal's own key, and "*".
+own := {"all": false, "keys": {input.principal.name: true}}
+
+every_object := {"all": true, "keys": {}}
 
 # A principal of no known kind holds nothing.
 default held := []
@@ -36,33 +43,37 @@ held := array.concat(
 }
 
 # Machine tokens have fixed permissions and ignore roles (spec
-# "Authentication", reference §6.3).
-held := [claims.compile(c) | some c in machine_token[input.principal.machine_token]] if {
+# "Authentication", reference §6.3). The sets are written compiled, like the
+# self claims, since a machine token is used on every agent request.
+held := machine_token[input.principal.machine_token] if {
 	input.principal.kind == "machine"
 }
 
-machine_token["discovery"] := [
-	{"scope": "machines", "action": "create", "specific": "*"},
-	{"scope": "machines", "action": "get", "specific": "*"},
-]
+# machines create,get *
+machine_token["discovery"] := [{"machines": {"create": every_object, "get": every_object}}]
 
+# machines get,actions,update,action,getSecure,updateSecure <uuid>;
+# params, stages, tasks get *; info get *;
+# jobs create,get,update,actions,log <uuid> (a job's key for claims is its
+# machine); events post *; reservations create *; and, when known,
+# reservations * <own reservation>.
 machine_token["operations"] := array.concat(
 	[
-		{"scope": "machines", "action": "get,actions,update,action,getSecure,updateSecure", "specific": input.principal.name},
-		{"scope": "params", "action": "get", "specific": "*"},
-		{"scope": "stages", "action": "get", "specific": "*"},
-		{"scope": "tasks", "action": "get", "specific": "*"},
-		{"scope": "info", "action": "get", "specific": "*"},
-		{"scope": "jobs", "action": "create,get,update,actions,log", "specific": input.principal.name},
-		{"scope": "events", "action": "post", "specific": "*"},
-		{"scope": "reservations", "action": "create", "specific": "*"},
+		{"machines": {"get": own, "actions": own, "update": own, "action": own, "getSecure": own, "updateSecure": own}},
+		{"params": {"get": every_object}},
+		{"stages": {"get": every_object}},
+		{"tasks": {"get": every_object}},
+		{"info": {"get": every_object}},
+		{"jobs": {"create": own, "get": own, "update": own, "actions": own, "log": own}},
+		{"events": {"post": every_object}},
+		{"reservations": {"create": every_object}},
 	],
 	own_reservation,
 )
 
 # The machine's own reservation, when the gateway knows its key (the hex
 # form of the machine's address).
-own_reservation := [{"scope": "reservations", "action": "*", "specific": input.principal.reservation_key}] if {
+own_reservation := [claims.compile({"scope": "reservations", "action": "*", "specific": input.principal.reservation_key})] if {
 	input.principal.reservation_key != ""
 } else := []
 

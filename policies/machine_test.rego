@@ -2,7 +2,9 @@
 # §6.3), independent of roles, direct claims and tenants.
 package provgate.machine_test
 
+import data.provgate.claims
 import data.provgate.fixtures
+import data.provgate.grants
 
 c(scope, action, specific) := fixtures.claim(scope, action, specific)
 
@@ -92,4 +94,34 @@ test_machine_ignores_tenants_allowed if {
 		{"object": {"scope": "machines", "key": "m9"}},
 	)
 	fixtures.decide(fixtures.data_licensed, r).allow
+}
+
+# The fixed sets are written compiled; they must equal the plain claims of
+# reference §6.3 compiled.
+compiled(cs) := [claims.compile(x) | some x in cs]
+
+test_operations_set_is_reference_claims_exact if {
+	p := object.union(fixtures.machine(uuid, "operations"), {"reservation_key": "0a000105"})
+	want := compiled([
+		c("machines", "get,actions,update,action,getSecure,updateSecure", uuid),
+		c("params", "get", "*"),
+		c("stages", "get", "*"),
+		c("tasks", "get", "*"),
+		c("info", "get", "*"),
+		c("jobs", "create,get,update,actions,log", uuid),
+		c("events", "post", "*"),
+		c("reservations", "create", "*"),
+		c("reservations", "*", "0a000105"),
+	]) with data.provgate.scopes as fixtures.scopes
+	grants.held == want with input as {"principal": p} with data.provgate.scopes as fixtures.scopes
+}
+
+test_discovery_set_is_reference_claims_exact if {
+	want := compiled([c("machines", "create,get", "*")]) with data.provgate.scopes as fixtures.scopes
+	grants.held == want with input as {"principal": fixtures.machine(uuid, "discovery")}
+}
+
+test_self_set_is_reference_claims_exact if {
+	want := compiled([c("users", "token,password,get", "bob"), c("info", "get", "*")]) with data.provgate.scopes as fixtures.scopes
+	grants.self == want with input as {"principal": fixtures.user("bob", [])}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -135,7 +136,9 @@ func runSuites(ctx context.Context, sources, tests map[string]string) error {
 	if err != nil {
 		return policyError("parse policy tests", err)
 	}
-	ch, err := tester.NewRunner().SetModules(mods).SetStore(inmem.New()).RunTests(ctx, nil)
+	// A generous per-test timeout: the suites run on a busy server, and a
+	// test that times out would block a good policy.
+	ch, err := tester.NewRunner().SetModules(mods).SetStore(inmem.New()).SetTimeout(time.Minute).RunTests(ctx, nil)
 	if err != nil {
 		return policyError("run policy tests", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -32,7 +33,8 @@ func embeddedModules(t testing.TB) map[string]*ast.Module {
 // TestRegoSuites runs the embedded *_test.rego suites, one subtest per Rego
 // test, exactly as `opa test policies/` does.
 func TestRegoSuites(t *testing.T) {
-	ch, err := tester.NewRunner().SetModules(embeddedModules(t)).SetStore(inmem.New()).RunTests(context.Background(), nil)
+	ch, err := tester.NewRunner().SetModules(embeddedModules(t)).SetStore(inmem.New()).SetTimeout(2*time.Minute).
+		RunTests(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
