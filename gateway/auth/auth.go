@@ -168,7 +168,9 @@ func New(secrets Secrets, opts Options) *Authenticator {
 	a.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
-		jwt.WithIssuedAt(),
+		// iat is informational: only our key can mint tokens, so a future
+		// iat proves nothing, and checking it would refuse fresh tokens on a
+		// replica whose clock lags the issuer's by a second.
 		jwt.WithIssuer(tokenIssuer),
 		jwt.WithStrictDecoding(),
 		jwt.WithTimeFunc(a.now),
@@ -218,6 +220,21 @@ var (
 // decorates one (Model, Key) does not change it for everyone.
 func tokenInvalid() error { e := *errTokenInvalid; return &e }
 func badLogin() error     { e := *errBadLogin; return &e }
+
+// Limited is the cause (backend.Error.Err) of ETOOMANY and EUNAVAILABLE
+// answers, so the gateway can send Retry-After.
+type Limited struct{ RetryAfter time.Duration }
+
+func (l *Limited) Error() string { return "retry after " + l.RetryAfter.String() }
+
+// RetryAfter returns how long the client should wait, when err says.
+func RetryAfter(err error) (time.Duration, bool) {
+	var l *Limited
+	if errors.As(err, &l) {
+		return l.RetryAfter, true
+	}
+	return 0, false
+}
 
 func unauthorized(msg string) error {
 	return &backend.Error{Code: backend.EUNAUTHORIZED, Type: "AUTH", Messages: []string{msg}}

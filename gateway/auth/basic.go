@@ -47,7 +47,8 @@ func (a *Authenticator) basic(ctx context.Context, user, pw, clientIP string) (*
 	if wait := a.limited(user, clientIP); wait > 0 {
 		secs := int(math.Ceil(wait.Seconds()))
 		return nil, &backend.Error{Code: backend.ETOOMANY, Type: "AUTH",
-			Messages: []string{fmt.Sprintf("too many failed logins; retry after %ds", secs)}}
+			Messages: []string{fmt.Sprintf("too many failed logins; retry after %ds", secs)},
+			Err:      &Limited{RetryAfter: time.Duration(secs) * time.Second}}
 	}
 	hash := rec.PasswordHash
 	if !known {
@@ -99,7 +100,8 @@ func (a *Authenticator) checkPassword(ctx context.Context, hash []byte, pw strin
 	select {
 	case a.scrypt <- struct{}{}:
 	case <-t.C:
-		return false, &backend.Error{Code: backend.EUNAVAILABLE, Type: "AUTH", Messages: []string{"too many logins in progress; retry shortly"}}
+		return false, &backend.Error{Code: backend.EUNAVAILABLE, Type: "AUTH",
+			Messages: []string{"too many logins in progress; retry shortly"}, Err: &Limited{RetryAfter: time.Second}}
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}

@@ -255,9 +255,14 @@ func TestScryptSlotFailsFast(t *testing.T) {
 	s.addUser(t, "bob", "bob-secret-00001", "pw")
 	a, _ := newTestAuth(s, Options{ScryptConcurrency: 1, ScryptWait: 20 * time.Millisecond})
 	hold, held := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	// Only the first run blocks; a later one (which a broken bound would let
+	// in) must not wait on it, or the test would hang instead of failing.
+	var first atomic.Bool
 	a.onScrypt = func() {
-		once.Do(func() { close(held); <-hold })
+		if first.CompareAndSwap(false, true) {
+			close(held)
+			<-hold
+		}
 	}
 	done := make(chan error)
 	go func() {
@@ -269,6 +274,9 @@ func TestScryptSlotFailsFast(t *testing.T) {
 		start := time.Now()
 		_, err := a.Authenticate(context.Background(), basicHeader("bob", "pw"), "")
 		wantCode(t, err, backend.EUNAVAILABLE)
+		if _, ok := RetryAfter(err); !ok {
+			t.Error("no RetryAfter on 503")
+		}
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("waited %s", d)
 		}
@@ -312,6 +320,9 @@ func TestFailureLimit(t *testing.T) {
 		e := wantCode(t, try(a, "bob", "bad", "192.0.2.9"), backend.ETOOMANY)
 		if got, want := strings.Join(e.Messages, ""), "too many failed logins; retry after 30s"; got != want {
 			t.Errorf("got %q, want %q", got, want)
+		}
+		if d, ok := RetryAfter(e); !ok || d != 30*time.Second {
+			t.Errorf("got RetryAfter %s %v, want 30s", d, ok)
 		}
 		wantCode(t, try(a, "bob", "pw", "192.0.2.9"), backend.ETOOMANY)
 		if scrypts.Load() != before {

