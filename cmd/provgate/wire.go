@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -177,7 +179,26 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	}()
 	go func() { defer func() { done <- struct{}{} }(); cb.RunWorker(bg, time.Second) }()
 	if cfg.PolicyDir != "" {
-		go engine.WatchDir(bg, 2*time.Second)
+		// A file change or SIGHUP recompiles the policy dir and runs its
+		// tests first; a failing policy never replaces the working one.
+		engine.WatchDir(bg, 2*time.Second)
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		go func() {
+			defer signal.Stop(hup)
+			for {
+				select {
+				case <-bg.Done():
+					return
+				case <-hup:
+					if err := engine.Reload(bg); err != nil {
+						logger.Error("policy reload refused; keeping the running policy", "error", err.Error())
+					} else {
+						logger.Info("policy reloaded", "dir", cfg.PolicyDir)
+					}
+				}
+			}
+		}()
 	}
 	closers = append(closers, func() {
 		stop()
