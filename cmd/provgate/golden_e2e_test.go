@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Golden HTTP transcripts of the main DRP wire shapes (reference §2, §3,
+// §5, §6, Appendix A): each file under testdata/http holds one request and
+// its normalized response. Run with -update to rewrite them.
+
+var updateGolden = flag.Bool("update", false, "rewrite testdata/http/*.json")
+
+const goldenDir = "../../testdata/http"
+
+// transcript is one golden file.
+type transcript struct {
+	Request struct {
+		Method string          `json:"Method"`
+		Path   string          `json:"Path"`
+		Body   json.RawMessage `json:"Body,omitempty"`
+	} `json:"Request"`
+	Response struct {
+		Status  int               `json:"Status"`
+		Headers map[string]string `json:"Headers"`
+		Body    any               `json:"Body"`
+	} `json:"Response"`
+}
+
+var (
+	reUUID = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	reTime = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+)
+
+// normalize replaces values that differ between runs with placeholders.
+func normalize(s string) string {
+	s = reUUID.ReplaceAllString(s, "<uuid>")
+	return reTime.ReplaceAllStringFunc(s, func(t string) string {
+		if strings.HasPrefix(t, "0001-01-01T00:00:00") {
+			return t // Go's zero time is part of the wire shape
+		}
+		return "<time>"
+	})
+}
+
+// shapeOf replaces every scalar with its JSON type name: for replies whose
+// values are run-specific (token, info) only the keys and types are golden.
+func shapeOf(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			out[k] = shapeOf(e)
+		}
+		return out
+	case []any:
+		if len(x) == 0 {
+			return []any{}
+		}
+		return []any{shapeOf(x[0])}
+	case string:
+		return "<string>"
+	case float64:
+		return "<number>"
+	case bool:
+		return "<bool>"
+	case nil:
+		return nil
+	}
+	return v
+}
+
+// goldenStep is one recorded request.
+type goldenStep struct {
+	name   string
+	method string
+	path   func() string
+	body   string
+	// shape records only keys and value types of the body.
+	shape bool
+	// after receives the decoded reply (to learn keys for later steps).
+	after func(t *testing.T, body []byte)
+}
+
+func TestGoldenTranscripts(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *tserver) {
+		var uuid string
+		fixed := func(p string) func() string { return func() string { return p } }
+		steps := []goldenStep{
+			{name: "machine-create", method: "POST", path: fixed("/machines"), body: obMachineBody("gm1"),
+				after: func(t *testing.T, b []byte) {
+					var m struct{ Uuid string }
+					if err := json.Unmarshal(b, &m); err != nil || m.Uuid == "" {
+						t.Fatalf("create: %s", b)
+					}
+					uuid = m.Uuid
+				}},
+			{name: "machine-get", method: "GET", path: fixed("/machines/Name:gm1")},
+			{name: "machine-head", method: "HEAD", path: func() string { return "/machines/" + uuid }},
+			{name: "machine-patch", method: "PATCH", path: func() string { return "/machines/" + uuid },
+				body: `[{"op":"test","path":"/Description","from":"","value":""},{"op":"replace","path":"/Description","from":"","value":"hello"}]`},
+			{name: "machine-list", method: "GET", path: fixed("/machines?Name=Re%28%5Egm%29&limit=10&slim=Params")},
+			{name: "machine-count", method: "HEAD", path: fixed("/machines?Name=Eq%28gm1%29")},
+			{name: "machine-params-set", method: "POST", path: func() string { return "/machines/" + uuid + "/params/foo/bar" },
+				body: `{"k":1}`},
+			{name: "machine-params-absent", method: "GET", path: func() string { return "/machines/" + uuid + "/params/no/such" }},
+			{name: "error-not-found", method: "GET", path: fixed("/users/ignore")},
+			{name: "error-duplicate", method: "POST", path: fixed("/users"), body: `{"Name":"rocketskates"}`},
+			{name: "error-empty-key", method: "POST", path: fixed("/profiles"), body: `{"Name":""}`},
+			{name: "error-invalid-name", method: "POST", path: fixed("/users"), body: `{"Name":"[asdgasdg]"}`},
+			{name: "error-patch-test", method: "PATCH", path: fixed("/machines/Name:gm1"),
+				body: `[{"op":"test","path":"/Description","from":"","value":"x"},{"op":"replace","path":"/Description","from":"","value":"new"}]`},
+			{name: "error-filter", method: "GET", path: fixed("/machines?Bogus=1")},
+			{name: "error-limit", method: "GET", path: fixed("/bootenvs?limit=-1")},
+			{name: "error-in-use", method: "DELETE", path: fixed("/roles/superuser")},
+			{name: "error-param-delete", method: "DELETE", path: func() string { return "/machines/" + uuid + "/params/nope" }},
+			{name: "error-no-route", method: "GET", path: fixed("/john")},
+			{name: "pool-create", method: "POST", path: fixed("/pools"), body: `{"Id":"gpool"}`},
+			{name: "pool-add-machines", method: "POST", path: fixed("/pools/gpool/addMachines"), body: `{"pool/count":1}`},
+			{name: "pool-status", method: "GET", path: fixed("/pools/gpool/status")},
+			{name: "pools-active", method: "GET", path: fixed("/pools-active")},
+			{name: "pool-allocate-machines", method: "POST", path: fixed("/pools/gpool/allocateMachines"), body: `{"pool/count":1}`},
+			{name: "machine-release-to-pool", method: "POST", path: fixed("/machines/Name:gm1/releaseToPool"), body: `{}`},
+			{name: "machine-delete", method: "DELETE", path: fixed("/machines/Name:gm1")},
+			{name: "token", method: "GET", path: fixed("/users/rocketskates/token?ttl=600"), shape: true},
+			{name: "info", method: "GET", path: fixed("/info"), shape: true},
+			{name: "indexes-pools", method: "GET", path: fixed("/indexes/pools")},
+		}
+		for _, st := range steps {
+			t.Run(st.name, func(t *testing.T) {
+				path := st.path()
+				var body any
+				if st.body != "" {
+					body = st.body
+				}
+				r := obCall(t, s, st.method, path, body)
+				if st.after != nil {
+					st.after(t, r.Body)
+				}
+				var got transcript
+				got.Request.Method = st.method
+				got.Request.Path = normalize(path)
+				if st.body != "" {
+					got.Request.Body = json.RawMessage(compactJSON(t, st.body))
+				}
+				got.Response.Status = r.Status
+				got.Response.Headers = map[string]string{}
+				for _, h := range []string{"Content-Type", "ETag", "X-Drp-List-Count", "X-Drp-List-Filter-Count", "X-Drp-List-Total-Count"} {
+					if v := r.Header.Get(h); v != "" {
+						if h == "ETag" {
+							v = "<etag>"
+						}
+						got.Response.Headers[h] = v
+					}
+				}
+				if len(r.Body) > 0 {
+					var v any
+					if err := json.Unmarshal([]byte(normalize(string(r.Body))), &v); err != nil {
+						t.Fatalf("reply is not JSON: %q", r.Body)
+					}
+					if st.shape {
+						v = shapeOf(v)
+					}
+					got.Response.Body = v
+				}
+				b, err := json.MarshalIndent(got, "", "  ")
+				if err != nil {
+					t.Fatal(err)
+				}
+				b = append(b, '\n')
+				file := filepath.Join(goldenDir, st.name+".json")
+				if *updateGolden {
+					if err := os.MkdirAll(goldenDir, 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(file, b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				want, err := os.ReadFile(file)
+				if err != nil {
+					t.Fatalf("%v (run with -update to create it)", err)
+				}
+				if !bytes.Equal(b, want) {
+					t.Errorf("%s differs from %s (run with -update if the change is intended):\ngot:\n%s\nwant:\n%s", st.name, file, b, want)
+				}
+			})
+		}
+		if *updateGolden {
+			return
+		}
+		// Every golden file is exercised: a stale one fails.
+		files, _ := filepath.Glob(filepath.Join(goldenDir, "*.json"))
+		known := map[string]bool{}
+		for _, st := range steps {
+			known[st.name+".json"] = true
+		}
+		var stale []string
+		for _, f := range files {
+			if !known[filepath.Base(f)] {
+				stale = append(stale, filepath.Base(f))
+			}
+		}
+		sort.Strings(stale)
+		if len(stale) > 0 {
+			t.Errorf("golden files without a step: %v", stale)
+		}
+	}, licenseArgs(t)...)
+}
+
+func compactJSON(t *testing.T, s string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(normalize(s))); err != nil {
+		t.Fatalf("compact %q: %v", s, err)
+	}
+	return b.Bytes()
+}
