@@ -462,13 +462,25 @@ func writeJSONValue(c *fiber.Ctx, v any) error {
 }
 
 // afterWrite refreshes the policy data when an object it depends on changed.
+// Besides users, roles and tenants themselves, tenants' Members change when
+// a tenant user creates an object (it joins the tenant) and when any object
+// is deleted (its key leaves every tenant); waiting for the periodic refresh
+// would hide a tenant user's new object from it, or briefly show a tenant a
+// re-created object under a deleted key (reference §4.6).
 func (s *Server) afterWrite(c *fiber.Ctx, prefix string) {
-	switch prefix {
-	case "users", "roles", "tenants":
-		if s.Sync != nil {
-			if err := s.Sync.Refresh(userContext(c)); err != nil {
-				s.log.ErrorContext(userContext(c), "policy data refresh failed", "error", err.Error())
-			}
+	refresh := false
+	switch {
+	case prefix == "users" || prefix == "roles" || prefix == "tenants":
+		refresh = true
+	case c.Method() == fiber.MethodDelete:
+		refresh = true
+	case c.Method() == fiber.MethodPost:
+		p := principalOf(c)
+		refresh = p != nil && p.Kind == "user" && s.TenantOf != nil && s.TenantOf(p.Name) != ""
+	}
+	if refresh && s.Sync != nil {
+		if err := s.Sync.Refresh(userContext(c)); err != nil {
+			s.log.ErrorContext(userContext(c), "policy data refresh failed", "error", err.Error())
 		}
 	}
 }

@@ -1,0 +1,1163 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/store"
+	"github.com/provgate/provgate/gateway/auth"
+)
+
+// End-to-end proof of the spec's Authentication and Authorization sections
+// (users, tokens, claims, roles, tenants, machine tokens, licensing) through
+// the real HTTP API on every database.
+
+// accOn returns a copy of s whose failures belong to t, so helpers called in a
+// subtest fail that subtest rather than its parent.
+func (s *tserver) accOn(t testing.TB) *tserver {
+	c := *s
+	c.t = t
+	return &c
+}
+
+func accPatch(op, path string, v any) []map[string]any {
+	return []map[string]any{{"op": op, "path": path, "value": v}}
+}
+
+// accErrBody decodes a DRP error object.
+type accErrBody struct {
+	Model, Key, Type string
+	Messages         []string
+	Code             int
+}
+
+func accErrorOf(t testing.TB, r resp) accErrBody {
+	t.Helper()
+	var e accErrBody
+	r.JSON(t, &e)
+	if e.Code != r.Status {
+		t.Fatalf("error Code %d != status %d: %s", e.Code, r.Status, r.Body)
+	}
+	return e
+}
+
+// accWantMsg fails unless the error body has a message containing sub.
+func accWantMsg(t testing.TB, r resp, sub string) {
+	t.Helper()
+	e := accErrorOf(t, r)
+	for _, m := range e.Messages {
+		if strings.Contains(m, sub) {
+			return
+		}
+	}
+	t.Fatalf("no message containing %q in %s", sub, r)
+}
+
+// accNoSecrets fails if a reply carries a user's PasswordHash or Secret.
+func accNoSecrets(t testing.TB, what string, body []byte) {
+	t.Helper()
+	for _, k := range []string{`"PasswordHash"`, `"Secret"`} {
+		if bytes.Contains(body, []byte(k)) {
+			t.Fatalf("%s: reply carries %s: %s", what, k, body)
+		}
+	}
+}
+
+// accMachine creates a machine as the admin and returns its Uuid.
+func (s *tserver) accMachine(name string, extra map[string]any) string {
+	s.t.Helper()
+	body := map[string]any{"Name": name}
+	for k, v := range extra {
+		body[k] = v
+	}
+	var m struct{ Uuid string }
+	s.Must(201, "POST", "/machines", body, admin()).JSON(s.t, &m)
+	if m.Uuid == "" {
+		s.t.Fatalf("machine %s has no Uuid", name)
+	}
+	return m.Uuid
+}
+
+// accKeys lists the value of field for every object of a list reply.
+func accKeys(t testing.TB, r resp, field string) []string {
+	t.Helper()
+	var l []map[string]any
+	r.JSON(t, &l)
+	out := []string{}
+	for _, o := range l {
+		out = append(out, o[field].(string))
+	}
+	return out
+}
+
+func accHas(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestE2EAccess(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *tserver) {
+		t.Run("users", func(t *testing.T) { accessUsers(t, s.accOn(t)) })
+		t.Run("tokens", func(t *testing.T) { accessTokens(t, s.accOn(t)) })
+		t.Run("authentication", func(t *testing.T) { accessAuthentication(t, s.accOn(t)) })
+		t.Run("self claim", func(t *testing.T) { accessSelf(t, s.accOn(t)) })
+		t.Run("claim forms", func(t *testing.T) { accessClaimForms(t, s.accOn(t)) })
+		t.Run("roles", func(t *testing.T) { accessRoles(t, s.accOn(t)) })
+		t.Run("tenants", func(t *testing.T) { accessTenants(t, s.accOn(t)) })
+		t.Run("machine tokens", func(t *testing.T) { accessMachineTokens(t, s.accOn(t)) })
+		// Last: it rotates the system Secret, killing every token.
+		t.Run("secrets", func(t *testing.T) { accessSecrets(t, s.accOn(t)) })
+	}, licenseArgs(t)...)
+}
+
+func accessUsers(t *testing.T, s *tserver) {
+	created := s.Must(201, "POST", "/users", map[string]any{"Name": "u-pw", "Password": "u-pw-secret", "Roles": []string{}}, admin())
+	createdNoPw := s.Must(201, "POST", "/users", map[string]any{"Name": "u-nopw", "Roles": []string{}}, admin())
+	cases := []struct {
+		name string
+		r    func() resp
+	}{
+		{"create with password", func() resp { return created }},
+		{"create without password", func() resp { return createdNoPw }},
+		{"get", func() resp { return s.Must(200, "GET", "/users/u-pw", nil, admin()) }},
+		{"get by Name index", func() resp { return s.Must(200, "GET", "/users/Name:u-pw", nil, admin()) }},
+		{"list", func() resp { return s.Must(200, "GET", "/users", nil, admin()) }},
+		{"list filtered", func() resp { return s.Must(200, "GET", "/users?Name=u-pw", nil, admin()) }},
+		{"self get", func() resp { return s.Must(200, "GET", "/users/u-pw", nil, basic("u-pw", "u-pw-secret")) }},
+		{"patch", func() resp {
+			return s.Must(200, "PATCH", "/users/u-pw", accPatch("replace", "/Description", "patched"), admin())
+		}},
+		{"put", func() resp {
+			return s.Must(200, "PUT", "/users/u-nopw", map[string]any{"Name": "u-nopw", "Description": "put", "Roles": []string{}}, admin())
+		}},
+		{"password change", func() resp {
+			return s.Must(200, "PUT", "/users/u-nopw/password", map[string]any{"Password": "now-set-1"}, admin())
+		}},
+		{"delete", func() resp {
+			s.Must(201, "POST", "/users", map[string]any{"Name": "u-del", "Password": "x-y-z-1", "Roles": []string{}}, admin())
+			return s.Must(200, "DELETE", "/users/u-del", nil, admin())
+		}},
+	}
+	for _, c := range cases {
+		t.Run("no secrets in "+c.name, func(t *testing.T) { accNoSecrets(t, c.name, c.r().Body) })
+	}
+	t.Run("user without password cannot log in", func(t *testing.T) {
+		s.Must(403, "GET", "/users/u-x", nil, basic("u-x-none", ""))
+		s.Must(201, "POST", "/users", map[string]any{"Name": "u-x", "Roles": []string{}}, admin())
+		s.Must(403, "GET", "/users/u-x", nil, basic("u-x", ""))
+		s.Must(403, "GET", "/users/u-x", nil, basic("u-x", "anything"))
+	})
+	t.Run("password change", func(t *testing.T) {
+		s.AddUser("u-chg", "old-pass-1")
+		tok := s.Token("u-chg", basic("u-chg", "old-pass-1"), "")
+		other := s.Token("u-pw", basic("u-pw", "u-pw-secret"), "")
+		s.Must(200, "GET", "/users/u-chg", nil, bearer(tok))
+		r := s.Must(200, "PUT", "/users/u-chg/password", map[string]any{"Password": "new-pass-2"}, basic("u-chg", "old-pass-1"))
+		accNoSecrets(t, "password reply", r.Body)
+		s.Must(403, "GET", "/users/u-chg", nil, basic("u-chg", "old-pass-1"))
+		s.Must(200, "GET", "/users/u-chg", nil, basic("u-chg", "new-pass-2"))
+		s.Must(403, "GET", "/users/u-chg", nil, bearer(tok))
+		s.Must(200, "GET", "/users/u-pw", nil, bearer(other))
+		s.Must(400, "PUT", "/users/u-chg/password", map[string]any{"Password": ""}, admin())
+		s.Must(404, "PUT", "/users/nobody/password", map[string]any{"Password": "x-y-z-1"}, admin())
+	})
+}
+
+func accessTokens(t *testing.T, s *tserver) {
+	s.AddRole("t-mach-read", [3]string{"machines", "get,list", "*"})
+	s.AddRole("t-mach-all", [3]string{"machines", "*", "*"})
+	s.AddRole("t-pools", [3]string{"pools", "get,list", "*"})
+	s.AddRole("t-combo", [3]string{"machines", "get", "*"}, [3]string{"pools", "get", "*"})
+	s.AddUser("t-user", "t-user-pw", "t-mach-all")
+	s.AddUser("t-split", "t-split-pw", "t-mach-read", "t-pools")
+	u1 := s.accMachine("t-m1", nil)
+	u2 := s.accMachine("t-m2", nil)
+	s.Must(201, "POST", "/pools", map[string]any{"Id": "t-p1"}, admin())
+
+	t.Run("ttl", func(t *testing.T) {
+		cases := []struct {
+			name, ttl string
+			want      int
+			msg       string
+		}{
+			{"default", "", 200, ""},
+			{"seconds", "600", 200, ""},
+			{"go duration", "1h30m", 200, ""},
+			{"drp duration", "7d", 200, ""},
+			{"garbage", "cow", 400, "invalid ttl"},
+			{"zero", "0", 400, "must be positive"},
+			{"negative", "-5", 400, ""},
+			{"over max seconds", "999999999999", 400, "exceeds the maximum"},
+			{"over max duration", "100y", 400, "exceeds the maximum"},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				q := ""
+				if c.ttl != "" {
+					q = "?ttl=" + c.ttl
+				}
+				r := s.Do("GET", "/users/t-user/token"+q, nil, basic("t-user", "t-user-pw"))
+				if r.Status != c.want {
+					t.Fatalf("got %s, want %d", r, c.want)
+				}
+				if c.want != 200 {
+					accWantMsg(t, r, c.msg)
+					return
+				}
+				var out struct {
+					Token string
+					Info  json.RawMessage
+				}
+				r.JSON(t, &out)
+				if out.Token == "" || len(out.Info) == 0 {
+					t.Fatalf("reply %s", r.Body)
+				}
+				s.Must(200, "GET", "/machines/"+u1, nil, bearer(out.Token))
+			})
+		}
+	})
+
+	t.Run("reply Info decodes as DRP's", func(t *testing.T) {
+		r := s.Must(200, "GET", "/users/t-user/token", nil, basic("t-user", "t-user-pw"))
+		var out struct {
+			Token string
+			Info  struct {
+				Address  string                    `json:"address"`
+				APIPort  int                       `json:"api_port"`
+				Version  string                    `json:"version"`
+				Features []string                  `json:"features"`
+				Scopes   map[string]map[string]any `json:"scopes"`
+				Stats    []map[string]any          `json:"stats"`
+				Errors   []string                  `json:"errors"`
+				License  struct {
+					Licenses []map[string]any
+				} `json:"License"`
+			}
+		}
+		dec := json.NewDecoder(bytes.NewReader(r.Body))
+		if err := dec.Decode(&out); err != nil {
+			t.Fatalf("decode %s: %v", r.Body, err)
+		}
+		if a := out.Info.Address; a != "" && net.ParseIP(a) == nil {
+			t.Fatalf("Info.address %q is not an IP", a)
+		}
+		if out.Info.Features == nil || out.Info.Scopes == nil || out.Info.Stats == nil || out.Info.Errors == nil {
+			t.Fatalf("Info has null arrays/objects: %s", r.Body)
+		}
+	})
+
+	t.Run("roles restriction", func(t *testing.T) {
+		cases := []struct {
+			name, user, pw, roles string
+			method, path          string
+			body                  any
+			want                  int
+		}{
+			{"contained role kept: get", "t-user", "t-user-pw", "t-mach-read", "GET", "/machines/" + u1, nil, 200},
+			{"contained role kept: cannot patch", "t-user", "t-user-pw", "t-mach-read", "PATCH", "/machines/" + u1,
+				accPatch("replace", "/Description", "x"), 403},
+			{"widening role dropped", "t-user", "t-user-pw", "t-pools", "GET", "/pools/t-p1", nil, 403},
+			{"widening role dropped, kept one works", "t-user", "t-user-pw", "t-pools,t-mach-read", "GET", "/machines", nil, 200},
+			{"widening role dropped with kept one", "t-user", "t-user-pw", "t-pools,t-mach-read", "GET", "/pools", nil, 403},
+			{"unknown role dropped", "t-user", "t-user-pw", "no-such-role", "GET", "/machines", nil, 403},
+			{"unknown role: self still allowed", "t-user", "t-user-pw", "no-such-role", "GET", "/users/t-user", nil, 200},
+			{"empty list: only self", "t-user", "t-user-pw", "", "GET", "/machines/" + u1, nil, 403},
+			{"role spread over two user roles dropped", "t-split", "t-split-pw", "t-combo", "GET", "/machines/" + u1, nil, 403},
+			{"own role kept", "t-split", "t-split-pw", "t-pools", "GET", "/pools/t-p1", nil, 200},
+			{"own role kept, other not", "t-split", "t-split-pw", "t-pools", "GET", "/machines/" + u1, nil, 403},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				tok := s.Token(c.user, basic(c.user, c.pw), "?roles="+c.roles)
+				r := s.Do(c.method, c.path, c.body, bearer(tok))
+				if r.Status != c.want {
+					t.Fatalf("%s %s: got %s, want %d", c.method, c.path, r, c.want)
+				}
+			})
+		}
+	})
+
+	t.Run("scope action specific", func(t *testing.T) {
+		cases := []struct {
+			name, user, pw, query string
+			method, path          string
+			want                  int
+		}{
+			{"narrowed: allowed", "rocketskates", e2eAdminPassword, "?scope=machines&action=get&specific=" + u1, "GET", "/machines/" + u1, 200},
+			{"narrowed: other specific", "rocketskates", e2eAdminPassword, "?scope=machines&action=get&specific=" + u1, "GET", "/machines/" + u2, 403},
+			{"narrowed: other action", "rocketskates", e2eAdminPassword, "?scope=machines&action=get&specific=" + u1, "GET", "/machines", 403},
+			{"narrowed: other scope", "rocketskates", e2eAdminPassword, "?scope=machines&action=get&specific=" + u1, "GET", "/pools", 403},
+			{"scope only", "rocketskates", e2eAdminPassword, "?scope=pools", "GET", "/pools", 200},
+			{"scope only: other scope", "rocketskates", e2eAdminPassword, "?scope=pools", "GET", "/users", 403},
+			{"cannot widen", "t-split", "t-split-pw", "?scope=users&action=list", "GET", "/users", 403},
+			{"cannot widen to write", "t-split", "t-split-pw", "?scope=machines&action=delete", "DELETE", "/machines/" + u2, 403},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				tok := s.Token(c.user, basic(c.user, c.pw), c.query)
+				r := s.Do(c.method, c.path, nil, bearer(tok))
+				if r.Status != c.want {
+					t.Fatalf("%s %s: got %s, want %d", c.method, c.path, r, c.want)
+				}
+			})
+		}
+	})
+
+	t.Run("token for another user", func(t *testing.T) {
+		s.Must(403, "GET", "/users/t-split/token", nil, basic("t-user", "t-user-pw"))
+		s.Must(404, "GET", "/users/nobody/token", nil, admin())
+		tok := s.Token("t-split", admin(), "")
+		s.Must(200, "GET", "/pools/t-p1", nil, bearer(tok))
+	})
+
+	t.Run("expired", func(t *testing.T) {
+		tok := s.Token("t-user", basic("t-user", "t-user-pw"), "?ttl=1")
+		time.Sleep(2100 * time.Millisecond)
+		s.Must(403, "GET", "/machines/"+u1, nil, bearer(tok))
+	})
+}
+
+func accessAuthentication(t *testing.T, s *tserver) {
+	s.AddUser("a-user", "a-user-pw", "superuser")
+	good := s.Token("a-user", basic("a-user", "a-user-pw"), "")
+	parts := strings.Split(good, ".")
+	if len(parts) != 3 {
+		t.Fatalf("token is not a JWS: %q", good)
+	}
+	sig := []byte(parts[2])
+	i := len(sig) / 2
+	if sig[i] == 'A' {
+		sig[i] = 'B'
+	} else {
+		sig[i] = 'A'
+	}
+	badSig := parts[0] + "." + parts[1] + "." + string(sig)
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + parts[1] + "."
+	s.AddUser("a-gone", "a-gone-pw", "superuser")
+	gone := s.Token("a-gone", basic("a-gone", "a-gone-pw"), "")
+	s.Must(200, "DELETE", "/users/a-gone", nil, admin())
+
+	cases := []struct {
+		name, authz string
+		want        int
+	}{
+		{"good token", bearer(good), 200},
+		{"good basic", basic("a-user", "a-user-pw"), 200},
+		{"basic lower-case scheme", "basic " + base64.StdEncoding.EncodeToString([]byte("a-user:a-user-pw")), 200},
+		{"wrong signature", bearer(badSig), 403},
+		{"garbage", bearer("garbage"), 403},
+		{"three garbage segments", bearer("a.b.c"), 403},
+		{"alg none", bearer(none), 403},
+		{"deleted user", bearer(gone), 403},
+		{"wrong password", basic("a-user", "wrong"), 403},
+		{"unknown user", basic("nobody-here", "x"), 403},
+		{"missing header", "", 401},
+		{"basic without colon", "Basic " + base64.StdEncoding.EncodeToString([]byte("a-user")), 401},
+		{"basic empty user", basic("", "a-user-pw"), 401},
+		{"basic bad base64", "Basic !!!", 401},
+		{"bearer empty", "Bearer ", 401},
+		{"unknown scheme", "Digest abc", 401},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := s.Do("GET", "/machines", nil, c.authz)
+			if r.Status != c.want {
+				t.Fatalf("got %s, want %d", r, c.want)
+			}
+			if c.want == 401 && r.Header.Get("WWW-Authenticate") == "" {
+				t.Fatalf("401 without WWW-Authenticate: %v", r.Header)
+			}
+			if c.want >= 400 {
+				accErrorOf(t, r)
+			}
+		})
+	}
+	t.Run("huge header", func(t *testing.T) {
+		start := time.Now()
+		r := s.Do("GET", "/machines", nil, bearer(strings.Repeat("x", 64<<10)))
+		if r.Status != 431 && r.Status != 401 {
+			t.Fatalf("got %s, want 431 or 401", r)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("took %s", d)
+		}
+		r = s.Do("GET", "/machines", nil, bearer(strings.Repeat("x", 12<<10)))
+		if r.Status != 431 && r.Status != 401 {
+			t.Fatalf("got %s, want 431 or 401", r)
+		}
+	})
+}
+
+func accessSelf(t *testing.T, s *tserver) {
+	s.AddUser("s-loner", "s-loner-pw")
+	s.AddUser("s-other", "s-other-pw")
+	cases := []struct {
+		name, method, path string
+		body               any
+		want               int
+		msg                string
+	}{
+		{"get itself", "GET", "/users/s-loner", nil, 200, ""},
+		{"token for itself", "GET", "/users/s-loner/token", nil, 200, ""},
+		{"info", "GET", "/info", nil, 200, ""},
+		{"list users", "GET", "/users", nil, 403, "Requires: users list"},
+		{"get another user", "GET", "/users/s-other", nil, 403, "Requires: users get s-other"},
+		{"token for another user", "GET", "/users/s-other/token", nil, 403, "Requires: users token s-other"},
+		{"other's password", "PUT", "/users/s-other/password", map[string]any{"Password": "hijack-1"}, 403, "Requires: users password s-other"},
+		{"patch itself", "PATCH", "/users/s-loner", accPatch("replace", "/Roles", []string{"superuser"}), 403, "Requires: users update:/Roles s-loner"},
+		{"list machines", "GET", "/machines", nil, 403, "Requires: machines list"},
+		{"delete itself", "DELETE", "/users/s-loner", nil, 403, "Requires: users delete s-loner"},
+	}
+	for _, authKind := range []string{"basic", "token"} {
+		t.Run(authKind, func(t *testing.T) {
+			authz := basic("s-loner", "s-loner-pw")
+			if authKind == "token" {
+				authz = bearer(s.Token("s-loner", authz, ""))
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					r := s.Do(c.method, c.path, c.body, authz)
+					if r.Status != c.want {
+						t.Fatalf("got %s, want %d", r, c.want)
+					}
+					if c.msg != "" {
+						accWantMsg(t, r, c.msg)
+					}
+				})
+			}
+		})
+	}
+	t.Run("change own password", func(t *testing.T) {
+		s.Must(200, "PUT", "/users/s-loner/password", map[string]any{"Password": "s-loner-pw2"}, basic("s-loner", "s-loner-pw"))
+		s.Must(200, "GET", "/users/s-loner", nil, basic("s-loner", "s-loner-pw2"))
+		tok := s.Token("s-loner", basic("s-loner", "s-loner-pw2"), "")
+		s.Must(200, "PUT", "/users/s-loner/password", map[string]any{"Password": "s-loner-pw3"}, bearer(tok))
+		s.Must(200, "GET", "/info", nil, basic("s-loner", "s-loner-pw3"))
+	})
+}
+
+func accessClaimForms(t *testing.T, s *tserver) {
+	u1 := s.accMachine("c-m1", map[string]any{"Params": map[string]any{"a": map[string]any{}}})
+	u2 := s.accMachine("c-m2", nil)
+	u3 := s.accMachine("c-m3", nil)
+	s.Must(201, "POST", "/pools", map[string]any{"Id": "c-p1"}, admin())
+	s.Must(201, "POST", "/pools", map[string]any{"Id": "c-p2"}, admin())
+	s.Must(201, "POST", "/profiles", map[string]any{"Name": "c-prof"}, admin())
+
+	// put returns a PUT body: the machine as the admin sees it, changed.
+	put := func(uuid string, change func(m map[string]any)) func() any {
+		return func() any {
+			m := s.Must(200, "GET", "/machines/"+uuid, nil, admin()).Map(t)
+			change(m)
+			return m
+		}
+	}
+	// desc changes Description to a fresh value on every call, since each
+	// case runs twice (Basic, then a token).
+	desc := func(m map[string]any) { m["Description"] = time.Now().Format(time.RFC3339Nano) }
+	deny := -1 // any status but 401 and 403: the claim was satisfied
+	cases := []struct {
+		name   string
+		claims [][3]string
+		method string
+		path   string
+		body   any // or func() any
+		want   int
+		msg    string
+	}{
+		{"star: users list", [][3]string{{"*", "*", "*"}}, "GET", "/users", nil, 200, ""},
+		{"star: pool patch", [][3]string{{"*", "*", "*"}}, "PATCH", "/pools/c-p1", accPatch("add", "/Description", "s"), 200, ""},
+		{"star scope: machine", [][3]string{{"*", "get", "*"}}, "GET", "/machines/" + u1, nil, 200, ""},
+		{"star scope: not delete", [][3]string{{"*", "get", "*"}}, "DELETE", "/pools/c-p2", nil, 403, "Requires: pools delete c-p2"},
+		{"scope list: pools", [][3]string{{"machines,pools", "get", "*"}}, "GET", "/pools/c-p1", nil, 200, ""},
+		{"scope list: machines", [][3]string{{"machines, pools", "get", "*"}}, "GET", "/machines/" + u2, nil, 200, ""},
+		{"scope list: not profiles", [][3]string{{"machines,pools", "get", "*"}}, "GET", "/profiles/c-prof", nil, 403, "Requires: profiles get c-prof"},
+		{"action list: list", [][3]string{{"machines", "get,list", "*"}}, "GET", "/machines", nil, 200, ""},
+		{"action list: not delete", [][3]string{{"machines", "get,list", "*"}}, "DELETE", "/machines/" + u3, nil, 403, "Requires: machines delete " + u3},
+		{"specific list: first", [][3]string{{"machines", "get", u1 + "," + u2}}, "GET", "/machines/" + u1, nil, 200, ""},
+		{"specific list: second", [][3]string{{"machines", "get", u1 + ", " + u2}}, "GET", "/machines/" + u2, nil, 200, ""},
+		{"specific list: third", [][3]string{{"machines", "get", u1 + "," + u2}}, "GET", "/machines/" + u3, nil, 403, "Requires: machines get " + u3},
+		{"specific list: by Name index", [][3]string{{"machines", "get", u1}}, "GET", "/machines/Name:c-m1", nil, 200, ""},
+		{"specific: other by Name index", [][3]string{{"machines", "get", u1}}, "GET", "/machines/Name:c-m2", nil, 403, "Requires: machines get " + u2},
+		{"action covers action:x", [][3]string{{"machines", "action", "*"}}, "POST", "/machines/" + u1 + "/releaseToPool", nil, deny, ""},
+		{"action:x", [][3]string{{"machines", "action:releaseToPool", "*"}}, "POST", "/machines/" + u1 + "/releaseToPool", nil, deny, ""},
+		{"action:x list", [][3]string{{"machines", "action:other,action:releaseToPool", "*"}}, "POST", "/machines/" + u1 + "/releaseToPool", nil, deny, ""},
+		{"action:other not x", [][3]string{{"machines", "action:other", "*"}}, "POST", "/machines/" + u1 + "/releaseToPool", nil, 403, "Requires: machines action:releaseToPool " + u1},
+		{"action:x not plugin action y", [][3]string{{"machines", "action:releaseToPool", "*"}}, "POST", "/machines/" + u1 + "/actions/callbackDo", map[string]any{}, 403, "Requires: machines action:callbackDo " + u1},
+		{"update:/Description patch", [][3]string{{"machines", "update:/Description", "*"}}, "PATCH", "/machines/" + u1, accPatch("replace", "/Description", "d1"), 200, ""},
+		{"update:/Description not Params", [][3]string{{"machines", "update:/Description", "*"}}, "PATCH", "/machines/" + u1, accPatch("add", "/Params/x", 1), 403, "Requires: machines update:/Params/x " + u1},
+		{"update:/Params covers /Params/a/b", [][3]string{{"machines", "update:/Params", "*"}}, "PATCH", "/machines/" + u1, accPatch("add", "/Params/a/b", 2), 200, ""},
+		{"update:/Params not Description", [][3]string{{"machines", "update:/Params", "*"}}, "PATCH", "/machines/" + u1, accPatch("replace", "/Description", "d2"), 403, "Requires: machines update:/Description " + u1},
+		{"update:/Params/a/b not /Params/a", [][3]string{{"machines", "update:/Params/a/b", "*"}}, "PATCH", "/machines/" + u1, accPatch("replace", "/Params/a", map[string]any{}), 403, "Requires: machines update:/Params/a " + u1},
+		{"update covers Params", [][3]string{{"machines", "update", "*"}}, "PATCH", "/machines/" + u1, accPatch("add", "/Params/x", 3), 200, ""},
+		{"update: test ops need nothing", [][3]string{{"machines", "update:/Description", "*"}}, "PATCH", "/machines/" + u2,
+			[]map[string]any{{"op": "test", "path": "/Name", "value": "c-m2"}, {"op": "replace", "path": "/Description", "value": "t"}}, 200, ""},
+		{"update:x params route", [][3]string{{"machines", "update:/Params", "*"}}, "POST", "/machines/" + u2 + "/params/y", 5, 200, ""},
+		{"update:/Description not params route", [][3]string{{"machines", "update:/Description", "*"}}, "POST", "/machines/" + u2 + "/params/y", 5, 403, "Requires: machines update:/Params/y " + u2},
+		{"put: changed field allowed", [][3]string{{"machines", "update:/Description", "*"}}, "PUT", "/machines/" + u3, put(u3, desc), 200, ""},
+		{"put: every changed field needed", [][3]string{{"machines", "update:/Description", "*"}}, "PUT", "/machines/" + u3,
+			put(u3, func(m map[string]any) { desc(m); m["Params"] = map[string]any{"z": 1} }), 403, "Requires: machines update:/Params/z " + u3},
+		// A PUT that changes nothing asks for get (a no-op write reveals
+		// no more than a read).
+		{"put: unchanged needs get", [][3]string{{"machines", "update:/Description", "*"}}, "PUT", "/machines/" + u3, put(u3, func(map[string]any) {}), 403, "Requires: machines get " + u3},
+		{"put: unchanged with get", [][3]string{{"machines", "get", "*"}}, "PUT", "/machines/" + u3, put(u3, func(map[string]any) {}), 200, ""},
+		{"no claims", [][3]string{}, "GET", "/machines", nil, 403, "Requires: machines list"},
+		{"specific does not leak to list", [][3]string{{"machines", "get", "*"}}, "GET", "/machines", nil, 403, "Requires: machines list"},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := s.accOn(t)
+			role := "c-role-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+			s.AddRole(role, c.claims...)
+			user := role + "-u"
+			s.AddUser(user, "c-pw-1", role)
+			for _, authz := range []string{basic(user, "c-pw-1"), bearer(s.Token(user, basic(user, "c-pw-1"), ""))} {
+				body := c.body
+				if f, ok := body.(func() any); ok {
+					body = f()
+				}
+				r := s.Do(c.method, c.path, body, authz)
+				switch {
+				case c.want == deny:
+					if r.Status == 401 || r.Status == 403 {
+						t.Fatalf("got %s, want the claim satisfied", r)
+					}
+				case r.Status != c.want:
+					t.Fatalf("got %s, want %d", r, c.want)
+				}
+				if c.msg != "" {
+					accWantMsg(t, r, c.msg)
+				}
+			}
+		})
+	}
+	t.Run("empty claim is refused", func(t *testing.T) {
+		r := s.Must(422, "POST", "/roles", map[string]any{"Name": "c-empty",
+			"Claims": []map[string]string{{"scope": "", "action": "", "specific": ""}}}, admin())
+		accWantMsg(t, r, "No such scope ''")
+	})
+	t.Run("superuser all", func(t *testing.T) {
+		s.AddUser("c-super", "c-pw-1", "superuser")
+		for _, p := range []string{"/users", "/roles", "/tenants", "/machines", "/pools", "/profiles", "/prefs", "/license"} {
+			s.Must(200, "GET", p, nil, basic("c-super", "c-pw-1"))
+		}
+		s.Must(200, "DELETE", "/pools/c-p2", nil, basic("c-super", "c-pw-1"))
+	})
+}
+
+func accessRoles(t *testing.T, s *tserver) {
+	role := func(claims ...map[string]string) map[string]any {
+		return map[string]any{"Name": "r-bad", "Claims": claims}
+	}
+	cl := func(scope, action, specific string) map[string]string {
+		return map[string]string{"scope": scope, "action": action, "specific": specific}
+	}
+	invalid := []struct {
+		name string
+		body map[string]any
+		msg  string
+	}{
+		{"unknown scope", role(cl("bogus", "get", "*")), "No such scope 'bogus'"},
+		{"unknown scope in list", role(cl("machines,bogus2", "get", "*")), "No such scope 'bogus2'"},
+		{"unknown action", role(cl("machines", "frob", "*")), "No such action 'frob'"},
+		{"action of another scope", role(cl("info", "delete", "*")), "No such action 'delete'"},
+		{"pointer without slash", role(cl("machines", "update:Field", "*")), "update:Field"},
+		{"bad escape", role(cl("machines", "update:/a~2", "*")), "~2"},
+		{"bad name", map[string]any{"Name": "r bad/x", "Claims": []map[string]string{}}, "Invalid Name"},
+	}
+	for _, c := range invalid {
+		t.Run("422 "+c.name, func(t *testing.T) {
+			r := s.Must(422, "POST", "/roles", c.body, admin())
+			if e := accErrorOf(t, r); e.Type != "ValidationError" {
+				t.Fatalf("Type %q", e.Type)
+			}
+			accWantMsg(t, r, c.msg)
+			s.Must(404, "GET", "/roles/r-bad", nil, admin())
+		})
+	}
+	t.Run("422 on patch too", func(t *testing.T) {
+		s.AddRole("r-ok", [3]string{"machines", "get", "*"})
+		r := s.Must(422, "PATCH", "/roles/r-ok", accPatch("replace", "/Claims", []map[string]string{cl("nope", "get", "*")}), admin())
+		accWantMsg(t, r, "No such scope 'nope'")
+	})
+	t.Run("duplicate", func(t *testing.T) {
+		s.AddRole("r-dup")
+		r := s.Must(409, "POST", "/roles", map[string]any{"Name": "r-dup", "Claims": []any{}}, admin())
+		accWantMsg(t, r, "already exists")
+	})
+	t.Run("delete in use", func(t *testing.T) {
+		s.AddRole("r-used", [3]string{"pools", "list", "*"})
+		s.AddUser("r-user", "r-user-pw", "r-used")
+		r := s.Must(409, "DELETE", "/roles/r-used", nil, admin())
+		if e := accErrorOf(t, r); e.Type != "StillInUseError" {
+			t.Fatalf("Type %q: %s", e.Type, r)
+		}
+		accWantMsg(t, r, "r-user")
+		s.Must(409, "DELETE", "/roles/superuser", nil, admin())
+	})
+	t.Run("edits apply to live tokens", func(t *testing.T) {
+		s.AddRole("r-live", [3]string{"machines", "list", "*"})
+		s.AddUser("r-live-u", "r-live-pw", "r-live")
+		tok := bearer(s.Token("r-live-u", basic("r-live-u", "r-live-pw"), ""))
+		restricted := bearer(s.Token("r-live-u", basic("r-live-u", "r-live-pw"), "?roles=r-live"))
+		for _, a := range []string{tok, restricted} {
+			s.Must(200, "GET", "/machines", nil, a)
+			s.Must(403, "GET", "/pools", nil, a)
+		}
+		s.Must(200, "PATCH", "/roles/r-live", accPatch("replace", "/Claims", []map[string]string{cl("pools", "list", "*")}), admin())
+		for _, a := range []string{tok, restricted, basic("r-live-u", "r-live-pw")} {
+			s.Must(403, "GET", "/machines", nil, a)
+			s.Must(200, "GET", "/pools", nil, a)
+		}
+		s.Must(200, "PUT", "/roles/r-live", map[string]any{"Name": "r-live", "Claims": []map[string]string{cl("machines", "list", "*")}}, admin())
+		s.Must(200, "GET", "/machines", nil, tok)
+		s.Must(403, "GET", "/pools", nil, tok)
+		// A role taken from the user ends at once as well.
+		s.Must(200, "PATCH", "/users/r-live-u", accPatch("replace", "/Roles", []string{}), admin())
+		s.Must(403, "GET", "/machines", nil, tok)
+	})
+}
+
+func accessTenants(t *testing.T, s *tserver) {
+	s.AddRole("n-role", [3]string{"machines", "*", "*"}, [3]string{"profiles", "get,list", "*"})
+	s.AddUser("n-in", "n-in-pw", "n-role")
+	s.AddUser("n-free", "n-free-pw", "n-role")
+	s.AddUser("n-in2", "n-in2-pw", "n-role")
+	u1 := s.accMachine("n-m1", nil)
+	u2 := s.accMachine("n-m2", nil)
+	s.Must(201, "POST", "/profiles", map[string]any{"Name": "n-prof"}, admin())
+	s.Must(201, "POST", "/tenants", map[string]any{"Name": "n-t1", "Users": []string{"n-in"},
+		"Members": map[string][]string{"machines": {u1}}}, admin())
+	in := basic("n-in", "n-in-pw")
+	inTok := bearer(s.Token("n-in", in, ""))
+	free := basic("n-free", "n-free-pw")
+
+	t.Run("visibility", func(t *testing.T) {
+		for _, who := range []struct{ name, authz string }{{"basic", in}, {"token", inTok}} {
+			t.Run(who.name, func(t *testing.T) {
+				keys := accKeys(t, s.Must(200, "GET", "/machines", nil, who.authz), "Uuid")
+				if !accHas(keys, u1) || accHas(keys, u2) {
+					t.Fatalf("tenant user sees %v, want %s and not %s", keys, u1, u2)
+				}
+				r := s.Must(200, "HEAD", "/machines", nil, who.authz)
+				if got, want := r.Header.Get("X-DRP-LIST-FILTER-COUNT"), "1"; got != want {
+					t.Fatalf("X-DRP-LIST-FILTER-COUNT %q, want %q (headers %v)", got, want, r.Header)
+				}
+				r = s.Must(200, "HEAD", "/machines?Name=n-m2", nil, who.authz)
+				if got := r.Header.Get("X-DRP-LIST-FILTER-COUNT"); got != "0" {
+					t.Fatalf("filtered count of hidden %q", got)
+				}
+				s.Must(200, "GET", "/machines/"+u1, nil, who.authz)
+				for _, c := range []struct {
+					method, path string
+					body         any
+				}{
+					{"GET", "/machines/" + u2, nil},
+					{"GET", "/machines/Name:n-m2", nil},
+					{"HEAD", "/machines/" + u2, nil},
+					{"PATCH", "/machines/" + u2, accPatch("replace", "/Description", "x")},
+					{"PUT", "/machines/" + u2, map[string]any{"Name": "n-m2", "Uuid": u2}},
+					{"DELETE", "/machines/" + u2, nil},
+					{"GET", "/machines/" + u2 + "/params", nil},
+				} {
+					if r := s.Do(c.method, c.path, c.body, who.authz); r.Status != 404 {
+						t.Fatalf("%s %s hidden: got %s, want 404", c.method, c.path, r)
+					}
+				}
+				// Profiles are absent from Members: unrestricted.
+				s.Must(200, "GET", "/profiles/n-prof", nil, who.authz)
+				if keys := accKeys(t, s.Must(200, "GET", "/profiles", nil, who.authz), "Name"); !accHas(keys, "n-prof") {
+					t.Fatalf("profiles %v", keys)
+				}
+			})
+		}
+	})
+	t.Run("user in no tenant", func(t *testing.T) {
+		keys := accKeys(t, s.Must(200, "GET", "/machines", nil, free), "Uuid")
+		if !accHas(keys, u1) || !accHas(keys, u2) {
+			t.Fatalf("free user sees %v", keys)
+		}
+		s.Must(200, "GET", "/machines/"+u2, nil, free)
+	})
+	t.Run("user in two tenants", func(t *testing.T) {
+		r := s.Must(422, "POST", "/tenants", map[string]any{"Name": "n-t2", "Users": []string{"n-in"}, "Members": map[string][]string{}}, admin())
+		accWantMsg(t, r, "n-in")
+		s.Must(201, "POST", "/tenants", map[string]any{"Name": "n-t3", "Users": []string{}, "Members": map[string][]string{}}, admin())
+		s.Must(422, "PATCH", "/tenants/n-t3", accPatch("replace", "/Users", []string{"n-in"}), admin())
+	})
+	t.Run("missing user", func(t *testing.T) {
+		r := s.Must(422, "POST", "/tenants", map[string]any{"Name": "n-t4", "Users": []string{"n-ghost"}, "Members": map[string][]string{}}, admin())
+		accWantMsg(t, r, "n-ghost")
+	})
+	t.Run("unknown scope in Members", func(t *testing.T) {
+		s.Must(422, "POST", "/tenants", map[string]any{"Name": "n-t5", "Users": []string{}, "Members": map[string][]string{"bogus": {}}}, admin())
+	})
+	t.Run("created objects join the tenant", func(t *testing.T) {
+		var m struct{ Uuid string }
+		s.Must(201, "POST", "/machines", map[string]any{"Name": "n-m3"}, in).JSON(t, &m)
+		s.Must(200, "GET", "/machines/"+m.Uuid, nil, in)
+		s.Must(200, "PATCH", "/machines/"+m.Uuid, accPatch("replace", "/Description", "mine"), inTok)
+		keys := accKeys(t, s.Must(200, "GET", "/machines", nil, inTok), "Uuid")
+		if len(keys) != 2 || !accHas(keys, m.Uuid) {
+			t.Fatalf("after create the tenant user sees %v", keys)
+		}
+		var tn struct{ Members map[string][]string }
+		s.Must(200, "GET", "/tenants/n-t1", nil, admin()).JSON(t, &tn)
+		if !accHas(tn.Members["machines"], m.Uuid) {
+			t.Fatalf("tenant members %v", tn.Members)
+		}
+	})
+	t.Run("membership change applies at once", func(t *testing.T) {
+		s.Must(200, "PATCH", "/tenants/n-t1", accPatch("add", "/Members/machines/-", u2), admin())
+		s.Must(200, "GET", "/machines/"+u2, nil, inTok)
+		s.Must(201, "POST", "/tenants", map[string]any{"Name": "n-t6", "Users": []string{"n-in2"},
+			"Members": map[string][]string{"machines": {}}}, admin())
+		if keys := accKeys(t, s.Must(200, "GET", "/machines", nil, basic("n-in2", "n-in2-pw")), "Uuid"); len(keys) != 0 {
+			t.Fatalf("empty Members list still shows %v", keys)
+		}
+	})
+	t.Run("delete tenant with users", func(t *testing.T) {
+		r := s.Must(409, "DELETE", "/tenants/n-t1", nil, admin())
+		if e := accErrorOf(t, r); e.Type != "StillInUseError" {
+			t.Fatalf("Type %q", e.Type)
+		}
+		accWantMsg(t, r, "n-in")
+		s.Must(200, "DELETE", "/tenants/n-t3", nil, admin())
+	})
+}
+
+// accRenderTokens runs a job for the machine and returns the tokens its task
+// template rendered: GenerateToken then GenerateInfiniteToken.
+func accRenderTokens(t testing.TB, s *tserver, jobID string) (op, inf string) {
+	t.Helper()
+	var acts []struct{ Name, Content string }
+	s.Must(200, "GET", "/jobs/"+jobID+"/actions", nil, admin()).JSON(t, &acts)
+	for _, a := range acts {
+		for _, line := range strings.Split(a.Content, "\n") {
+			if v, ok := strings.CutPrefix(line, "op="); ok {
+				op = v
+			}
+			if v, ok := strings.CutPrefix(line, "inf="); ok {
+				inf = v
+			}
+		}
+	}
+	if op == "" || inf == "" {
+		t.Fatalf("rendered actions hold no tokens: %+v", acts)
+	}
+	return op, inf
+}
+
+func accessMachineTokens(t *testing.T, s *tserver) {
+	s.Must(201, "POST", "/tasks", map[string]any{"Name": "mt-task", "Templates": []map[string]any{
+		{"Name": "tokens", "Path": "", "Contents": "op={{.GenerateToken}}\ninf={{.GenerateInfiniteToken}}\n"}}}, admin())
+	s.Must(201, "POST", "/stages", map[string]any{"Name": "mt-stage", "Tasks": []string{"mt-task"}}, admin())
+	s.Must(201, "POST", "/workflows", map[string]any{"Name": "mt-wf", "Stages": []string{"mt-stage"}}, admin())
+	own := s.accMachine("mt-own", map[string]any{"Workflow": "mt-wf"})
+	other := s.accMachine("mt-other", map[string]any{"Workflow": "mt-wf"})
+	var job struct{ Uuid, Machine, Task string }
+	// The first answers roll the machine into its stage (204).
+	for i := 0; i < 5 && job.Uuid == ""; i++ {
+		if r := s.Do("POST", "/jobs", map[string]any{"Machine": own}, admin()); r.Status == 201 {
+			r.JSON(t, &job)
+		} else if r.Status != 204 {
+			t.Fatalf("POST /jobs: %s", r)
+		}
+	}
+	if job.Task != "mt-task" {
+		t.Fatalf("job %+v", job)
+	}
+	op, inf := accRenderTokens(t, s, job.Uuid)
+
+	cases := []struct {
+		name, method, path string
+		body               any
+		want               int
+	}{
+		{"get itself", "GET", "/machines/" + own, nil, 200},
+		{"patch itself", "PATCH", "/machines/" + own, accPatch("replace", "/Description", "by token"), 200},
+		{"patch own params", "PATCH", "/machines/" + own, accPatch("add", "/Params/mt-x", 1), 200},
+		{"get task", "GET", "/tasks/mt-task", nil, 200},
+		{"get stage", "GET", "/stages/mt-stage", nil, 200},
+		{"get own job", "GET", "/jobs/" + job.Uuid, nil, 200},
+		{"own job actions", "GET", "/jobs/" + job.Uuid + "/actions", nil, 200},
+		{"info", "GET", "/info", nil, 200},
+		{"get another machine", "GET", "/machines/" + other, nil, 403},
+		{"patch another machine", "PATCH", "/machines/" + other, accPatch("replace", "/Description", "x"), 403},
+		{"job for another machine", "POST", "/jobs", map[string]any{"Machine": other}, 403},
+		{"list users", "GET", "/users", nil, 403},
+		{"list machines", "GET", "/machines", nil, 403},
+		{"delete itself", "DELETE", "/machines/" + own, nil, 403},
+		{"create machine", "POST", "/machines", map[string]any{"Name": "mt-new"}, 403},
+		{"workflow", "GET", "/workflows/mt-wf", nil, 403},
+		{"user token", "GET", "/users/rocketskates/token", nil, 403},
+	}
+	for _, tk := range []struct{ name, tok string }{{"GenerateToken", op}, {"GenerateInfiniteToken", inf}} {
+		t.Run(tk.name, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					r := s.Do(c.method, c.path, c.body, bearer(tk.tok))
+					if r.Status != c.want {
+						t.Fatalf("got %s, want %d", r, c.want)
+					}
+				})
+			}
+			t.Run("create a job for itself", func(t *testing.T) {
+				// The current job is still created: the answer is a conflict
+				// or a rerun, never a refusal.
+				r := s.Do("POST", "/jobs", map[string]any{"Machine": own}, bearer(tk.tok))
+				if r.Status == 401 || r.Status == 403 || r.Status >= 500 {
+					t.Fatalf("got %s", r)
+				}
+			})
+		})
+	}
+	t.Run("dies when the machine Secret changes", func(t *testing.T) {
+		r := s.Must(200, "PATCH", "/machines/"+own, accPatch("replace", "/Secret", "chosen-by-client"), admin())
+		if bytes.Contains(r.Body, []byte("chosen-by-client")) {
+			t.Fatalf("Secret echoed: %s", r.Body)
+		}
+		s.Must(403, "GET", "/machines/"+own, nil, bearer(op))
+		s.Must(403, "GET", "/machines/"+own, nil, bearer(inf))
+		op2, inf2 := accRenderTokens(t, s, job.Uuid)
+		s.Must(200, "GET", "/machines/"+own, nil, bearer(op2))
+		s.Must(200, "GET", "/machines/"+own, nil, bearer(inf2))
+		// Another machine's Secret change leaves these alone.
+		s.Must(200, "PATCH", "/machines/"+other, accPatch("replace", "/Secret", ""), admin())
+		s.Must(200, "GET", "/machines/"+own, nil, bearer(op2))
+		s.Must(200, "GET", "/machines/"+own, nil, bearer(inf2))
+	})
+	t.Run("dies when the system Secret rotates", func(t *testing.T) {
+		op3, inf3 := accRenderTokens(t, s, job.Uuid)
+		s.Must(200, "GET", "/machines/"+own, nil, bearer(op3))
+		s.Must(200, "POST", "/system/actions/rotateSecret", nil, admin())
+		s.Must(403, "GET", "/machines/"+own, nil, bearer(op3))
+		s.Must(403, "GET", "/machines/"+own, nil, bearer(inf3))
+	})
+}
+
+func accessSecrets(t *testing.T, s *tserver) {
+	s.AddUser("x-bob", "x-bob-pw")
+	s.AddUser("x-carol", "x-carol-pw")
+	s.AddUser("x-granter", "x-granter-pw", "superuser")
+	s.AddUser("x-dave", "x-dave-pw")
+	t.Run("user Secret kills only that user's tokens", func(t *testing.T) {
+		bob := s.Token("x-bob", basic("x-bob", "x-bob-pw"), "")
+		carol := s.Token("x-carol", basic("x-carol", "x-carol-pw"), "")
+		s.Must(200, "POST", "/users/x-bob/secret", nil, admin())
+		s.Must(403, "GET", "/users/x-bob", nil, bearer(bob))
+		s.Must(200, "GET", "/users/x-carol", nil, bearer(carol))
+		s.Must(200, "GET", "/users/x-bob", nil, basic("x-bob", "x-bob-pw"))
+		s.Must(404, "POST", "/users/nobody/secret", nil, admin())
+		// Rotating needs the right to update the Secret: not one's own.
+		s.Must(403, "POST", "/users/x-carol/secret", nil, basic("x-bob", "x-bob-pw"))
+	})
+	t.Run("PATCH of /Secret rotates it", func(t *testing.T) {
+		carol := s.Token("x-carol", basic("x-carol", "x-carol-pw"), "")
+		r := s.Must(200, "PATCH", "/users/x-carol", accPatch("replace", "/Secret", "known-value"), admin())
+		accNoSecrets(t, "patch reply", r.Body)
+		s.Must(403, "GET", "/users/x-carol", nil, bearer(carol))
+	})
+	t.Run("grantor Secret", func(t *testing.T) {
+		granted := s.Token("x-dave", basic("x-granter", "x-granter-pw"), "")
+		own := s.Token("x-dave", basic("x-dave", "x-dave-pw"), "")
+		s.Must(200, "GET", "/users/x-dave", nil, bearer(granted))
+		s.Must(200, "POST", "/users/x-granter/secret", nil, admin())
+		s.Must(403, "GET", "/users/x-dave", nil, bearer(granted))
+		s.Must(200, "GET", "/users/x-dave", nil, bearer(own))
+	})
+	t.Run("system Secret kills every token", func(t *testing.T) {
+		toks := []string{
+			s.Token("rocketskates", admin(), ""),
+			s.Token("x-dave", basic("x-dave", "x-dave-pw"), ""),
+			s.Token("x-dave", admin(), ""),
+		}
+		s.Must(403, "POST", "/system/actions/rotateSecret", nil, basic("x-dave", "x-dave-pw"))
+		s.Must(200, "POST", "/system/actions/rotateSecret", nil, bearer(toks[0]))
+		for i, tok := range toks {
+			if r := s.Do("GET", "/users/x-dave", nil, bearer(tok)); r.Status != 403 {
+				t.Fatalf("token %d after rotation: %s", i, r)
+			}
+		}
+		s.Must(200, "GET", "/users/x-dave", nil, basic("x-dave", "x-dave-pw"))
+		s.Must(200, "GET", "/users", nil, admin())
+		tok := s.Token("x-dave", basic("x-dave", "x-dave-pw"), "")
+		s.Must(200, "GET", "/users/x-dave", nil, bearer(tok))
+	})
+}
+
+// TestE2EAccessLoginLimit runs on its own server: the per-IP failure limit
+// would otherwise leak into the other tests, which all come from 127.0.0.1.
+func TestE2EAccessLoginLimit(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *tserver) {
+		s.AddUser("l-victim", "l-victim-pw")
+		var last resp
+		for i := 0; i < 40; i++ {
+			last = s.Do("GET", "/users/l-victim", nil, basic("l-victim", "wrong-"+string(rune('a'+i%26))))
+			if last.Status == 429 {
+				break
+			}
+			if last.Status != 403 {
+				t.Fatalf("attempt %d: got %s, want 403 or 429", i, last)
+			}
+		}
+		if last.Status != 429 {
+			t.Fatalf("no 429 after 40 wrong passwords: %s", last)
+		}
+		accWantMsg(t, last, "too many failed logins")
+		if e := accErrorOf(t, last); e.Type != "AUTH" {
+			t.Fatalf("Type %q", e.Type)
+		}
+	})
+}
+
+// accLicenseKit holds a key pair and signs license documents for tests that
+// need bad ones.
+type accLicenseKit struct {
+	t         testing.TB
+	dir       string
+	priv, pub string
+}
+
+func accNewLicenseKit(t testing.TB) *accLicenseKit {
+	t.Helper()
+	dir := t.TempDir()
+	k := &accLicenseKit{t: t, dir: dir, priv: dir + "/lic.key", pub: dir + "/lic.pub"}
+	var out, errb bytes.Buffer
+	if err := run(t.Context(), []string{"license", "keygen", "--private-key", k.priv, "--public-key", k.pub},
+		func(string) string { return "" }, &out, &errb); err != nil {
+		t.Fatalf("keygen: %v %s", err, errb.String())
+	}
+	return k
+}
+
+func (k *accLicenseKit) sign(features string, issued, expires time.Time) string {
+	k.t.Helper()
+	var out, errb bytes.Buffer
+	args := []string{"license", "sign", "--private-key", k.priv, "--features", features, "--owner", "tests",
+		"--issued", issued.UTC().Format(time.RFC3339), "--expires", expires.UTC().Format(time.RFC3339)}
+	if err := run(k.t.Context(), args, func(string) string { return "" }, &out, &errb); err != nil {
+		k.t.Fatalf("sign: %v %s", err, errb.String())
+	}
+	return strings.TrimSpace(out.String())
+}
+
+type accInfoLicense struct {
+	License struct {
+		Licenses []struct {
+			Name    string
+			Active  bool
+			Expired bool
+		}
+	} `json:"License"`
+	Provgate struct {
+		Valid    bool
+		Features []string
+		Error    string
+	} `json:"provgate_license"`
+}
+
+func accLicenseView(t testing.TB, s *tserver) accInfoLicense {
+	t.Helper()
+	var v accInfoLicense
+	s.Must(200, "GET", "/info", nil, admin()).JSON(t, &v)
+	return v
+}
+
+func (v accInfoLicense) rbac() bool {
+	for _, l := range v.License.Licenses {
+		if l.Name == "rbac" && l.Active {
+			return v.Provgate.Valid
+		}
+	}
+	return false
+}
+
+// accGatedWrites are the role and tenant changes the rbac license gates.
+var accGatedWrites = []struct {
+	name, method, path string
+	body               any
+	msg                string
+}{
+	{"role create", "POST", "/roles", map[string]any{"Name": "g-r", "Claims": []any{}}, "roles create is a licensed enterprise feature"},
+	{"role patch", "PATCH", "/roles/superuser", accPatch("replace", "/Description", "x"), "is a licensed enterprise feature"},
+	{"role put", "PUT", "/roles/superuser", map[string]any{"Name": "superuser", "Claims": []map[string]string{{"scope": "*", "action": "*", "specific": "*"}}}, "roles update is a licensed enterprise feature"},
+	{"role delete", "DELETE", "/roles/superuser", nil, "roles delete is a licensed enterprise feature"},
+	{"tenant create", "POST", "/tenants", map[string]any{"Name": "g-t", "Users": []string{}, "Members": map[string]any{}}, "tenants create is a licensed enterprise feature"},
+	{"tenant patch", "PATCH", "/tenants/g-t", accPatch("replace", "/Description", "x"), "is a licensed enterprise feature"},
+	{"tenant delete", "DELETE", "/tenants/g-t", nil, "tenants delete is a licensed enterprise feature"},
+}
+
+func TestE2EAccessLicense(t *testing.T) {
+	t.Run("unlicensed", func(t *testing.T) {
+		forEachDB(t, func(t *testing.T, s *tserver) {
+			for _, c := range accGatedWrites {
+				t.Run(c.name, func(t *testing.T) {
+					r := s.accOn(t).Must(403, c.method, c.path, c.body, admin())
+					accWantMsg(t, r, c.msg)
+				})
+			}
+			t.Run("reads work", func(t *testing.T) {
+				s := s.accOn(t)
+				for _, p := range []string{"/roles", "/roles/superuser", "/tenants"} {
+					s.Must(200, "GET", p, nil, admin())
+				}
+				s.Must(200, "HEAD", "/roles", nil, admin())
+			})
+			t.Run("info shows no license", func(t *testing.T) {
+				if v := accLicenseView(t, s.accOn(t)); v.rbac() || v.Provgate.Valid || v.Provgate.Error == "" {
+					t.Fatalf("info license %+v", v)
+				}
+			})
+			t.Run("no public key", func(t *testing.T) {
+				r := s.accOn(t).Do("PUT", "/license", map[string]any{"License": "x.y"}, admin())
+				if r.Status < 400 || r.Status >= 500 {
+					t.Fatalf("got %s", r)
+				}
+				accWantMsg(t, r, "public key")
+			})
+		})
+	})
+	t.Run("loaded over the API", func(t *testing.T) {
+		k := accNewLicenseKit(t)
+		other := accNewLicenseKit(t)
+		now := time.Now()
+		good := k.sign("rbac", now.Add(-time.Hour), now.Add(24*time.Hour))
+		head, sig, _ := strings.Cut(good, ".")
+		payload, err := base64.RawURLEncoding.DecodeString(head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tampered := base64.RawURLEncoding.EncodeToString(bytes.Replace(payload, []byte(`"tests"`), []byte(`"other"`), 1)) + "." + sig
+		bad := []struct{ name, doc, msg string }{
+			{"tampered", tampered, "signature"},
+			{"expired", k.sign("rbac", now.Add(-48*time.Hour), now.Add(-time.Hour)), "expired"},
+			{"not yet valid", k.sign("rbac", now.Add(time.Hour), now.Add(48*time.Hour)), "valid from"},
+			{"wrong key", other.sign("rbac", now.Add(-time.Hour), now.Add(24*time.Hour)), "key"},
+			{"garbage", "not a license", "malformed"},
+			{"empty", "", ""},
+		}
+		forEachDB(t, func(t *testing.T, s *tserver) {
+			for _, c := range bad {
+				t.Run(c.name, func(t *testing.T) {
+					s := s.accOn(t)
+					r := s.Do("PUT", "/license", map[string]any{"License": c.doc}, admin())
+					if r.Status < 400 || r.Status >= 500 {
+						t.Fatalf("got %s, want 4xx", r)
+					}
+					if c.msg != "" {
+						accWantMsg(t, r, c.msg)
+					}
+					if v := accLicenseView(t, s); v.rbac() {
+						t.Fatalf("licensed after a bad document: %+v", v)
+					}
+					s.Must(403, "POST", "/roles", map[string]any{"Name": "g-r", "Claims": []any{}}, admin())
+				})
+			}
+			t.Run("non-admin cannot load", func(t *testing.T) {
+				s := s.accOn(t)
+				s.AddUser("g-user", "g-user-pw")
+				s.Must(403, "PUT", "/license", map[string]any{"License": good}, basic("g-user", "g-user-pw"))
+			})
+			t.Run("valid", func(t *testing.T) {
+				s := s.accOn(t)
+				s.Must(200, "PUT", "/license", map[string]any{"License": good}, admin())
+				if v := accLicenseView(t, s); !v.rbac() {
+					t.Fatalf("info after load %+v", v)
+				}
+				s.Must(201, "POST", "/roles", map[string]any{"Name": "g-r", "Claims": []any{}}, admin())
+				s.Must(201, "POST", "/tenants", map[string]any{"Name": "g-t", "Users": []string{}, "Members": map[string]any{}}, admin())
+				s.Must(200, "PATCH", "/tenants/g-t", accPatch("replace", "/Description", "x"), admin())
+				s.Must(200, "DELETE", "/tenants/g-t", nil, admin())
+				s.Must(200, "DELETE", "/roles/g-r", nil, admin())
+				// A bad document afterwards leaves the good one in place.
+				s.Do("PUT", "/license", map[string]any{"License": tampered}, admin())
+				if v := accLicenseView(t, s); !v.rbac() {
+					t.Fatalf("bad document replaced the good one: %+v", v)
+				}
+			})
+		}, "--license-public-key", k.pub)
+	})
+	t.Run("licensed at start", func(t *testing.T) {
+		forEachDB(t, func(t *testing.T, s *tserver) {
+			if v := accLicenseView(t, s); !v.rbac() {
+				t.Fatalf("info %+v", v)
+			}
+			for _, c := range accGatedWrites[:1] {
+				s.Must(201, c.method, c.path, c.body, admin())
+			}
+		}, licenseArgs(t)...)
+	})
+}
+
+// TestE2EAccessDiscovery checks the discovery token. Nothing over HTTP
+// renders a template for a machine the server does not know, so the token
+// is minted by the server's own machineTokens adapter over the server's
+// store while the server is stopped, then used against the restarted one.
+func TestE2EAccessDiscovery(t *testing.T) {
+	forEachDB(t, func(t *testing.T, s *tserver) {
+		known := s.accMachine("d-known", nil)
+		s.Stop()
+		dsn := s.DSN
+		if dsn == "" {
+			dsn = s.DataDir + "/provgate.db"
+		}
+		st, err := store.Open(t.Context(), dsn, store.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mt := machineTokens{authn: auth.New(&secrets{st: st}, auth.Options{}), prefs: prefs{st: st}}
+		disc, err := mt.GenerateToken(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		disc2, err := mt.GenerateToken(t.Context(), &backend.Machine{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inf, err := mt.GenerateInfiniteToken(t.Context(), nil); err != nil || inf != "" {
+			t.Fatalf("infinite token for an unknown machine: %q, %v", inf, err)
+		}
+		_ = st.Close()
+		s = startE2EIn(t, dbCase{Name: s.Name, DSN: s.DSN}, s.DataDir)
+
+		for _, tok := range []string{disc, disc2} {
+			var m struct{ Uuid string }
+			s.Must(201, "POST", "/machines", map[string]any{"Name": "d-new-" + tok[len(tok)-6:]}, bearer(tok)).JSON(t, &m)
+			cases := []struct {
+				name, method, path string
+				body               any
+				want               int
+			}{
+				{"get the new machine", "GET", "/machines/" + m.Uuid, nil, 200},
+				{"get another machine", "GET", "/machines/" + known, nil, 200},
+				{"patch a machine", "PATCH", "/machines/" + m.Uuid, accPatch("replace", "/Description", "x"), 403},
+				{"delete a machine", "DELETE", "/machines/" + m.Uuid, nil, 403},
+				{"list users", "GET", "/users", nil, 403},
+				{"get a task", "GET", "/tasks/callback-task", nil, 403},
+				{"create a job", "POST", "/jobs", map[string]any{"Machine": m.Uuid}, 403},
+				{"create a pool", "POST", "/pools", map[string]any{"Id": "d-p"}, 403},
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					if r := s.accOn(t).Do(c.method, c.path, c.body, bearer(tok)); r.Status != c.want {
+						t.Fatalf("got %s, want %d", r, c.want)
+					}
+				})
+			}
+		}
+		s.Must(200, "POST", "/system/actions/rotateSecret", nil, admin())
+		s.Must(403, "GET", "/machines/"+known, nil, bearer(disc))
+	})
+}
