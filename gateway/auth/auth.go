@@ -124,6 +124,11 @@ type Options struct {
 	FailTrackMax int
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// ClaimContains reports whether claim have contains claim want (spec,
+	// Claim ordering). When set, a restricted grantor may mint a token
+	// narrowed further; without it such a token simply keeps the grantor's
+	// restriction. Claim algebra lives with the policies, hence a hook.
+	ClaimContains func(have, want backend.Claim) bool
 }
 
 // Authenticator authenticates requests and mints tokens. It is safe for
@@ -143,6 +148,7 @@ type Authenticator struct {
 	ips      *failLimiter // nil when disabled
 	params   scryptParams // for the unknown-user decoy hash
 	decoy    decoyHash
+	contains func(have, want backend.Claim) bool
 	// onScrypt, when set, is called before every scrypt run (tests count
 	// runs with it).
 	onScrypt func()
@@ -158,6 +164,8 @@ func New(secrets Secrets, opts Options) *Authenticator {
 		maxTTL:  orDuration(opts.MaxTTL, 365*24*time.Hour),
 		wait:    orDuration(opts.ScryptWait, 2*time.Second),
 		params:  defaultParams,
+
+		contains: opts.ClaimContains,
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)

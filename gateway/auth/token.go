@@ -102,17 +102,16 @@ func (a *Authenticator) registered(sub string, ttl time.Duration) (jwt.Registere
 // IssueUserToken mints a token for user on behalf of grantor, the user
 // principal that asked (Basic or Bearer). ttl 0 means the default; above
 // MaxTTL is EBADREQUEST. roles nil means all the user's roles at request
-// time; non-nil restricts the token to those names. restrict adds narrowing
-// claims.
+// time; non-nil restricts the token to those names (the caller applies D6
+// first). restrict adds narrowing claims.
 //
-// The caller (the gateway) must already have applied D6 to roles and, for a
-// restricted grantor, intersected restrict with grantor.Restrict: claim
-// containment is policy logic and lives there. What this function does on
-// its own, so that omission never widens a token:
-//   - restrict nil with a restricted grantor inherits grantor.Restrict;
-//   - roles nil with a role-restricted grantor that is the same user
-//     inherits grantor.Roles (a narrowed token cannot refresh itself into a
-//     full one).
+// A token never exceeds a restricted grantor, whatever the caller passes:
+//   - restrict: see narrowRestrict;
+//   - roles, when the grantor is a role-restricted token of the same user:
+//     nil inherits grantor.Roles and a list keeps only names among
+//     grantor.Roles, so a narrowed token cannot refresh itself into a wider
+//     one. (A different user's token carries that user's rights, as in DRP;
+//     the grantor needed the users token claim for it.)
 //
 // The new token is bound to the user's and the grantor's Secrets; its expiry
 // is not capped by the grantor's, because DRP clients refresh a token with
@@ -151,11 +150,13 @@ func (a *Authenticator) IssueUserToken(ctx context.Context, user UserRecord, gra
 		return "", time.Time{}, internal(err)
 	}
 
-	if restrict == nil && len(grantor.Restrict) > 0 {
-		restrict = grantor.Restrict
-	}
-	if roles == nil && !grantor.AllRoles && grantor.Name == user.Name {
-		roles = grantor.Roles
+	restrict = a.narrowRestrict(grantor.Restrict, restrict)
+	if !grantor.AllRoles && grantor.Name == user.Name {
+		if roles == nil {
+			roles = grantor.Roles
+		} else {
+			roles = slices.DeleteFunc(slices.Clone(roles), func(r string) bool { return !slices.Contains(grantor.Roles, r) })
+		}
 		if roles == nil {
 			roles = []string{}
 		}
@@ -219,6 +220,31 @@ func (a *Authenticator) IssueMachineToken(ctx context.Context, uuid, kind string
 		return "", time.Time{}, err
 	}
 	return tok, exp, nil
+}
+
+// narrowRestrict returns the restriction of a token asked for with want by a
+// grantor restricted by have. The result never allows more than have: with
+// ClaimContains it keeps the wanted claims that some claim of have contains
+// (a conservative intersection); when nothing is left, or without
+// ClaimContains, it is have itself. An empty result would mean unrestricted,
+// so it is never produced from a non-empty have.
+func (a *Authenticator) narrowRestrict(have, want []backend.Claim) []backend.Claim {
+	if len(have) == 0 {
+		return want
+	}
+	if a.contains == nil || len(want) == 0 {
+		return have
+	}
+	var kept []backend.Claim
+	for _, w := range want {
+		if slices.ContainsFunc(have, func(h backend.Claim) bool { return a.contains(h, w) }) {
+			kept = append(kept, w)
+		}
+	}
+	if len(kept) == 0 {
+		return have
+	}
+	return kept
 }
 
 // maxTokenLen: our tokens are far shorter; a longer one is not ours.

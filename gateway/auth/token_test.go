@@ -223,47 +223,108 @@ func TestIssueRefused(t *testing.T) {
 	}
 }
 
-func TestRestrictedGrantorCannotWiden(t *testing.T) {
-	w := newTokenWorld(t)
-	restrict := []backend.Claim{{Scope: "machines", Action: "get", Specific: "*"}}
-	narrow := w.userToken(t, w.bob, basicGrantor(w.bob), time.Hour, []string{"readonly"}, restrict)
-	g, err := w.auth(narrow)
-	if err != nil {
-		t.Fatal(err)
-	}
+// simpleContains is a small stand-in for the policy's claim containment:
+// "*" or equality per field.
+func simpleContains(have, want backend.Claim) bool {
+	field := func(h, w string) bool { return h == "*" || h == w }
+	return field(have.Scope, want.Scope) && field(have.Action, want.Action) && field(have.Specific, want.Specific)
+}
 
-	t.Run("self refresh keeps roles and restrict", func(t *testing.T) {
-		p, err := w.auth(w.userToken(t, w.bob, g, time.Hour, nil, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.AllRoles || !slices.Equal(p.Roles, []string{"readonly"}) || !slices.Equal(p.Restrict, restrict) {
-			t.Errorf("got AllRoles %v, Roles %v, Restrict %v; want the grantor's narrowing", p.AllRoles, p.Roles, p.Restrict)
-		}
-	})
-	t.Run("token for another user keeps restrict", func(t *testing.T) {
-		ga, err := w.auth(w.userToken(t, w.admin, basicGrantor(w.admin), time.Hour, nil, restrict))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := w.auth(w.userToken(t, w.bob, ga, time.Hour, nil, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !p.AllRoles || !slices.Equal(p.Restrict, restrict) || p.Grantor != "admin" {
-			t.Errorf("got AllRoles %v, Restrict %v, Grantor %q", p.AllRoles, p.Restrict, p.Grantor)
-		}
-	})
-	t.Run("explicit intersection from the caller wins", func(t *testing.T) {
-		tighter := []backend.Claim{{Scope: "machines", Action: "get", Specific: machine1}}
-		p, err := w.auth(w.userToken(t, w.bob, g, time.Hour, nil, tighter))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(p.Restrict, tighter) {
-			t.Errorf("got Restrict %v, want %v", p.Restrict, tighter)
-		}
-	})
+func TestRestrictedGrantorCannotWiden(t *testing.T) {
+	machinesGet := []backend.Claim{{Scope: "machines", Action: "get", Specific: "*"}}
+	machine1Get := backend.Claim{Scope: "machines", Action: "get", Specific: machine1}
+	poolsGet := backend.Claim{Scope: "pools", Action: "get", Specific: "*"}
+	superClaim := backend.Claim{Scope: "*", Action: "*", Specific: "*"}
+	tests := []struct {
+		name         string
+		contains     bool
+		grantor      func(w *tokenWorld) *Principal
+		user         func(w *tokenWorld) UserRecord
+		roles        []string
+		restrict     []backend.Claim
+		wantAll      bool
+		wantRoles    []string
+		wantRestrict []backend.Claim
+	}{
+		{
+			name:      "self refresh keeps roles and restrict",
+			roles:     nil,
+			wantRoles: []string{"readonly"}, wantRestrict: machinesGet,
+		},
+		{
+			name:      "self, wider roles asked: only the grantor's kept",
+			roles:     []string{"operator", "readonly"},
+			wantRoles: []string{"readonly"}, wantRestrict: machinesGet,
+		},
+		{
+			name:      "self, only other roles asked: none kept",
+			roles:     []string{"operator"},
+			wantRoles: []string{}, wantRestrict: machinesGet,
+		},
+		{
+			name:      "superuser restrict asked, no containment hook",
+			restrict:  []backend.Claim{superClaim},
+			wantRoles: []string{"readonly"}, wantRestrict: machinesGet,
+		},
+		{
+			name:      "narrower restrict asked, no containment hook",
+			restrict:  []backend.Claim{machine1Get},
+			wantRoles: []string{"readonly"}, wantRestrict: machinesGet,
+		},
+		{
+			name:      "superuser restrict asked, with containment",
+			contains:  true,
+			restrict:  []backend.Claim{superClaim},
+			wantRoles: []string{"readonly"}, wantRestrict: machinesGet,
+		},
+		{
+			name:      "narrower restrict asked, with containment",
+			contains:  true,
+			restrict:  []backend.Claim{machine1Get},
+			wantRoles: []string{"readonly"}, wantRestrict: []backend.Claim{machine1Get},
+		},
+		{
+			name:      "mixed restrict asked, with containment",
+			contains:  true,
+			restrict:  []backend.Claim{poolsGet, machine1Get},
+			wantRoles: []string{"readonly"}, wantRestrict: []backend.Claim{machine1Get},
+		},
+		{
+			name: "restricted admin mints for bob: bob's roles, admin's restrict",
+			grantor: func(w *tokenWorld) *Principal {
+				return &Principal{Kind: KindUser, Name: "admin", Grantor: "admin", Roles: []string{"superuser"}, AllRoles: true, Restrict: machinesGet}
+			},
+			wantAll: true, wantRoles: []string{"operator"}, wantRestrict: machinesGet,
+		},
+		{
+			name:     "unrestricted grantor: restrict as asked",
+			grantor:  func(w *tokenWorld) *Principal { return basicGrantor(w.bob) },
+			restrict: []backend.Claim{poolsGet},
+			wantAll:  true, wantRoles: []string{"operator"}, wantRestrict: []backend.Claim{poolsGet},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newTokenWorld(t)
+			if tt.contains {
+				w.a.contains = simpleContains
+			}
+			grantor := &Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"readonly"}, Restrict: machinesGet}
+			if tt.grantor != nil {
+				grantor = tt.grantor(w)
+			}
+			p, err := w.auth(w.userToken(t, w.bob, grantor, time.Hour, tt.roles, tt.restrict))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.AllRoles != tt.wantAll || !slices.Equal(p.Roles, tt.wantRoles) || (p.Roles == nil) != (tt.wantRoles == nil) {
+				t.Errorf("got AllRoles %v Roles %#v, want %v %#v", p.AllRoles, p.Roles, tt.wantAll, tt.wantRoles)
+			}
+			if !slices.Equal(p.Restrict, tt.wantRestrict) {
+				t.Errorf("got Restrict %v, want %v", p.Restrict, tt.wantRestrict)
+			}
+		})
+	}
 }
 
 // TestSecretRotation mints one token of each kind, rotates one secret, and
