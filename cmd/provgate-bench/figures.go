@@ -1,0 +1,164 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+func atLeast(v float64) *target { return &target{AtLeast: true, Bound: v} }
+func atMost(v float64) *target  { return &target{Bound: v} }
+
+// figureSpecs names every figure once, with its target (from the issue),
+// so that a part that could not run still prints what it would measure.
+var figureSpecs = map[string]figure{
+	"1":  {Name: "authorized GET (Bearer) / unauthenticated route, throughput", Target: atLeast(0.7)},
+	"2a": {Name: "Basic (warm cache) / Bearer, throughput", Target: atLeast(0.8)},
+	"2b": {Name: "Bearer under 16 wrong-Basic clients / Bearer alone, throughput", Target: atLeast(0.5)},
+	"3a": {Name: "decision / trivial policy, ns/op, 10 roles+tenants", Target: atMost(2)},
+	"3b": {Name: "decision / trivial policy, ns/op, 10,000 roles+tenants", Target: atMost(2)},
+	"3c": {Name: "decision / trivial policy, allocs/op, 10 roles+tenants", Target: atMost(2)},
+	"3d": {Name: "decision / trivial policy, allocs/op, 10,000 roles+tenants", Target: atMost(2)},
+	"3e": {Name: "decision ns/op, 10,000 / 10 roles+tenants (flatness)", Target: atMost(1.2)},
+	"3f": {Name: "decision allocs/op, 10,000 / 10 roles+tenants (flatness)", Target: atMost(1.2)},
+	"4":  {Name: "tenant-restricted list / unrestricted list, time per request", Target: atMost(1.2)},
+	"5a": {Name: "pool allocations/s, 8 callers / 1 caller (PostgreSQL)", Target: atLeast(3)},
+	"5b": {Name: "duplicate allocations (PostgreSQL)", Target: atMost(0), Unit: "count"},
+	"6":  {Name: "callbackDo / direct net/http call, time per request", Target: atMost(1.2)},
+	"7a": {Name: "p50 latency, unauthenticated route", Unit: "ms"},
+	"7b": {Name: "p50 latency, Bearer", Unit: "ms"},
+	"7c": {Name: "p50 latency, Basic (warm cache)", Unit: "ms"},
+	"7d": {Name: "p50 latency, Bearer under wrong-Basic load", Unit: "ms"},
+	"7e": {Name: "p99 latency, unauthenticated route", Unit: "ms"},
+	"7f": {Name: "p99 latency, Bearer", Unit: "ms"},
+	"7g": {Name: "p99 latency, Basic (warm cache)", Unit: "ms"},
+	"7h": {Name: "p99 latency, Bearer under wrong-Basic load", Unit: "ms"},
+	"7i": {Name: "peak memory of the SQLite server (VmHWM)", Unit: "MiB"},
+	"7j": {Name: "peak memory of the PostgreSQL server (VmHWM)", Unit: "MiB"},
+}
+
+// spec returns the figure id with its name, unit and target filled in.
+func spec(id string) figure {
+	f, ok := figureSpecs[id]
+	if !ok {
+		panic("unknown figure " + id)
+	}
+	f.ID = id
+	return f
+}
+
+func skippedFigures(why string, ids ...string) []figure {
+	out := make([]figure, 0, len(ids))
+	for _, id := range ids {
+		f := spec(id)
+		f.Skipped = why
+		out = append(out, f)
+	}
+	return out
+}
+
+// fromRounds is the median of per-round values.
+func fromRounds(id string, rounds []float64, note string) figure {
+	f := spec(id)
+	f.Value, f.Rounds, f.Note = median(rounds), rounds, note
+	return f
+}
+
+var gatewayIDs = []string{"1", "2a", "2b", "4", "6", "7a", "7b", "7c", "7d", "7e", "7f", "7g", "7h"}
+
+// gatewayFigures computes figures 1, 2, 4, 6 and the latencies of 7.
+func gatewayFigures(g *gatewayResult, skipped string) []figure {
+	if g == nil {
+		return skippedFigures(skipped, gatewayIDs...)
+	}
+	a, l, c := g.Auth, g.List, g.Callback
+	figs := []figure{
+		fromRounds("1", throughputRatios(a[legBearer], a[legBenchRoute]),
+			"GET /api/v3/pools/bench as a tenant user with a non-superuser role (Bearer) vs GET /bench/pools/bench (no auth, same store read)"),
+		fromRounds("2a", throughputRatios(a[legBasic], a[legBearer]),
+			"the same GET with the same user's Basic credentials (verified once, then cached) vs its Bearer token"),
+		fromRounds("2b", throughputRatios(a[legAttacked], a[legBearer]),
+			"Bearer clients' throughput while 16 more clients send Basic with a new wrong password each time (403), vs Bearer alone"),
+		fromRounds("4", costRatios(l[legListTenant], l[legListAll]),
+			"GET /api/v3/machines?limit=50 by a tenant user who sees 1% of the machines vs a user outside any tenant; both get 50 rows"),
+		fromRounds("6", costRatios(c[legCallback], c[legDirect]),
+			"POST .../actions/callbackDo (gateway, auth, policy, machine load, render, outbound POST, attempt record) vs POSTing the same body to the same receiver directly"),
+	}
+	latency := func(id, leg string, pick func(legResult) time.Duration) figure {
+		f := spec(id)
+		f.Value, f.Note = medianDuration(a[leg], pick), "median over rounds of each leg's percentile"
+		return f
+	}
+	p50 := func(r legResult) time.Duration { return r.P50 }
+	p99 := func(r legResult) time.Duration { return r.P99 }
+	for i, leg := range []string{legBenchRoute, legBearer, legBasic, legAttacked} {
+		figs = append(figs, latency(gatewayIDs[5+i], leg, p50), latency(gatewayIDs[9+i], leg, p99))
+	}
+	return figs
+}
+
+// poolFigures computes figure 5.
+func poolFigures(p *poolResult, skipped string) []figure {
+	if p == nil {
+		return skippedFigures(skipped, "5a", "5b")
+	}
+	dup := spec("5b")
+	dup.Value = float64(p.Duplicates + p.Lost)
+	dup.Note = fmt.Sprintf("%d allocations checked: machines handed out twice between two releases (%d) plus allocations the store does not show as InUse (%d)",
+		p.Allocated, p.Duplicates, p.Lost)
+	return []figure{
+		fromRounds("5a", throughputRatios(p.Legs[legAllocN], p.Legs[legAlloc1]),
+			"POST /api/v3/pools/alloc/allocateMachines {pool/count: 1} by 8 concurrent callers vs 1, every machine released before each leg"),
+		dup,
+	}
+}
+
+// decideFigures computes figure 3.
+func decideFigures(d *decideResult, skipped string) []figure {
+	if d == nil {
+		return skippedFigures(skipped, "3a", "3b", "3c", "3d", "3e", "3f")
+	}
+	type metric func(map[string]benchLine) float64
+	ns := func(name string) metric { return func(r map[string]benchLine) float64 { return r[name].NsOp } }
+	allocs := func(name string) metric { return func(r map[string]benchLine) float64 { return r[name].Allocs } }
+	div := func(a, b metric) func(map[string]benchLine) float64 {
+		return func(r map[string]benchLine) float64 { return ratio(a(r), b(r)) }
+	}
+	note := "uncached decision (tenant visibility, role containment, license) for a tenant user's PATCH of a machine param, vs an allow-everything policy through the same prepared evaluation"
+	return []figure{
+		fromRounds("3a", d.perRound(div(ns(decideSmall), ns(trivialName))), note),
+		fromRounds("3b", d.perRound(div(ns(decideLarge), ns(trivialName))), note),
+		fromRounds("3c", d.perRound(div(allocs(decideSmall), allocs(trivialName))), note),
+		fromRounds("3d", d.perRound(div(allocs(decideLarge), allocs(trivialName))), note),
+		fromRounds("3e", d.perRound(div(ns(decideLarge), ns(decideSmall))), "both sizes in the same round and binary"),
+		fromRounds("3f", d.perRound(div(allocs(decideLarge), allocs(decideSmall))), "both sizes in the same round and binary"),
+	}
+}
+
+// memFigures reports the peak memory of figure 7.
+func memFigures(g *gatewayResult, p *poolResult, gwSkipped, pgSkipped string) []figure {
+	mib := func(kib int64) float64 {
+		if kib == 0 {
+			return math.NaN()
+		}
+		return float64(kib) / 1024
+	}
+	var out []figure
+	if g != nil {
+		f := spec("7i")
+		f.Value = mib(g.Mem.HWMKiB)
+		f.Note = fmt.Sprintf("whole run of that server, loading the data set included; largest sampled VmRSS %.1f MiB", mib(g.Mem.MaxRSSKiB))
+		out = append(out, f)
+	} else {
+		out = append(out, skippedFigures(gwSkipped, "7i")...)
+	}
+	if p != nil {
+		f := spec("7j")
+		f.Value = mib(p.Mem.HWMKiB)
+		f.Note = fmt.Sprintf("largest sampled VmRSS %.1f MiB", mib(p.Mem.MaxRSSKiB))
+		out = append(out, f)
+	} else {
+		out = append(out, skippedFigures(pgSkipped, "7j")...)
+	}
+	return out
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Leg names, as they appear in the raw tables.
+const (
+	legBenchRoute = "bench-route"
+	legBearer     = "bearer"
+	legBasic      = "basic"
+	legAttacked   = "bearer+wrong-basic"
+	legListTenant = "list-tenant"
+	legListAll    = "list-unrestricted"
+	legCallback   = "callbackDo"
+	legDirect     = "direct"
+)
+
+// gatewayResult is everything measured on the SQLite server.
+type gatewayResult struct {
+	Auth     map[string][]legResult // figures 1, 2, 7
+	List     map[string][]legResult // figure 4
+	Callback map[string][]legResult // figure 6
+	Mem      memPeak
+	Notes    []string // setup facts worth reporting (sizes, times)
+}
+
+func randomSecret() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// runGateway starts the SQLite server, loads the data set through the API
+// as the admin, and runs the interleaved legs of figures 1, 2, 4 and 6.
+func runGateway(ctx context.Context, cfg config, tmp, pub, lic string, logf func(string, ...any)) (*gatewayResult, error) {
+	adminPW := randomSecret()
+	srv, err := startServer(ctx, "sqlite", cfg.Server, tmp+"/sqlite", "", adminPW, "--license-public-key", pub, "--license", lic)
+	if err != nil {
+		return nil, err
+	}
+	res := &gatewayResult{}
+	defer func() { res.Mem = srv.Stop() }()
+	logf("sqlite server at %s (log %s)", srv.Base, srv.LogPath)
+
+	setupClient := newClient(cfg.Clients)
+	a := api{base: srv.Base, c: setupClient}
+	adminTok, err := a.as(basicAuth("rocketskates", adminPW)).token(ctx, "rocketskates", 2*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	admin := a.as(adminTok)
+
+	// A non-superuser role: reading pools and machines is all the measured
+	// users may do.
+	if _, err := admin.do(ctx, "POST", "/api/v3/roles", map[string]any{"Name": "bench-reader", "Claims": []map[string]string{
+		{"scope": "pools", "action": "get,list", "specific": "*"},
+		{"scope": "machines", "action": "get,list", "specific": "*"},
+	}}, 201, nil); err != nil {
+		return nil, err
+	}
+	tenantPW, freePW := randomSecret(), randomSecret()
+	for _, u := range []struct{ name, pw string }{{"bench-tenant-user", tenantPW}, {"bench-free-user", freePW}} {
+		if _, err := admin.do(ctx, "POST", "/api/v3/users", map[string]any{"Name": u.name, "Password": u.pw, "Roles": []string{"bench-reader"}}, 201, nil); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := admin.do(ctx, "POST", "/api/v3/pools", map[string]any{"Id": "bench"}, 201, nil); err != nil {
+		return nil, err
+	}
+
+	t0 := time.Now()
+	uuids, err := admin.createMachines(ctx, "bench", cfg.Machines, cfg.Clients)
+	if err != nil {
+		return nil, fmt.Errorf("create machines: %w", err)
+	}
+	took := time.Since(t0)
+	res.Notes = append(res.Notes, fmt.Sprintf("created %d machines through the API with %d concurrent POSTs in %.1f s (%.0f/s)",
+		cfg.Machines, cfg.Clients, took.Seconds(), float64(cfg.Machines)/took.Seconds()))
+	logf("created %d machines in %.1f s", cfg.Machines, took.Seconds())
+
+	// The tenant makes tenant rules active for the measured user: pools and
+	// machines are both restricted, to the bench pool and 1% of machines.
+	visible := max(1, cfg.Machines/100)
+	if _, err := admin.do(ctx, "POST", "/api/v3/tenants", map[string]any{
+		"Name":    "bench-tenant",
+		"Members": map[string][]string{"pools": {"bench"}, "machines": uuids[:visible]},
+		"Users":   []string{"bench-tenant-user"},
+	}, 201, nil); err != nil {
+		return nil, err
+	}
+	tenantBasic := basicAuth("bench-tenant-user", tenantPW)
+	tenantTok, err := a.as(tenantBasic).token(ctx, "bench-tenant-user", 2*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	freeTok, err := a.as(basicAuth("bench-free-user", freePW)).token(ctx, "bench-free-user", 2*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+
+	// Check that each leg measures what it claims before timing it.
+	if _, err := a.as(tenantTok).do(ctx, "GET", "/api/v3/pools/default", nil, 404, nil); err != nil {
+		return nil, fmt.Errorf("tenant rules are not active: %w", err)
+	}
+	for _, c := range []struct {
+		auth string
+		want int
+	}{{tenantTok, visible}, {freeTok, cfg.Machines}} {
+		n, err := a.as(c.auth).count(ctx, "/api/v3/machines")
+		if err != nil {
+			return nil, err
+		}
+		if n != c.want {
+			return nil, fmt.Errorf("list count %d, want %d", n, c.want)
+		}
+	}
+	// limit=50 as the issue states; smaller only when -machines leaves the
+	// tenant fewer than 50, so that both legs still return as many rows.
+	limit := min(50, visible)
+	list := fmt.Sprintf("/api/v3/machines?limit=%d", limit)
+	for _, auth := range []string{tenantTok, freeTok} {
+		var rows []map[string]any
+		if _, err := a.as(auth).do(ctx, "GET", list, nil, 200, &rows); err != nil {
+			return nil, err
+		}
+		if len(rows) != limit {
+			return nil, fmt.Errorf("list returned %d rows, want %d", len(rows), limit)
+		}
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("tenant user sees %d of %d machines; both list legs (GET %s) return %d rows",
+		visible, cfg.Machines, list, limit))
+
+	pool := srv.Base + "/api/v3/pools/bench"
+	authLegs := []legSpec{
+		{Name: legBenchRoute, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: srv.Base + "/bench/pools/bench", Want: 200})},
+		{Name: legBearer, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: pool, Auth: tenantTok, Want: 200})},
+		{Name: legBasic, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: pool, Auth: tenantBasic, Want: 200})},
+		{Name: legAttacked, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: pool, Auth: tenantTok, Want: 200}),
+			Background: &legSpec{Name: "wrong-basic", Clients: cfg.Attackers, Op: wrongBasicOp(newClient(cfg.Attackers), pool)}},
+	}
+	logf("figures 1, 2: %d rounds of %s per leg, %d clients", cfg.Rounds, cfg.Leg, cfg.Clients)
+	if res.Auth, err = interleave(ctx, authLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
+		return nil, err
+	}
+
+	listLegs := []legSpec{
+		{Name: legListTenant, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: srv.Base + list, Auth: tenantTok, Want: 200})},
+		{Name: legListAll, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: srv.Base + list, Auth: freeTok, Want: 200})},
+	}
+	logf("figure 4: %d rounds of %s per leg", cfg.Rounds, cfg.Leg)
+	if res.List, err = interleave(ctx, listLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
+		return nil, err
+	}
+
+	if res.Callback, err = runCallback(ctx, cfg, admin, uuids[0], logf); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// wrongBasicOp sends Basic credentials of an existing user with a password
+// that is different every time, as a guessing attacker would: each one
+// misses the credential cache and costs a full password check.
+func wrongBasicOp(c *http.Client, url string) op {
+	return func(ctx context.Context, w, i int) error {
+		return send(ctx, c, request{Method: "GET", URL: url, Auth: basicAuth("bench-tenant-user", fmt.Sprintf("wrong-%d-%d", w, i)), Want: 403}, nil)
+	}
+}
+
+// receiver is the loopback endpoint of figure 6. It keeps the first body
+// it receives so the direct leg can send exactly what callbackDo sent.
+type receiver struct {
+	srv   *http.Server
+	url   string
+	hits  atomic.Int64
+	mu    sync.Mutex
+	body  []byte
+	ctype string
+}
+
+func startReceiver() (*receiver, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r := &receiver{url: "http://" + ln.Addr().String() + "/hook"}
+	r.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.hits.Add(1)
+		r.mu.Lock()
+		if r.body == nil {
+			r.body, r.ctype = b, req.Header.Get("Content-Type")
+		}
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = r.srv.Serve(ln) }()
+	return r, nil
+}
+
+// runCallback measures callbackDo against a direct net/http POST of the
+// same body to the same receiver, at the same concurrency.
+func runCallback(ctx context.Context, cfg config, admin api, machine string, logf func(string, ...any)) (map[string][]legResult, error) {
+	rcv, err := startReceiver()
+	if err != nil {
+		return nil, err
+	}
+	defer rcv.srv.Close()
+	if _, err := admin.do(ctx, "POST", "/api/v3/plugins", map[string]any{
+		"Name": "bench-callback", "Provider": "callback",
+		"Params": map[string]any{"callback/callbacks": map[string]any{"ping": map[string]any{"Url": rcv.url}}},
+	}, 201, nil); err != nil {
+		return nil, err
+	}
+	action := []byte(`{"callback/action":"ping"}`)
+	path := "/api/v3/machines/" + machine + "/actions/callbackDo?plugin=bench-callback"
+	if _, err := admin.do(ctx, "POST", path, action, 200, nil); err != nil {
+		return nil, fmt.Errorf("callbackDo: %w", err)
+	}
+	if rcv.hits.Load() != 1 {
+		return nil, fmt.Errorf("receiver got %d requests after one callbackDo, want 1", rcv.hits.Load())
+	}
+	rcv.mu.Lock()
+	body, ctype := rcv.body, rcv.ctype
+	rcv.mu.Unlock()
+	logf("figure 6: callbackDo body is %d bytes (%s); %d rounds of %s per leg", len(body), ctype, cfg.Rounds, cfg.Leg)
+	legs := []legSpec{
+		{Name: legCallback, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "POST", URL: admin.base + path,
+			Auth: admin.auth, ContentType: "application/json", Body: action, Want: 200})},
+		{Name: legDirect, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "POST", URL: rcv.url,
+			ContentType: ctype, Body: body, Want: 200})},
+	}
+	return interleave(ctx, legs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) })
+}

@@ -1,0 +1,178 @@
+// Command provgate-bench measures provgate against its own baseline: it
+// starts the server binary on loopback, loads a data set through the API,
+// runs interleaved load legs (A B A B ...) and the policy decision
+// micro-benchmarks, and writes every figure, the command and the machine to
+// a Markdown file. Every headline figure is a ratio of two measurements of
+// the same run, so that a small, shared, noisy machine still gives
+// repeatable numbers. `make bench` runs it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	Server          string
+	Out             string
+	Command         string
+	Rounds          int
+	Leg             time.Duration
+	Warmup          time.Duration
+	Clients         int
+	Attackers       int
+	Machines        int
+	PoolMachines    int
+	AllocCallers    int
+	DecideBenchtime time.Duration
+	Postgres        string
+	SkipDecide      bool
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("provgate-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Server, "server", "bin/provgate", "provgate binary to measure")
+	fs.StringVar(&c.Out, "out", "docs/benchmarks.md", "Markdown file to (re)write with the results; empty: print only")
+	fs.StringVar(&c.Command, "command", "make bench", "the command recorded in the results as the way to repeat them")
+	fs.IntVar(&c.Rounds, "rounds", 5, "interleaved rounds per comparison (at least 3); figures are medians over rounds")
+	fs.DurationVar(&c.Leg, "leg", 2*time.Second, "duration of one timed leg")
+	fs.DurationVar(&c.Warmup, "warmup", 500*time.Millisecond, "untimed run of each leg before the first round")
+	fs.IntVar(&c.Clients, "clients", 8, "concurrent keep-alive clients per HTTP leg")
+	fs.IntVar(&c.Attackers, "attackers", 16, "clients sending wrong Basic passwords in figure 2b")
+	fs.IntVar(&c.Machines, "machines", 10000, "machines loaded for the list figure (the tenant sees 1%)")
+	fs.IntVar(&c.PoolMachines, "pool-machines", 3000, "machines in the allocation pool of figure 5")
+	fs.IntVar(&c.AllocCallers, "alloc-callers", 8, "concurrent allocateMachines callers of figure 5")
+	fs.DurationVar(&c.DecideBenchtime, "decide-benchtime", time.Second, "-test.benchtime of the decision micro-benchmarks")
+	fs.BoolVar(&c.SkipDecide, "skip-decide", false, "skip the decision micro-benchmarks (figure 3)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.Rounds < 3 {
+		return c, errors.New("-rounds must be at least 3: a median of fewer is not robust to one disturbed round")
+	}
+	if c.Leg <= 0 || c.Clients < 1 || c.Attackers < 0 || c.Machines < 100 || c.PoolMachines < 1 || c.AllocCallers < 1 {
+		return c, errors.New("-leg, -clients, -alloc-callers and -pool-machines must be positive and -machines at least 100")
+	}
+	c.Postgres = getenv("PROVGATE_TEST_DATABASE")
+	return c, nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "provgate-bench:", err)
+		os.Exit(2)
+	}
+	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "provgate-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	start := time.Now()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	if _, err := os.Stat(cfg.Server); err != nil {
+		return fmt.Errorf("server binary: %w (build it first: go build -o bin/provgate ./cmd/provgate)", err)
+	}
+	rep := &report{Config: cfg, Machine: describeMachine(), Started: start, Args: os.Args[1:]}
+	tmp, err := os.MkdirTemp("", "provgate-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	pub, lic, err := licenseFiles(ctx, cfg.Server, tmp)
+	if err != nil {
+		return err
+	}
+
+	// Figure 3 first: the test binary compiles before any server runs, so
+	// compilation never competes with a timed leg.
+	var dec *decideResult
+	decSkip := ""
+	if cfg.SkipDecide {
+		decSkip = "-skip-decide"
+	} else if dec, err = runDecide(ctx, cfg, tmp, logf); err != nil {
+		decSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "figure 3: "+err.Error())
+		logf("figure 3 failed: %v", err)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+
+	gw, err := runGateway(ctx, cfg, tmp, pub, lic, logf)
+	gwSkip := ""
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		gwSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "SQLite server figures: "+err.Error())
+		logf("SQLite figures failed: %v", err)
+		gw = nil
+	}
+
+	var pools *poolResult
+	pgSkip := ""
+	if cfg.Postgres == "" {
+		pgSkip = "PROVGATE_TEST_DATABASE not set"
+	} else if pools, err = runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		pgSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "figure 5: "+err.Error())
+		logf("figure 5 failed: %v", err)
+		pools = nil
+	}
+
+	rep.Gateway, rep.Pools, rep.Decide = gw, pools, dec
+	rep.Figures = append(rep.Figures, gatewayFigures(gw, gwSkip)...)
+	rep.Figures = append(rep.Figures, decideFigures(dec, decSkip)...)
+	rep.Figures = append(rep.Figures, poolFigures(pools, pgSkip)...)
+	rep.Figures = append(rep.Figures, memFigures(gw, pools, gwSkip, pgSkip)...)
+	sort.SliceStable(rep.Figures, func(i, j int) bool { return rep.Figures[i].ID < rep.Figures[j].ID })
+	rep.Wall = time.Since(start)
+
+	fmt.Fprintf(stdout, "\nprovgate benchmarks (%s, %d CPUs, %s), %s\n", rep.Machine.Model, rep.Machine.CPUs, rep.Machine.Go, rep.Wall.Round(time.Second))
+	for _, f := range rep.Figures {
+		fmt.Fprintln(stdout, f.line())
+	}
+	if cfg.Out != "" {
+		if err := os.WriteFile(cfg.Out, []byte(rep.markdown()), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", cfg.Out)
+	}
+	if len(rep.Failures) > 0 {
+		return fmt.Errorf("%d part(s) failed; see %s", len(rep.Failures), cfg.Out)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
