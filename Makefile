@@ -40,9 +40,11 @@ lint: tools
 		if [ -n "$$out" ]; then echo "opa fmt --list reports unformatted files:"; echo "$$out"; exit 1; fi
 	"$(OPA)" check --strict policies
 
-## bench: run every Go benchmark once, with allocation counts
+## bench: measure provgate against its own baseline (docs/benchmarks.md); PostgreSQL figures
+## when PROVGATE_TEST_DATABASE is set; BENCHFLAGS adds flags, e.g. BENCHFLAGS='-leg 3s -rounds 7'
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/provgate ./cmd/provgate
+	$(GO) run ./cmd/provgate-bench -server bin/provgate -out docs/benchmarks.md $(BENCHFLAGS)
 
 ## fuzz: run each Go fuzz target for FUZZTIME (default 30s)
 fuzz:
