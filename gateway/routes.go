@@ -24,6 +24,9 @@ func (s *Server) routes() {
 	api.Post("/license", s.handleSetLicense)
 	api.Get("/indexes", s.handleAllIndexes)
 	api.Get("/indexes/:prefix", s.handleIndexes)
+	// Param names hold '/': their meta key is the rest of the path.
+	api.Get("/meta/params/*", s.withParamKey(s.handleGetMeta))
+	api.Patch("/meta/params/*", s.withParamKey(s.handlePatchMeta))
 	api.Get("/meta/:prefix/:key", s.handleGetMeta)
 	api.Patch("/meta/:prefix/:key", s.handlePatchMeta)
 	api.Post("/events", s.handlePostEvent)
