@@ -1,0 +1,152 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []float64
+		want float64
+	}{
+		{"odd", []float64{3, 1, 2}, 2},
+		{"even", []float64{4, 1, 3, 2}, 2.5},
+		{"one", []float64{7}, 7},
+		{"NaN ignored", []float64{math.NaN(), 1, 3}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := median(tt.in); got != tt.want {
+				t.Errorf("median(%v) = %v, want %v", tt.in, got, tt.want)
+			}
+		})
+	}
+	if got := median(nil); !math.IsNaN(got) {
+		t.Errorf("median(nil) = %v, want NaN", got)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	tests := []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50 * time.Millisecond}, {99, 99 * time.Millisecond}, {100, 100 * time.Millisecond}, {0.1, time.Millisecond}}
+	for _, tt := range tests {
+		if got := percentile(d, tt.p); got != tt.want {
+			t.Errorf("percentile(1..100ms, %v) = %v, want %v", tt.p, got, tt.want)
+		}
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("percentile(nil) = %v, want 0", got)
+	}
+	if got := percentile([]time.Duration{5}, 99); got != 5 {
+		t.Errorf("percentile of one = %v, want 5", got)
+	}
+}
+
+func leg(ok int, secs float64) legResult {
+	return legResult{OK: ok, Elapsed: time.Duration(secs * float64(time.Second))}
+}
+
+func TestRatios(t *testing.T) {
+	a := []legResult{leg(800, 2), leg(900, 2), leg(0, 2)}
+	b := []legResult{leg(1000, 2), leg(1000, 2), leg(1000, 2)}
+	got := throughputRatios(a, b)
+	if len(got) != 3 || got[0] != 0.8 || got[1] != 0.9 || got[2] != 0 {
+		t.Errorf("throughputRatios = %v, want [0.8 0.9 0]", got)
+	}
+	// a costs 1.25x b per request when it completes 800 against 1000.
+	if got := costRatios(a[:1], b[:1]); got[0] != 1.25 {
+		t.Errorf("costRatios = %v, want [1.25]", got)
+	}
+	// A leg that completed nothing has no defined cost ratio.
+	if got := costRatios(a[2:], b[2:]); !math.IsNaN(got[0]) {
+		t.Errorf("costRatios of an empty leg = %v, want NaN", got)
+	}
+	if got := median(throughputRatios(a, b)); got != 0.8 {
+		t.Errorf("median ratio = %v, want 0.8", got)
+	}
+}
+
+func TestFigureLine(t *testing.T) {
+	tests := []struct {
+		name string
+		f    figure
+		want string
+	}{
+		{"met at least", figure{ID: "1", Name: "r", Value: 0.83, Target: atLeast(0.7)}, "1. r: 0.83 (target: >= 0.7) [met]"},
+		{"not met at most", figure{ID: "4", Name: "r", Value: 1.214, Target: atMost(1.2)}, "4. r: 1.21 (target: <= 1.2) [NOT met]"},
+		{"boundary met", figure{ID: "5a", Name: "r", Value: 3, Target: atLeast(3)}, "5a. r: 3.00 (target: >= 3) [met]"},
+		{"NaN never met", figure{ID: "6", Name: "r", Value: math.NaN(), Target: atMost(1.2)}, "6. r: n/a (target: <= 1.2) [NOT met]"},
+		{"no target", figure{ID: "7b", Name: "p50", Value: 1.234, Unit: "ms"}, "7b. p50: 1.23 ms (target: reported)"},
+		{"memory", figure{ID: "7i", Name: "m", Value: 183.04, Unit: "MiB"}, "7i. m: 183.0 MiB (target: reported)"},
+		{"count", figure{ID: "5b", Name: "d", Value: 0, Unit: "count", Target: atMost(0)}, "5b. d: 0 (target: <= 0) [met]"},
+		{"skipped", figure{ID: "5a", Name: "r", Skipped: "PROVGATE_TEST_DATABASE not set", Target: atLeast(3)},
+			"5a. r: skipped: PROVGATE_TEST_DATABASE not set (target: >= 3)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.f.line(); got != tt.want {
+				t.Errorf("line() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseBench(t *testing.T) {
+	out := `goos: linux
+pkg: github.com/provgate/provgate/policies/opa
+BenchmarkDecide/roles=10/cached=false/patch-2         	    3674	    693064 ns/op	   51941 B/op	    1210 allocs/op
+BenchmarkTrivial-2   	   52062	     34425.5 ns/op	    7436 B/op	     151 allocs/op
+BenchmarkNoMem 	 100	 12 ns/op
+PASS
+`
+	got := parseBench([]byte(out))
+	if len(got) != 3 {
+		t.Fatalf("parsed %d lines, want 3: %+v", len(got), got)
+	}
+	want := benchLine{Name: "BenchmarkDecide/roles=10/cached=false/patch", N: 3674, NsOp: 693064, BOp: 51941, Allocs: 1210}
+	if got[0] != want {
+		t.Errorf("got %+v, want %+v", got[0], want)
+	}
+	if got[1].Name != "BenchmarkTrivial" || got[1].NsOp != 34425.5 || got[1].Allocs != 151 {
+		t.Errorf("got %+v", got[1])
+	}
+	if got[2].Name != "BenchmarkNoMem" || got[2].Allocs != 0 {
+		t.Errorf("got %+v", got[2])
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	hwm, rss, err := parseStatus("Name:\tprovgate\nVmPeak:\t 999 kB\nVmHWM:\t  187412 kB\nVmRSS:\t  150000 kB\n")
+	if err != nil || hwm != 187412 || rss != 150000 {
+		t.Errorf("parseStatus = %d, %d, %v; want 187412, 150000, nil", hwm, rss, err)
+	}
+	if _, _, err := parseStatus("Name:\tx\n"); err == nil {
+		t.Error("parseStatus without Vm lines: want an error")
+	}
+}
+
+func TestMarkdownListsEveryFigure(t *testing.T) {
+	figs := append(gatewayFigures(nil, "x"), decideFigures(nil, "x")...)
+	figs = append(figs, poolFigures(nil, "PROVGATE_TEST_DATABASE not set")...)
+	figs = append(figs, memFigures(nil, nil, "x", "y")...)
+	r := &report{Config: config{Command: "make bench", Rounds: 5}, Figures: figs}
+	md := r.markdown()
+	for id := range figureSpecs {
+		if !strings.Contains(md, "| "+id+" | ") {
+			t.Errorf("figure %s missing from the table", id)
+		}
+	}
+	if !strings.Contains(md, "make bench") {
+		t.Error("command missing")
+	}
+}
