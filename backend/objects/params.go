@@ -104,6 +104,13 @@ func (s *Service) prepareParams(ctx context.Context, m, old backend.Model, c *ch
 			params[name], plain = stored, p
 		}
 		if err := s.schemas.validateValue(def.Schema, plain); err != nil {
+			if m.Prefix() == "plugins" {
+				// A plugin's params are its provider's configuration: an
+				// invalid one is saved and reported in Errors, leaving the
+				// plugin unavailable (spec, Errors; reference §9).
+				c.warn("Invalid value for param %s: %s", name, schemaError(err))
+				continue
+			}
 			c.bad("Invalid value for param %s: %s", name, schemaError(err))
 		}
 	}
