@@ -132,18 +132,24 @@ func (s *Service) WorkOnce(ctx context.Context) (int, error) {
 	return len(ds), nil
 }
 
-func (s *Service) deliver(ctx context.Context, d Delivery) {
+func (s *Service) deliver(worker context.Context, d Delivery) {
 	// Stay inside the lease, so that no other worker takes the delivery
 	// over while this one is still sending it.
-	ctx, cancel := context.WithTimeout(ctx, s.opts.DeliveryLease*9/10)
+	ctx, cancel := context.WithTimeout(worker, s.opts.DeliveryLease*9/10)
 	defer cancel()
 	state, lastErr := s.sendDelivery(ctx, d)
 	next := time.Time{}
 	if state == DeliveryPending {
 		attempts := max(d.Attempts, 1)
-		if attempts >= s.opts.MaxDeliveryAttempts {
+		switch {
+		case worker.Err() != nil:
+			// Shutdown cut the attempt short, which says nothing about the
+			// receiver: the delivery is due again at once, for the restarted
+			// server or another replica, rather than after a backoff.
+			next = s.opts.Now()
+		case attempts >= s.opts.MaxDeliveryAttempts:
 			state = DeliveryFailed
-		} else {
+		default:
 			next = s.opts.Now().Add(redeliveryDelay(attempts))
 		}
 	}
