@@ -67,7 +67,12 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		if out.Code >= 500 {
 			s.log.ErrorContext(c.UserContext(), "request failed", "request_id", requestID(c),
 				"method", c.Method(), "path", c.Path(), "error", err.Error())
-			out.Messages = []string{"internal error (request " + requestID(c) + ")"}
+			// EUNAVAILABLE messages are written for clients (retry
+			// shortly, the callback's remote status) with causes kept in
+			// Err; only other server errors are reduced to the request id.
+			if be.Code != backend.EUNAVAILABLE {
+				out.Messages = []string{"internal error (request " + requestID(c) + ")"}
+			}
 		}
 	case errors.As(err, &fe):
 		out.Code = fe.Code
