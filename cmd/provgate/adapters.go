@@ -589,8 +589,25 @@ func (d cbDeps) ListPlugins(ctx context.Context) ([]*backend.Plugin, error) {
 	out := make([]*backend.Plugin, len(list))
 	for i := range list {
 		out[i] = &list[i]
+		if list[i].Provider == callback.ProviderName {
+			if err := d.openParams(ctx, out[i]); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return out, nil
+}
+
+// openParams gives the callback service a plugin's params in the clear:
+// callback/auths is a Secure param, stored sealed, and the service must see
+// what the validation at save time saw.
+func (d cbDeps) openParams(ctx context.Context, p *backend.Plugin) error {
+	params, err := d.o.Params(ctx, "plugins", p.Name, false, true)
+	if err != nil {
+		return err
+	}
+	p.Params = params
+	return nil
 }
 
 func (d cbDeps) EnqueueDelivery(ctx context.Context, x callback.Delivery) (int64, error) {
@@ -677,6 +694,9 @@ func (a actions) Run(ctx context.Context, prefix, key, cmd, plugin string, param
 				"Action "+cmd+" on machines for plugin "+plugin+" not found")
 		}
 		p = pm.(*backend.Plugin)
+		if err := (cbDeps{st: a.st, o: a.o}).openParams(ctx, p); err != nil {
+			return nil, err
+		}
 	} else {
 		ps, err := a.callbackPlugins(ctx)
 		if err != nil {
