@@ -119,6 +119,16 @@ func (e *Engine) build(ctx context.Context, sources map[string]string) (*policy,
 		}
 		*q.into = pq
 	}
+	// claim_contains is optional: a custom policy without it simply cannot
+	// narrow restricted tokens further (ClaimContains answers false).
+	if len(compiler.GetRulesExact(ast.MustParseRef(ClaimContainsPath))) > 0 {
+		pq, err := rego.New(rego.Query(ClaimContainsPath+"(input.a, input.b)"), rego.Compiler(compiler),
+			rego.Store(e.store)).PrepareForEval(ctx)
+		if err != nil {
+			return nil, policyError("prepare "+ClaimContainsPath, err)
+		}
+		p.claimContains = &pq
+	}
 	return p, nil
 }
 

@@ -31,6 +31,8 @@ import (
 const (
 	DecisionPath   = "data.provgate.authz.decision"
 	TokenRolesPath = "data.provgate.authz.token_roles"
+	// ClaimContainsPath is the claim containment function on plain claims.
+	ClaimContainsPath = "data.provgate.authz.claim_contains"
 )
 
 // DefaultCacheSize bounds the decision cache when Options.CacheSize is 0.
@@ -77,6 +79,8 @@ type policy struct {
 	rev        uint64
 	decision   rego.PreparedEvalQuery
 	tokenRoles rego.PreparedEvalQuery
+	// claimContains is nil when the policy does not define claim_contains.
+	claimContains *rego.PreparedEvalQuery
 }
 
 // New compiles the policy (embedded, or opts.PolicyDir after its tests
@@ -251,6 +255,27 @@ func (e *Engine) TokenRoles(ctx context.Context, userRoles, requested []string) 
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// ClaimContains reports whether claim have contains claim want, by the
+// policy's own rules (used when a restricted token mints a narrower one).
+// Any evaluation problem answers false, which keeps the wider restriction
+// out of the new token.
+func (e *Engine) ClaimContains(ctx context.Context, have, want backend.Claim) bool {
+	p := e.policy.Load()
+	if p.claimContains == nil {
+		return false
+	}
+	in := map[string]any{
+		"a": map[string]any{"scope": have.Scope, "action": have.Action, "specific": have.Specific},
+		"b": map[string]any{"scope": want.Scope, "action": want.Action, "specific": want.Specific},
+	}
+	rs, err := p.claimContains.Eval(ctx, rego.EvalInput(in))
+	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return false
+	}
+	ok, _ := rs[0].Expressions[0].Value.(bool)
+	return ok
 }
 
 // DroppedDecisionLogs counts decisions the decision log had no room for.

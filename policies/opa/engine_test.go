@@ -518,3 +518,30 @@ func TestErrorsAreDomainErrors(t *testing.T) {
 		t.Fatalf("err %T %v", err, err)
 	}
 }
+
+func TestClaimContains(t *testing.T) {
+	e, err := New(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetData(context.Background(), policies.NewData(nil, nil, policies.LicenseData{})); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		have, want backend.Claim
+		wantOK     bool
+	}{
+		{"superuser contains anything", backend.Claim{Scope: "*", Action: "*", Specific: "*"}, backend.Claim{Scope: "machines", Action: "get", Specific: "a"}, true},
+		{"update contains update pointer", backend.Claim{Scope: "machines", Action: "update", Specific: "*"}, backend.Claim{Scope: "machines", Action: "update:/Params/x", Specific: "a"}, true},
+		{"get does not contain list", backend.Claim{Scope: "machines", Action: "get", Specific: "*"}, backend.Claim{Scope: "machines", Action: "list", Specific: "*"}, false},
+		{"narrow does not contain wide", backend.Claim{Scope: "machines", Action: "get", Specific: "a"}, backend.Claim{Scope: "machines", Action: "get", Specific: "*"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := e.ClaimContains(context.Background(), tt.have, tt.want); got != tt.wantOK {
+				t.Fatalf("ClaimContains(%v, %v) = %v, want %v", tt.have, tt.want, got, tt.wantOK)
+			}
+		})
+	}
+}
