@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/auth"
 )
 
 // apiError is DRP's error object; all five fields are always present.
@@ -101,6 +104,11 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	}
 	if out.Code == http.StatusUnauthorized {
 		c.Set(fiber.HeaderWWWAuthenticate, "dr-provision")
+	}
+	if out.Code == http.StatusTooManyRequests || out.Code == http.StatusServiceUnavailable {
+		if d, ok := auth.RetryAfter(err); ok {
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(int(math.Ceil(d.Seconds()))))
+		}
 	}
 	if c.Method() == fiber.MethodHead {
 		return c.SendStatus(out.Code)

@@ -382,7 +382,7 @@ func (u *users) Token(ctx context.Context, name string, grantor *gateway.Princip
 		}
 		return "", err
 	}
-	ttl, err := auth.ParseTTL(req.TTL, time.Hour, u.maxTTL)
+	ttl, err := u.authn.ParseTTL(req.TTL)
 	if err != nil {
 		return "", backend.NewError(backend.EBADREQUEST, "GET", "users", name, backend.AsError(err).Messages...)
 	}

@@ -126,7 +126,8 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	})
 
 	sec := &secrets{st: st}
-	authn := auth.New(sec, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL})
+	authn := auth.New(sec, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL,
+		ClaimContains: func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
 	sync := &policySync{st: st, engine: engine, lic: lic}
 	fresh := &freshness{st: st, poll: st.Dialect() == "postgres", secrets: sec, policy: sync}
 
