@@ -32,7 +32,7 @@ type TokenRequest struct {
 
 // Pools covers pool membership operations and reports.
 type Pools interface {
-	Active(ctx context.Context) ([]string, error)
+	Active(ctx context.Context, visible []string) ([]string, error)
 	Status(ctx context.Context, pool string, visible []string) (map[string][]backend.PoolResult, error)
 	Op(ctx context.Context, verb, pool string, body []byte, sourcePool string, force bool, visible []string) ([]backend.PoolResult, error)
 	ReleaseToPool(ctx context.Context, machineKey string, visible []string) ([]backend.PoolResult, error)
@@ -233,7 +233,11 @@ func (s *Server) handlePoolsActive(c *fiber.Ctx) error {
 	if s.Pools == nil {
 		return unavailable("pools")
 	}
-	names, err := s.Pools.Active(userContext(c))
+	vis, err := s.machineVisibility(c)
+	if err != nil {
+		return err
+	}
+	names, err := s.Pools.Active(userContext(c), vis)
 	if err != nil {
 		return err
 	}

@@ -86,9 +86,11 @@ func indexFilter(name, op string, values ...string) backend.Filter {
 
 // Active returns the sorted names of every pool that has at least one
 // machine, whether or not a Pool object exists (GET /pools-active).
-func (s *Service) Active(ctx context.Context) ([]string, error) {
+// visible, when non-nil, counts only those machines (tenant visibility), so
+// a pool of hidden machines is not revealed, as its status is not.
+func (s *Service) Active(ctx context.Context, visible []string) ([]string, error) {
 	if d, ok := s.st.(Distincter); ok {
-		names, err := d.Distinct(ctx, "machines", "Pool", backend.Query{Limit: -1})
+		names, err := d.Distinct(ctx, "machines", "Pool", backend.Query{Limit: -1, Visible: visible})
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +101,7 @@ func (s *Service) Active(ctx context.Context) ([]string, error) {
 	// every machine into memory.
 	var found []string
 	for {
-		q := backend.Query{Limit: 1, Slim: slimMachines}
+		q := backend.Query{Limit: 1, Slim: slimMachines, Visible: visible}
 		if len(found) > 0 {
 			q.Filters = []backend.Filter{indexFilter("Pool", backend.OpNin, found...)}
 		}

@@ -685,7 +685,7 @@ func TestStatusAndActive(t *testing.T) {
 		f.machines(4, 4, "implicit", nil)
 		f.machines(5, 5, backend.DefaultPool, nil)
 
-		active, err := f.svc.Active(f.ctx)
+		active, err := f.svc.Active(f.ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

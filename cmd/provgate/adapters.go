@@ -538,7 +538,9 @@ func (p prefs) debug() bool {
 // poolsAdapter dispatches the gateway's pool verbs.
 type poolsAdapter struct{ p *pools.Service }
 
-func (a poolsAdapter) Active(ctx context.Context) ([]string, error) { return a.p.Active(ctx) }
+func (a poolsAdapter) Active(ctx context.Context, visible []string) ([]string, error) {
+	return a.p.Active(ctx, visible)
+}
 func (a poolsAdapter) Status(ctx context.Context, pool string, visible []string) (map[string][]backend.PoolResult, error) {
 	return a.p.Status(ctx, pool, visible)
 }

@@ -664,6 +664,16 @@ func TestE2EPoolsTenant(t *testing.T) {
 		t.Run("status_of_hidden_only_pool", func(t *testing.T) {
 			mkMachine(t, s, "th3", map[string]any{"Pool": "hidden-only"})
 			wantDRPError(t, s.Do("GET", "/pools/hidden-only/status", nil, tu), 404)
+			// Nor is such a pool listed as active for the tenant user.
+			var active []string
+			s.Must(200, "GET", "/pools-active", nil, tu).JSON(t, &active)
+			if containsStr(active, "hidden-only") || !containsStr(active, "tp") {
+				t.Fatalf("tenant pools-active %v", active)
+			}
+			s.Must(200, "GET", "/pools-active", nil, admin()).JSON(t, &active)
+			if !containsStr(active, "hidden-only") {
+				t.Fatalf("admin pools-active %v", active)
+			}
 		})
 		refused := []struct {
 			name string
