@@ -2,11 +2,13 @@ package backend
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Filter operators of DRP list queries (reference §3.4).
@@ -265,6 +267,14 @@ func checkIndexValue(idx Index, op, v string) error {
 	case IndexInt:
 		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
 			return fmt.Errorf("must be an integer, not %q", v)
+		}
+	case IndexIP:
+		if net.ParseIP(v) == nil {
+			return fmt.Errorf("must be an IP address, not %q", v)
+		}
+	case IndexTime:
+		if _, err := time.Parse(time.RFC3339Nano, v); err != nil {
+			return fmt.Errorf("must be an RFC 3339 time, not %q", v)
 		}
 	}
 	return nil

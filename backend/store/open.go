@@ -144,14 +144,43 @@ var sqliteFuncsOnce sync.Once
 
 // registerSQLiteFuncs adds regexp(pattern, value) to the SQLite driver (the
 // function behind SQLite's REGEXP operator, absent by default). It uses Go's
-// regexp syntax, the same one list filters are validated with.
+// regexp syntax, the same one list filters are validated with. ipkey and
+// timekey give IP and time index values an order-preserving text form
+// (ipKey, timeKey), which SQLite lacks natively.
 func registerSQLiteFuncs() {
 	sqliteFuncsOnce.Do(func() {
-		err := gosqlite.RegisterDeterministicScalarFunction("regexp", 2, sqliteRegexp)
-		if err != nil && !strings.Contains(err.Error(), "already registered") {
-			panic(err)
+		for name, f := range map[string]func(*gosqlite.FunctionContext, []driver.Value) (driver.Value, error){
+			"regexp": sqliteRegexp, "ipkey": sqliteKey(ipKey), "timekey": sqliteKey(timeKey),
+		} {
+			n := 2
+			if name != "regexp" {
+				n = 1
+			}
+			err := gosqlite.RegisterDeterministicScalarFunction(name, int32(n), f)
+			if err != nil && !strings.Contains(err.Error(), "already registered") {
+				panic(err)
+			}
 		}
 	})
+}
+
+// sqliteKey wraps a text key function: NULL for NULL or unparseable input.
+func sqliteKey(key func(string) (string, bool)) func(*gosqlite.FunctionContext, []driver.Value) (driver.Value, error) {
+	return func(_ *gosqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		var s string
+		switch v := args[0].(type) {
+		case string:
+			s = v
+		case []byte:
+			s = string(v)
+		default:
+			return nil, nil
+		}
+		if k, ok := key(s); ok {
+			return k, nil
+		}
+		return nil, nil
+	}
 }
 
 func sqliteRegexp(_ *gosqlite.FunctionContext, args []driver.Value) (driver.Value, error) {

@@ -3,9 +3,12 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/provgate/provgate/backend"
 )
@@ -32,6 +35,12 @@ func cat(parts ...any) frag {
 			sb.WriteString(p.sql)
 			args = append(args, p.args...)
 		case arg:
+			if f, ok := p.v.(frag); ok {
+				// A value that needs SQL around its placeholder (a cast).
+				sb.WriteString(f.sql)
+				args = append(args, f.args...)
+				continue
+			}
 			sb.WriteString("?")
 			args = append(args, p.v)
 		default:
@@ -93,6 +102,8 @@ const (
 	vText valKind = iota
 	vInt
 	vBool
+	vIP
+	vTime
 )
 
 func kindOf(t backend.IndexType) valKind {
@@ -101,8 +112,32 @@ func kindOf(t backend.IndexType) valKind {
 		return vInt
 	case backend.IndexBool:
 		return vBool
+	case backend.IndexIP:
+		return vIP
+	case backend.IndexTime:
+		return vTime
 	}
 	return vText
+}
+
+// ipKey is an order-preserving text form of an IP address: the hex of its
+// 16-byte form.
+func ipKey(s string) (string, bool) {
+	ip := net.ParseIP(s)
+	if ip == nil {
+		return "", false
+	}
+	return hex.EncodeToString(ip.To16()), true
+}
+
+// timeKey is an order-preserving text form of an RFC 3339 time: fixed
+// width, UTC, nanoseconds.
+func timeKey(s string) (string, bool) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return "", false
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000000Z"), true
 }
 
 // indexExpr is the comparison expression of a scalar index.
@@ -120,6 +155,19 @@ func (b *builder) indexExpr(idx backend.Index) frag {
 			return raw(`COALESCE((data->'` + fieldName(f) + `') = 'true'::jsonb, FALSE)`)
 		}
 		return raw(`COALESCE(` + b.s.rawText(f) + `, 0)`)
+	case vIP:
+		// Addresses compare as addresses (10.0.0.40 > 10.0.0.6), not as
+		// text. Stored values are validated IPs or "" (unset).
+		if pg {
+			return raw(`(NULLIF(` + b.s.rawText(f) + `, '')::inet)`)
+		}
+		return raw(`ipkey(` + b.s.rawText(f) + `)`)
+	case vTime:
+		// RFC 3339 text with trimmed fractions does not sort as time.
+		if pg {
+			return raw(`((` + b.s.rawText(f) + `)::timestamptz)`)
+		}
+		return raw(`timekey(` + b.s.rawText(f) + `)`)
 	}
 	if f == b.kind.KeyField {
 		return raw(`"key"`)
@@ -170,6 +218,24 @@ func (b *builder) indexValue(idx backend.Index, name, v string) (any, error) {
 			return int64(1), nil
 		}
 		return int64(0), nil
+	case vIP:
+		k, ok := ipKey(v)
+		if !ok {
+			return nil, notAcceptable(b.kind.Prefix, "%s must be an IP address, not %q", name, v)
+		}
+		if b.s.pg() {
+			return cat("CAST(", arg{v}, " AS inet)"), nil
+		}
+		return k, nil
+	case vTime:
+		k, ok := timeKey(v)
+		if !ok {
+			return nil, notAcceptable(b.kind.Prefix, "%s must be an RFC 3339 time, not %q", name, v)
+		}
+		if b.s.pg() {
+			return cat("CAST(", arg{v}, " AS timestamptz)"), nil
+		}
+		return k, nil
 	}
 	return v, nil
 }

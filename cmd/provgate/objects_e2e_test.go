@@ -360,6 +360,7 @@ func TestE2EObjects(t *testing.T) {
 		t.Run("meta-indexes", func(t *testing.T) { testMetaIndexes(t, s) })
 		t.Run("workflow-jobs", func(t *testing.T) { testWorkflowJobs(t, s) })
 		t.Run("misc", func(t *testing.T) { testMisc(t, s) })
+		t.Run("robust", func(t *testing.T) { testRobust(t, s) })
 	}, licenseArgs(t)...)
 }
 
@@ -1210,5 +1211,184 @@ func testMisc(t *testing.T, s *tserver) {
 		obMust(t, s, 200, "GET", "/params/"+url.PathEscape("esc/p"), nil)
 		obMust(t, s, 200, "GET", "/params/esc/p", nil)
 		obMust(t, s, 200, "GET", "/params/Name:esc/p", nil)
+	})
+}
+
+// testRobust sends odd but plausible requests: each must get its expected
+// status class and a DRP error object, never a 5xx.
+func testRobust(t *testing.T, s *tserver) {
+	must := func(want int, method, path, body string) resp {
+		t.Helper()
+		var b any
+		if body != "" {
+			b = body
+		}
+		return obMust(t, s, want, method, path, b)
+	}
+	must(201, "POST", "/params", `{"Name":"mix/p"}`)
+	must(201, "POST", "/params", `{"Name":"rsec/p","Secure":true}`)
+	must(201, "POST", "/machines", `{"Name":"rb1","Address":"10.0.0.5","Params":{"mix/p":"x"},"Meta":{"n":"5"}}`)
+	must(201, "POST", "/machines", `{"Name":"rb2","Address":"10.0.0.40","Params":{"mix/p":7}}`)
+	must(201, "POST", "/machines", `{"Name":"rb3","Params":{"mix/p":{"a":[1,2]}}}`)
+	must(201, "POST", "/machines", `{"Name":"rb4","Params":{"mix/p":true}}`)
+	must(201, "POST", "/machines", `{"Name":"машина-1"}`)
+	cases := []struct {
+		name, method, path, body string
+		class                    int // 2 or 4
+	}{
+		{"re-on-int", "GET", "/machines?CurrentTask=Re(^0)", "", 2},
+		{"re-on-bool", "GET", "/machines?Runnable=Re(^t)", "", 2},
+		{"re-on-uuid", "GET", "/machines?Uuid=Re(^[0-9a-f])", "", 2},
+		{"re-on-ip", "GET", "/machines?Address=Re(^10\\.)", "", 2},
+		{"ip-gt", "GET", "/machines?Address=Gt(10.0.0.6)", "", 2},
+		{"ip-bad", "GET", "/machines?Address=Gt(not-an-ip)", "", 4},
+		{"ip-between", "GET", "/machines?Address=Between(10.0.0.1,10.0.0.9)", "", 2},
+		{"uuid-bad", "GET", "/machines?Uuid=Eq(nope)", "", 2},
+		{"uuid-lt", "GET", "/machines?CurrentJob=Lt(nope)", "", 2},
+		{"bool-between", "GET", "/machines?Runnable=Between(false,true)", "", 2},
+		{"time-bad", "GET", "/jobs?StartTime=Gt(yesterday)", "", 4},
+		{"time-gt", "GET", "/jobs?StartTime=Gt(2020-01-01T00:00:00Z)", "", 2},
+		{"time-re", "GET", "/jobs?StartTime=Re(^2)", "", 2},
+		{"sort-time", "GET", "/jobs?sort=StartTime&reverse=true", "", 2},
+		{"sort-ip", "GET", "/machines?sort=Address", "", 2},
+		{"sort-bool", "GET", "/machines?sort=Runnable", "", 2},
+		{"sort-list", "GET", "/machines?sort=Profiles", "", 4},
+		{"param-mixed-gt", "GET", "/machines?mix/p=Gt(5)", "", 2},
+		{"param-mixed-lt-string", "GET", "/machines?mix/p=Lt(y)", "", 2},
+		{"param-mixed-between", "GET", "/machines?mix/p=Between(1,x)", "", 2},
+		{"param-mixed-re", "GET", "/machines?mix/p=Re(x)", "", 2},
+		{"param-mixed-in", "GET", "/machines?mix/p=In(x,7,true)", "", 2},
+		{"param-mixed-except", "GET", "/machines?mix/p=Except(1,9)", "", 2},
+		{"param-secure-eq", "GET", "/machines?rsec/p=Eq(x)", "", 2},
+		{"meta-gt", "GET", "/machines?Meta.n=Gt(4)", "", 2},
+		{"meta-between", "GET", "/machines?Meta.n=Between(1,9)", "", 2},
+		{"empty-eq", "GET", "/machines?Name=", "", 2},
+		{"empty-in", "GET", "/machines?Name=In()", "", 2},
+		{"unknown-op-is-value", "GET", "/machines?Name=Foo(x)", "", 2},
+		{"max-offset", "GET", "/machines?offset=9223372036854775807", "", 2},
+		{"max-limit", "GET", "/machines?limit=9223372036854775807", "", 2},
+		{"bad-query-escape", "GET", "/machines?Name=%zz", "", 4},
+		{"index-key-empty", "GET", "/machines/Name:", "", 4},
+		{"index-key-unknown", "GET", "/machines/Bogus:x", "", 4},
+		{"index-key-not-unique", "GET", "/machines/Arch:amd64", "", 4},
+		{"unicode-name", "GET", "/machines/Name:%D0%BC%D0%B0%D1%88%D0%B8%D0%BD%D0%B0-1", "", 2},
+		{"body-null", "POST", "/machines", `null`, 4},
+		{"body-list", "POST", "/profiles", `[]`, 4},
+		{"body-wrong-type", "POST", "/profiles", `{"Name":"rbp","Params":"str"}`, 4},
+		{"body-wrong-nested", "POST", "/machines", `{"Name":"rb9","Fingerprint":{"SSNHash":"!!"}}`, 4},
+		{"patch-wrong-type", "PATCH", "/machines/Name:rb1", `[{"op":"replace","path":"/CurrentTask","from":"","value":"x"}]`, 4},
+		{"patch-key-change", "PATCH", "/profiles/global", `[{"op":"replace","path":"/Name","from":"","value":"other"}]`, 4},
+		{"patch-remove-key", "PATCH", "/machines/Name:rb1", `[{"op":"remove","path":"/Uuid","from":""}]`, 4},
+		{"patch-bad-op", "PATCH", "/machines/Name:rb1", `[{"op":"frob","path":"/Name","from":""}]`, 4},
+		{"patch-bad-path", "PATCH", "/machines/Name:rb1", `[{"op":"replace","path":"/Nope/x","from":"","value":1}]`, 4},
+		{"patch-not-json", "PATCH", "/machines/Name:rb1", `not json`, 4},
+		{"patch-move", "PATCH", "/machines/Name:rb1", `[{"op":"copy","path":"/Description","from":"/Name"},{"op":"move","path":"/OS","from":"/Description"}]`, 2},
+		{"params-body-list", "POST", "/machines/Name:rb1/params", `[1,2]`, 4},
+		{"param-body-bad", "POST", "/machines/Name:rb1/params/a", `{`, 4},
+		{"params-patch-not-object", "PATCH", "/machines/Name:rb1/params", `[{"op":"replace","path":"","value":5}]`, 4},
+		{"params-patch-bad", "PATCH", "/machines/Name:rb1/params", `{}`, 4},
+		{"param-empty-name", "POST", "/machines/Name:rb1/params/", `1`, 4},
+		{"jobs-garbage", "POST", "/jobs", `garbage`, 4},
+		{"jobs-machine-not-uuid", "POST", "/jobs", `{"Machine":"Name:rb1"}`, 2},
+		{"jobs-bad-state", "POST", "/jobs", `{"Machine":"nope","State":"fred"}`, 4},
+		{"meta-patch-bad", "PATCH", "/meta/machines/Name:rb1", `{}`, 4},
+		{"meta-patch-non-string", "PATCH", "/meta/machines/Name:rb1", `[{"op":"add","path":"/n","value":5}]`, 4},
+		{"long-poll-missing", "GET", "/machines/Name:nope", "", 4},
+		{"events-bad", "POST", "/events", `[]`, 4},
+		{"prefs-bad", "POST", "/prefs", `{"knownTokenTimeout":5}`, 4},
+		{"put-not-object", "PUT", "/profiles/global", `[]`, 4},
+		{"put-bad-type", "PUT", "/profiles/global", `{"Name":"global","Profiles":"x"}`, 4},
+		{"create-job-via-put", "PUT", "/jobs/0b3a1c7e-1111-4222-8333-444455556666", `{}`, 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b any
+			if c.body != "" {
+				b = c.body
+			}
+			r := obCall(t, s, c.method, c.path, b)
+			if r.Status/100 != c.class {
+				t.Fatalf("%s %s: %d %s, want %dxx", c.method, c.path, r.Status, r.Body, c.class)
+			}
+			if c.class == 4 {
+				obWantErr(t, r, r.Status, "*", "*", "*", "")
+			}
+		})
+	}
+	t.Run("ip-order", func(t *testing.T) {
+		// Addresses compare as addresses: 10.0.0.40 > 10.0.0.6 > 10.0.0.5.
+		for q, want := range map[string][]string{
+			"Address=Gt(10.0.0.6)":                   {"rb2"},
+			"Address=Lte(10.0.0.39)":                 {"rb1"},
+			"Address=Between(10.0.0.6,10.0.0.255)":   {"rb2"},
+			"Address=Eq(10.0.0.5)":                   {"rb1"},
+			"Address=In(10.0.0.40,::1)":              {"rb2"},
+			"Name=Re(^rb)&sort=Address&reverse=true": {"rb2", "rb1", "rb3", "rb4"},
+		} {
+			got := obNames(obList(t, must(200, "GET", "/machines?Name=Re(^rb)&sort=Name&"+q, "")))
+			if strings.Contains(q, "sort=Address") {
+				got = obNames(obList(t, must(200, "GET", "/machines?"+q, "")))
+				got = got[:2]
+				want = want[:2]
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: got %v, want %v", q, got, want)
+			}
+		}
+	})
+	t.Run("time-order", func(t *testing.T) {
+		l := obList(t, must(200, "GET", "/jobs?sort=StartTime", ""))
+		var prev time.Time
+		for _, j := range l {
+			st, err := time.Parse(time.RFC3339Nano, j["StartTime"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Before(prev) {
+				t.Errorf("jobs not sorted by StartTime: %v before %v", st, prev)
+			}
+			prev = st
+		}
+		if len(l) > 0 {
+			first := l[0]["StartTime"].(string)
+			n := len(obList(t, must(200, "GET", "/jobs?StartTime=Gte("+url.QueryEscape(first)+")", "")))
+			if n != len(l) {
+				t.Errorf("StartTime=Gte(first): %d of %d", n, len(l))
+			}
+		}
+	})
+	t.Run("secure-via-patch-and-map", func(t *testing.T) {
+		r := must(200, "PATCH", "/machines/Name:rb1", `[{"op":"add","path":"/Params/rsec~1p","from":"","value":"patch-plain"}]`)
+		if strings.Contains(string(r.Body), "patch-plain") {
+			t.Errorf("PATCH reply shows plaintext: %s", r.Body)
+		}
+		if b := must(200, "GET", "/machines/Name:rb1", "").Body; strings.Contains(string(b), "patch-plain") {
+			t.Errorf("stored in plaintext: %s", b)
+		}
+		if b := must(200, "GET", "/machines/Name:rb1/params/rsec/p?decode=true", "").Body; string(b) != `"patch-plain"` {
+			t.Errorf("decoded %s", b)
+		}
+		r = must(200, "POST", "/machines/Name:rb2/params", `{"rsec/p":"map-plain"}`)
+		if strings.Contains(string(r.Body), "map-plain") {
+			t.Errorf("POST params reply shows plaintext: %s", r.Body)
+		}
+		cur := must(200, "GET", "/machines/Name:rb2", "").Body
+		m := obObj(t, resp{Body: cur})
+		r = must(200, "PUT", "/machines/Name:rb2", string(cur))
+		if strings.Contains(string(r.Body), "map-plain") {
+			t.Errorf("PUT reply %s", r.Body)
+		}
+		if b := must(200, "GET", "/machines/Name:rb2/params/rsec/p?decode=true", "").Body; string(b) != `"map-plain"` {
+			t.Errorf("after PUT round trip decoded %s", b)
+		}
+		m["Params"] = map[string]any{"rsec/p": "put-plain"}
+		must(200, "PUT", "/machines/Name:rb2", obJsonOf(t, m))
+		if b := must(200, "GET", "/machines/Name:rb2", "").Body; strings.Contains(string(b), "put-plain") {
+			t.Errorf("PUT stored plaintext: %s", b)
+		}
+		must(201, "POST", "/profiles", `{"Name":"rsec-prof","Params":{"rsec/p":"prof-plain"}}`)
+		if b := must(200, "GET", "/profiles/rsec-prof", "").Body; strings.Contains(string(b), "prof-plain") {
+			t.Errorf("profile create stored plaintext: %s", b)
+		}
 	})
 }
