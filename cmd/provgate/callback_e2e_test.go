@@ -652,6 +652,26 @@ func TestE2ECallbackJobfail(t *testing.T) {
 		}
 	})
 
+	t.Run("stop_right_after_failure", func(t *testing.T) {
+		for _, db := range databases(t) {
+			t.Run(db.Name, func(t *testing.T) {
+				rc := newReceiver(t)
+				dir := t.TempDir()
+				s := startE2EIn(t, db, dir)
+				jobfailPlugin(t, s, rc)
+				u := jobMachine(t, s, "jf-stop")
+				failJob(t, s, u)
+				s.Stop()
+				startE2EIn(t, db, dir)
+				rc.waitFor(t, "/jobfail", 1, 10*time.Second)
+				time.Sleep(2500 * time.Millisecond)
+				if n := len(rc.on("/jobfail")); n != 1 {
+					t.Fatalf("jobfail sent %d times, want 1", n)
+				}
+			})
+		}
+	})
+
 	t.Run("two_servers_postgres", func(t *testing.T) {
 		var pg *dbCase
 		for _, db := range databases(t) {

@@ -168,10 +168,11 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 
 	// Background work: jobfail deliveries.
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 1)
+	subDone := make(chan struct{})
 	sub := bus.Subscribe(1024, func(e backend.Event) bool { return e.Type == "jobs" })
 	go func() {
-		defer func() { done <- struct{}{} }()
+		defer close(subDone)
 		for e := range sub.C {
 			if err := cb.HandleEvent(bg, e); err != nil {
 				logger.Warn("jobfail event not queued", "error", err.Error())
@@ -202,11 +203,13 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		}()
 	}
 	closers = append(closers, func() {
-		stop()
+		// Job events published before shutdown are queued as durable
+		// deliveries first (bg still live), so that a restart sends them
+		// instead of losing them with the process (design D12).
 		sub.Close()
-		for i := 0; i < 2; i++ {
-			<-done
-		}
+		<-subDone
+		stop()
+		<-done
 	})
 	return srv.App(), cleanup, nil
 }
