@@ -82,6 +82,10 @@ func validatePassword(pw string) error {
 		return backend.Errorf(backend.EBADREQUEST, "password must not be empty")
 	case len(pw) > MaxPasswordLen:
 		return backend.Errorf(backend.EBADREQUEST, "password longer than %d bytes", MaxPasswordLen)
+	case strings.IndexByte(pw, 0) >= 0:
+		// scrypt's PBKDF2 pads an HMAC key with zero bytes, so "pw" and
+		// "pw\x00" would hash alike: a NUL would silently not count.
+		return backend.Errorf(backend.EBADREQUEST, "password must not contain NUL bytes")
 	}
 	return nil
 }

@@ -104,6 +104,7 @@ func TestHashPasswordInput(t *testing.T) {
 		{"empty", "", backend.EBADREQUEST},
 		{"over the cap", strings.Repeat("p", MaxPasswordLen+1), backend.EBADREQUEST},
 		{"at the cap", strings.Repeat("p", MaxPasswordLen), ""},
+		{"NUL byte", "pw\x00", backend.EBADREQUEST},
 		{"unicode", "pässwörd ✓", ""},
 	}
 	for _, tt := range tests {
