@@ -118,24 +118,39 @@ func limitKey(id string) string {
 
 func (r *report) writeDefinitions(p func(string, ...any)) {
 	p("## How each figure is measured\n\n")
-	for _, f := range r.Figures {
+	// Figures sharing a definition (3a-3d, the latencies) are listed once.
+	for i := 0; i < len(r.Figures); {
+		f := r.Figures[i]
+		j := i + 1
+		for j < len(r.Figures) && r.Figures[j].Note == f.Note {
+			j++
+		}
+		group := r.Figures[i:j]
+		i = j
 		if f.Note == "" || f.Skipped != "" {
 			continue
 		}
-		p("- **%s** %s", f.ID, f.Note)
-		if len(f.Rounds) > 0 {
-			vals := make([]string, len(f.Rounds))
-			for i, v := range f.Rounds {
-				vals[i] = fmt.Sprintf("%.2f", v)
-			}
-			p(". Per round: %s", strings.Join(vals, ", "))
+		ids := make([]string, len(group))
+		for k, g := range group {
+			ids[k] = g.ID
 		}
-		p(".\n")
+		p("- **%s**: %s.", strings.Join(ids, ", "), f.Note)
+		for _, g := range group {
+			if len(g.Rounds) == 0 {
+				continue
+			}
+			vals := make([]string, len(g.Rounds))
+			for k, v := range g.Rounds {
+				vals[k] = fmt.Sprintf("%.2f", v)
+			}
+			p(" Rounds of %s: %s.", g.ID, strings.Join(vals, ", "))
+		}
+		p("\n")
 	}
 	p(`
 - Throughput ratios (1, 2, 5) divide requests per second of the first leg by the second's, round by round.
   Cost ratios (4, 6) divide time per request: with the same number of closed-loop clients on both legs
-  that is throughput(second) / throughput(first), so 1.2 means the first costs 20% more per request.
+  that is throughput(second) / throughput(first), so 1.2 means the first costs 20%% more per request.
   Figure 6 is read this way because its target is an upper bound: callbackDo may cost at most 1.2× a
   direct call to the same receiver.
 - Each client is a goroutine sending requests back to back on its own keep-alive connection; a request
