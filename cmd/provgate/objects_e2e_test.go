@@ -1299,6 +1299,10 @@ func testRobust(t *testing.T, s *tserver) {
 		{"put-not-object", "PUT", "/profiles/global", `[]`, 4},
 		{"put-bad-type", "PUT", "/profiles/global", `{"Name":"global","Profiles":"x"}`, 4},
 		{"create-job-via-put", "PUT", "/jobs/0b3a1c7e-1111-4222-8333-444455556666", `{}`, 4},
+		{"method-not-routed", "PATCH", "/info", `[]`, 4},
+		{"delete-prefs", "DELETE", "/prefs", "", 4},
+		{"too-large", "POST", "/profiles", `{"Name":"big","Description":"` + strings.Repeat("x", 5<<20) + `"}`, 4},
+		{"deep-json", "POST", "/profiles", `{"Name":"deep","Params":{"a":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}}`, 4},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1315,6 +1319,26 @@ func testRobust(t *testing.T, s *tserver) {
 			}
 		})
 	}
+	t.Run("unique-name", func(t *testing.T) {
+		// Name is a unique index of machines (§3.4): a second machine
+		// cannot take it, on create or by rename.
+		obWantErr(t, obCall(t, s, "POST", "/machines", `{"Name":"rb1"}`), 422, "ValidationError", "machines", "*", "Name rb1 is already in use")
+		obWantErr(t, obCall(t, s, "PATCH", "/machines/Name:rb2", `[{"op":"replace","path":"/Name","from":"","value":"rb1"}]`),
+			422, "ValidationError", "machines", "*", "Name rb1 is already in use")
+		// Names are case-sensitive.
+		must(201, "POST", "/machines", `{"Name":"RB1"}`)
+	})
+	t.Run("slim-case-insensitive", func(t *testing.T) {
+		for _, m := range obList(t, must(200, "GET", "/machines?Name=rb1&slim=params,meta", "")) {
+			if len(m["Params"].(map[string]any)) != 0 || len(m["Meta"].(map[string]any)) != 0 {
+				t.Errorf("slim=params,meta: %v %v", m["Params"], m["Meta"])
+			}
+		}
+		m := obObj(t, must(200, "GET", "/machines/Name:rb1?slim=Params", ""))
+		if len(m["Params"].(map[string]any)) != 0 || m["Partial"] != true {
+			t.Errorf("GET one slim=Params: %v Partial %v", m["Params"], m["Partial"])
+		}
+	})
 	t.Run("ip-order", func(t *testing.T) {
 		// Addresses compare as addresses: 10.0.0.40 > 10.0.0.6 > 10.0.0.5.
 		for q, want := range map[string][]string{
