@@ -42,6 +42,10 @@ type Config struct {
 	MaxTokenTTL      time.Duration // upper bound for a requested token ttl
 	ShutdownTimeout  time.Duration // how long in-flight requests get after a stop signal
 	BenchRoutes      bool          // enables the unauthenticated benchmark route
+	// CallbackDeliveryLease is how long a replica owns a jobfail delivery it
+	// claimed; a replica that dies holding one delays that delivery by up
+	// to this long. Tests shorten it to watch a takeover.
+	CallbackDeliveryLease time.Duration
 }
 
 func defaultConfig() Config {
@@ -52,6 +56,8 @@ func defaultConfig() Config {
 		BodyLimit:       4 << 20,
 		MaxTokenTTL:     720 * time.Hour,
 		ShutdownTimeout: 30 * time.Second,
+
+		CallbackDeliveryLease: 10 * time.Minute,
 	}
 }
 
@@ -78,6 +84,7 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.MaxTokenTTL, "max-token-ttl", c.MaxTokenTTL, "longest token lifetime a client may request")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time in-flight requests get to finish after SIGINT/SIGTERM")
 	fs.BoolVar(&c.BenchRoutes, "bench-routes", c.BenchRoutes, "enable the unauthenticated route used only by benchmarks")
+	fs.DurationVar(&c.CallbackDeliveryLease, "callback-delivery-lease", c.CallbackDeliveryLease, "how long a server owns a claimed jobfail delivery before another may retry it (lower only for tests)")
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " [$" + envName(f.Name) + "]" })
 	return fs
 }
@@ -160,6 +167,11 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout)
 	}
+	// A send may use nine tenths of the lease; below a second that leaves
+	// no time for a request.
+	if c.CallbackDeliveryLease < time.Second {
+		return fmt.Errorf("--callback-delivery-lease %s: must be at least 1s", c.CallbackDeliveryLease)
+	}
 	return nil
 }
 
@@ -223,6 +235,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("max_token_ttl", c.MaxTokenTTL.String()),
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
 		slog.Bool("bench_routes", c.BenchRoutes),
+		slog.String("callback_delivery_lease", c.CallbackDeliveryLease.String()),
 	}
 }
 

@@ -113,6 +113,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	obj := objects.New(st, objects.Options{
 		Bus: bus, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
 		Providers: []string{"callback"}, ValidatePlugin: func(p *backend.Plugin) []string { return cb.Configure(p) },
+		OnJobChange: func(ctx context.Context, old, job *backend.Job) error { return cb.JobChanged(ctx, old, job) },
 	})
 	deps := cbDeps{st: st, o: obj}
 	cb = callback.New(callback.Options{
@@ -123,6 +124,8 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		Store:    deps,
 		Machines: deps,
 		Plugins:  deps,
+
+		DeliveryLease: cfg.CallbackDeliveryLease,
 	})
 
 	sec := &secrets{st: st}
@@ -170,7 +173,10 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{}, 1)
 	subDone := make(chan struct{})
-	sub := bus.Subscribe(1024, func(e backend.Event) bool { return e.Type == "jobs" })
+	// Job updates queue their jobfail deliveries inside their own
+	// transaction (objects OnJobChange); only a job created already failed
+	// comes through the bus.
+	sub := bus.Subscribe(1024, func(e backend.Event) bool { return e.Type == "jobs" && e.Action == "create" })
 	go func() {
 		defer close(subDone)
 		for e := range sub.C {
