@@ -58,6 +58,21 @@ func (s *Service) HandleEvent(ctx context.Context, e backend.Event) error {
 		// again on every save of a failed job.
 		return nil
 	}
+	return s.enqueueJobFail(ctx, &job)
+}
+
+// JobChanged queues jobfail deliveries for a job that just moved to failed.
+// The object service calls it inside the job update's transaction, so the
+// delivery is stored atomically with the failure: a crash can lose neither
+// one without the other.
+func (s *Service) JobChanged(ctx context.Context, old, job *backend.Job) error {
+	if job.State != backend.JobFailed || (old != nil && old.State == backend.JobFailed) {
+		return nil
+	}
+	return s.enqueueJobFail(ctx, job)
+}
+
+func (s *Service) enqueueJobFail(ctx context.Context, job *backend.Job) error {
 	if s.opts.Store == nil || s.opts.Plugins == nil {
 		return errors.New("jobfail: no delivery store or plugin list configured")
 	}

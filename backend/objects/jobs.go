@@ -270,6 +270,13 @@ func (s *Service) beforeJobWrite(old, j *backend.Job) {
 // PoolStatus to its Hold status; the current job of the last task finishing
 // completes the workflow.
 func (s *Service) jobChanged(ctx context.Context, old, j *backend.Job) error {
+	if old.State != j.State && s.onJobChange != nil {
+		// Inside the job's own transaction: what the hook records (the
+		// jobfail delivery) commits or rolls back with the job itself.
+		if err := s.onJobChange(ctx, old, j); err != nil {
+			return err
+		}
+	}
 	if old.State == j.State || (j.State != backend.JobFailed && j.State != backend.JobFinished) {
 		return nil
 	}

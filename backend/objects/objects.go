@@ -65,38 +65,44 @@ type Options struct {
 	JobLogs JobLogStore
 	// MaxRetries bounds optimistic-update retries on a stale revision.
 	MaxRetries int
+	// OnJobChange runs inside the transaction of every job state change
+	// (old and new job); its error aborts the change. The callback plugin
+	// queues jobfail deliveries here so that none is lost.
+	OnJobChange func(ctx context.Context, old, job *backend.Job) error
 }
 
 // Service is the object service. It is safe for concurrent use.
 type Service struct {
-	st        Store
-	bus       *backend.Bus
-	log       *slog.Logger
-	hash      func(string) ([]byte, error)
-	newSecret func() string
-	now       func() time.Time
-	providers map[string]bool
-	plugin    func(*backend.Plugin) []string
-	jobLogs   JobLogStore
-	retries   int
-	sec       *secureBox
-	schemas   *schemaCache
+	st          Store
+	bus         *backend.Bus
+	log         *slog.Logger
+	hash        func(string) ([]byte, error)
+	newSecret   func() string
+	now         func() time.Time
+	providers   map[string]bool
+	plugin      func(*backend.Plugin) []string
+	onJobChange func(ctx context.Context, old, job *backend.Job) error
+	jobLogs     JobLogStore
+	retries     int
+	sec         *secureBox
+	schemas     *schemaCache
 }
 
 // New builds a Service over st.
 func New(st Store, o Options) *Service {
 	s := &Service{
-		st:        st,
-		bus:       o.Bus,
-		log:       o.Logger,
-		hash:      o.HashPassword,
-		newSecret: o.NewSecret,
-		now:       o.Now,
-		providers: map[string]bool{"callback": true},
-		plugin:    o.ValidatePlugin,
-		jobLogs:   o.JobLogs,
-		retries:   o.MaxRetries,
-		schemas:   newSchemaCache(),
+		st:          st,
+		bus:         o.Bus,
+		log:         o.Logger,
+		hash:        o.HashPassword,
+		newSecret:   o.NewSecret,
+		now:         o.Now,
+		providers:   map[string]bool{"callback": true},
+		plugin:      o.ValidatePlugin,
+		onJobChange: o.OnJobChange,
+		jobLogs:     o.JobLogs,
+		retries:     o.MaxRetries,
+		schemas:     newSchemaCache(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
