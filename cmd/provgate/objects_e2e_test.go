@@ -773,6 +773,49 @@ func testLongPoll(t *testing.T, s *tserver) {
 			t.Errorf("ETag after change %q (was %q)", e, etag)
 		}
 	})
+	// pollAfter starts a long poll on path, runs change, and returns the
+	// reply with how long the poll took.
+	pollAfter := func(t *testing.T, path string, change func()) (resp, time.Duration) {
+		t.Helper()
+		et := obMust(t, s, 200, "HEAD", path, nil).Header.Get("ETag")
+		type result struct {
+			r resp
+			d time.Duration
+		}
+		done := make(chan result, 1)
+		start := time.Now()
+		go func() {
+			r := obRawCall(t, s, s.Base+path, "GET", nil, "If-None-Match", et, "Prefer", "wait=20s")
+			done <- result{r, time.Since(start)}
+		}()
+		time.Sleep(300 * time.Millisecond)
+		change()
+		select {
+		case res := <-done:
+			return res.r, res.d
+		case <-time.After(30 * time.Second):
+			t.Fatal("long poll did not return")
+		}
+		return resp{}, 0
+	}
+	t.Run("woken-by-params", func(t *testing.T) {
+		r, d := pollAfter(t, p, func() { obMust(t, s, 200, "POST", p+"/params/poll/p", `1`) })
+		if r.Status != 200 || d > 5*time.Second {
+			t.Fatalf("got %d after %v: %s", r.Status, d, r.Body)
+		}
+		if ps, _ := obObj(t, r)["Params"].(map[string]any); ps["poll/p"] != 1.0 {
+			t.Errorf("Params %v", ps)
+		}
+	})
+	t.Run("woken-by-delete", func(t *testing.T) {
+		m := obObj(t, obMust(t, s, 201, "POST", "/machines", `{"Name":"poll2"}`))
+		path := "/machines/" + m["Uuid"].(string)
+		r, d := pollAfter(t, path, func() { obMust(t, s, 200, "DELETE", path, nil) })
+		if d > 5*time.Second {
+			t.Fatalf("long poll of a deleted object returned after %v", d)
+		}
+		obWantErr(t, r, 404, "GET", "machines", "*", "Not Found")
+	})
 	t.Run("stale-etag-200", func(t *testing.T) {
 		start := time.Now()
 		r := obMust(t, s, 200, "GET", p, nil, "If-None-Match", etag, "Prefer", "wait=5s")
