@@ -41,7 +41,7 @@ type Pools interface {
 // Actions covers plugin providers and plugin actions.
 type Actions interface {
 	Providers() []backend.PluginProvider
-	List(ctx context.Context, prefix, key string) ([]backend.AvailableAction, error)
+	List(ctx context.Context, prefix, key, plugin string) ([]backend.AvailableAction, error)
 	Run(ctx context.Context, prefix, key, cmd, plugin string, params map[string]any) (json.RawMessage, error)
 	Attempts(ctx context.Context, plugin string, machine string, limit int) (any, error)
 }
@@ -339,18 +339,9 @@ func (s *Server) handleListActions(c *fiber.Ctx) error {
 	if s.Actions == nil {
 		return c.JSON([]backend.AvailableAction{})
 	}
-	acts, err := s.Actions.List(userContext(c), routePrefix(c), routeKey(c))
+	acts, err := s.Actions.List(userContext(c), routePrefix(c), routeKey(c), strings.Clone(c.Query("plugin")))
 	if err != nil {
 		return err
-	}
-	if p := c.Query("plugin"); p != "" {
-		kept := []backend.AvailableAction{}
-		for _, a := range acts {
-			if a.Provider == p {
-				kept = append(kept, a)
-			}
-		}
-		acts = kept
 	}
 	return c.JSON(acts)
 }
@@ -360,7 +351,7 @@ func (s *Server) handleGetAction(c *fiber.Ctx) error {
 		return unavailable("plugin actions")
 	}
 	cmd := rawParam(c, "cmd")
-	acts, err := s.Actions.List(userContext(c), routePrefix(c), routeKey(c))
+	acts, err := s.Actions.List(userContext(c), routePrefix(c), routeKey(c), strings.Clone(c.Query("plugin")))
 	if err != nil {
 		return err
 	}

@@ -658,7 +658,10 @@ func (a actions) callbackPlugins(ctx context.Context) ([]*backend.Plugin, error)
 	return out, nil
 }
 
-func (a actions) List(ctx context.Context, prefix, key string) ([]backend.AvailableAction, error) {
+// List returns the actions plugins offer on an object (one per plugin
+// instance; Provider is the provider name, as DRP reports it). A non-empty
+// plugin keeps only that plugin's.
+func (a actions) List(ctx context.Context, prefix, key, plugin string) ([]backend.AvailableAction, error) {
 	if _, _, err := a.o.Get(ctx, prefix, key); err != nil {
 		return nil, err
 	}
@@ -671,10 +674,10 @@ func (a actions) List(ctx context.Context, prefix, key string) ([]backend.Availa
 		return nil, err
 	}
 	for _, p := range ps {
-		for _, act := range callback.Provider().AvailableActions {
-			act.Provider = p.Name
-			out = append(out, act)
+		if plugin != "" && p.Name != plugin {
+			continue
 		}
+		out = append(out, callback.Provider().AvailableActions...)
 	}
 	return out, nil
 }
