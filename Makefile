@@ -46,14 +46,23 @@ bench:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/provgate ./cmd/provgate
 	$(GO) run ./cmd/provgate-bench -server bin/provgate -out docs/benchmarks.md $(BENCHFLAGS)
 
-## fuzz: run each Go fuzz target for FUZZTIME (default 30s)
+## fuzz: run each Go fuzz target for FUZZTIME (default 30s), one after the other (docs/reliability.md)
+FUZZ_TARGETS := \
+	./policies:FuzzCompileClaim \
+	./policies/opa:FuzzClaimContains \
+	./gateway/claims:FuzzDerive \
+	./gateway/claims:FuzzPatchPointers \
+	./gateway/auth:FuzzAuthenticate \
+	./backend:FuzzParseQuery \
+	./backend/objects:FuzzPatch \
+	./backend/render:FuzzRenderCaller \
+	./backend/pools:FuzzParseBody
 fuzz:
 	@set -e; \
-	for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -r -n1 dirname | sort -u); do \
-		for target in $$(grep -h -o '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //'); do \
-			echo "fuzzing $$target in $$dir for $(FUZZTIME)"; \
-			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$dir; \
-		done; \
+	for t in $(FUZZ_TARGETS); do \
+		dir=$${t%%:*}; target=$${t##*:}; \
+		echo "fuzzing $$target in $$dir for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$dir; \
 	done
 
 ## clean: remove build output (not the data dir)
