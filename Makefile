@@ -56,7 +56,8 @@ FUZZ_TARGETS := \
 	./backend:FuzzParseQuery \
 	./backend/objects:FuzzPatch \
 	./backend/render:FuzzRenderCaller \
-	./backend/pools:FuzzParseBody
+	./backend/pools:FuzzParseBody \
+	./backend/license:FuzzVerify
 fuzz:
 	@set -e; \
 	for t in $(FUZZ_TARGETS); do \
