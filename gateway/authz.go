@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -105,6 +106,10 @@ func (s *Server) guard(c *fiber.Ctx) error {
 		s.metrics.decisions.WithLabelValues("hidden").Inc()
 		return backend.NotFound(c.Method(), res.Scope, res.Key)
 	}
+	if err := s.jobMachineHidden(c, p, res); err != nil {
+		s.metrics.decisions.WithLabelValues("hidden").Inc()
+		return err
+	}
 	if !d.Allow {
 		s.metrics.decisions.WithLabelValues("deny").Inc()
 		msgs := append([]string{"Cannot access " + c.Path()}, d.Reasons...)
@@ -120,6 +125,29 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	}
 	c.Locals(accessKey, a)
 	return c.Next()
+}
+
+// jobMachineHidden applies the tenant's machine visibility to a job request:
+// jobs follow their machine (reference §4.6), so the job of a machine the
+// tenant hides is not found, and a job cannot be created for it. A job's
+// claims name its machine as their specific (reference §4.3).
+func (s *Server) jobMachineHidden(c *fiber.Ctx, p *Principal, res claims.Result) error {
+	if res.Scope != "jobs" || res.List || p.Kind != "user" || len(res.Claims) == 0 {
+		return nil
+	}
+	machine := res.Claims[0].Specific
+	if machine == "" || machine == "*" {
+		return nil
+	}
+	vis, err := s.machineVisibility(c)
+	if err != nil || vis == nil || slices.Contains(vis, machine) {
+		return err
+	}
+	if res.Key == "" {
+		// Job creation: the same answer as for a machine that does not exist.
+		return backend.NewError(backend.EINVALID, "ValidationError", "jobs", "", "Machine "+machine+" does not exist")
+	}
+	return backend.NotFound(c.Method(), res.Scope, res.Key)
 }
 
 // isDecode reports whether the request asks for decoded secure values.

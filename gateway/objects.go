@@ -121,6 +121,11 @@ func (s *Server) handleList(c *fiber.Ctx) error {
 		return err
 	}
 	q.Visible = accessOf(c).Visible
+	if k.Prefix == "jobs" {
+		if q.Visible, err = s.visibleJobs(c, q.Visible); err != nil {
+			return err
+		}
+	}
 	list, total, matched, err := s.Objects.List(ctx, k.Prefix, q)
 	if err != nil {
 		return err
@@ -136,6 +141,32 @@ func (s *Server) handleList(c *fiber.Ctx) error {
 		out = append(out, sanitize(m))
 	}
 	return c.JSON(out)
+}
+
+// visibleJobs narrows a job list to the jobs of machines the caller's
+// tenant shows (reference §4.6: jobs follow their machine). It returns
+// visible unchanged when machines are unrestricted. The keys are resolved
+// first, so the list's counts, paging and filters see only visible jobs.
+func (s *Server) visibleJobs(c *fiber.Ctx, visible []string) ([]string, error) {
+	machines, err := s.machineVisibility(c)
+	if err != nil || machines == nil {
+		return visible, err
+	}
+	keys := []string{}
+	if len(machines) == 0 {
+		return keys, nil
+	}
+	k := backend.KindOf("jobs")
+	q := backend.Query{Limit: -1, Visible: visible, Filters: []backend.Filter{{
+		Name: "Machine", Target: backend.TargetIndex, Index: k.Indexes["Machine"], Op: backend.OpIn, Values: machines}}}
+	jobs, _, _, err := s.Objects.List(userContext(c), "jobs", q)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		keys = append(keys, j.Key())
+	}
+	return keys, nil
 }
 
 func (s *Server) handleCreate(c *fiber.Ctx) error {
