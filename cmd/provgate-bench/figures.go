@@ -78,7 +78,7 @@ func gatewayFigures(g *gatewayResult, skipped string) []figure {
 		fromRounds("2a", throughputRatios(a[legBasic], a[legBearer]),
 			"the same GET with the same user's Basic credentials (verified once, then cached) vs its Bearer token"),
 		fromRounds("2b", throughputRatios(a[legAttacked], a[legBearer]),
-			"Bearer clients' throughput while 16 more clients send Basic with a new wrong password each time (403), vs Bearer alone"),
+			"Bearer clients' throughput while 16 more clients send Basic with a new wrong password each time (refused: 403, or 429 once over the failed-login limit), vs Bearer alone"),
 		fromRounds("4", costRatios(l[legListTenant], l[legListAll]),
 			"GET /api/v3/machines?limit=50 by a tenant user who sees 1% of the machines vs a user outside any tenant; both get 50 rows"),
 		fromRounds("6", costRatios(c[legCallback], c[legDirect]),
