@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"sort"
 	"strings"
@@ -97,6 +98,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return fmt.Errorf("server binary: %w (build it first: go build -o bin/provgate ./cmd/provgate)", err)
 	}
 	rep := &report{Config: cfg, Machine: describeMachine(), Started: start, Args: os.Args[1:]}
+	if out, err := exec.CommandContext(ctx, cfg.Server, "version").Output(); err == nil {
+		rep.Version = strings.TrimSpace(string(out))
+	}
 	tmp, err := os.MkdirTemp("", "provgate-bench-")
 	if err != nil {
 		return err

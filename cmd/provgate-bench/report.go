@@ -11,6 +11,7 @@ import (
 type report struct {
 	Config   config
 	Args     []string
+	Version  string // `provgate version` of the measured binary
 	Machine  machine
 	Started  time.Time
 	Wall     time.Duration
@@ -36,6 +37,7 @@ func (r *report) markdown() string {
 	p("| | |\n|---|---|\n")
 	p("| Date | %s |\n", r.Started.UTC().Format("2006-01-02 15:04 MST"))
 	p("| Wall time | %s |\n", r.Wall.Round(time.Second))
+	p("| Server | %s |\n", orDash(r.Version))
 	p("| CPUs | %d (%s) |\n", r.Machine.CPUs, orDash(r.Machine.Model))
 	p("| Memory | %s |\n", orDash(r.Machine.Memory))
 	p("| OS | %s, kernel %s |\n", r.Machine.OS, orDash(r.Machine.Kernel))
