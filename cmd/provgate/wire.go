@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -47,11 +46,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		}
 	}()
 
-	dsn := cfg.Database
-	if dsn == "" {
-		dsn = filepath.Join(cfg.DataDir, "provgate.db")
-	}
-	st, err := store.Open(ctx, dsn, store.Options{Logger: logger})
+	st, err := store.Open(ctx, cfg.DatabaseDSN(), store.Options{Logger: logger})
 	if err != nil {
 		return nil, nil, err
 	}
