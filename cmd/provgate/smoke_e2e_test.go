@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"context"
+	"strings"
+	"testing"
+)
 
 // TestE2ESmoke walks the basic DRP flow on every database: info with Basic,
 // a token, create/get/patch/list a machine, and a pool move.
@@ -34,4 +38,20 @@ func TestE2ESmoke(t *testing.T) {
 		s.Must(401, "GET", "/machines", nil, "")
 		s.Must(403, "GET", "/machines", nil, bearer("garbage"))
 	})
+}
+
+// TestStartFailsCleanly: a database that cannot be reached ends the command
+// with one error naming the problem (no panic, no password).
+func TestStartFailsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb logBuffer
+	err := run(context.Background(), []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0",
+		"--database", "postgres://nobody:s3cretpw@127.0.0.1:1/x?connect_timeout=2"},
+		func(string) string { return "" }, &out, &errb)
+	if err == nil {
+		t.Fatal("serve with an unreachable database succeeded")
+	}
+	if strings.Contains(err.Error(), "s3cretpw") || strings.Contains(errb.String(), "s3cretpw") {
+		t.Fatalf("password leaked: %v", err)
+	}
 }

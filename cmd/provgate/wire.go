@@ -35,14 +35,16 @@ import (
 // closes the store, after the listener has drained.
 func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) (app *fiber.App, cleanup func(), err error) {
 	var closers []func()
-	cleanup = func() {
+	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
+	// A failed start releases what it opened; the named results are reset
+	// by the failing return, so the deferred call uses closeAll itself.
 	defer func() {
 		if err != nil {
-			cleanup()
+			closeAll()
 		}
 	}()
 
@@ -184,7 +186,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	if cfg.PolicyDir != "" {
 		// A file change or SIGHUP recompiles the policy dir and runs its
 		// tests first; a failing policy never replaces the working one.
-		engine.WatchDir(bg, 2*time.Second)
+		engine.WatchDir(bg, cfg.PolicyWatchInterval)
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		go func() {
@@ -212,7 +214,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		stop()
 		<-done
 	})
-	return srv.App(), cleanup, nil
+	return srv.App(), closeAll, nil
 }
 
 // serverInfo is what templates see of the endpoint.
