@@ -141,12 +141,17 @@ func serveCommand(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	logger.Info("starting provgate", "version", versionString(), "config", cfg)
-	app, cleanup, err := buildApp(ctx, cfg, logger, stdout)
+	ln, err := bind(cfg)
 	if err != nil {
 		return err
 	}
+	app, cleanup, err := buildApp(ctx, cfg, logger, stdout)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	defer cleanup()
-	return listenAndServe(ctx, cfg, app, logger, ready)
+	return serveOn(ctx, cfg, ln, app, logger, ready)
 }
 
 // loadConfig applies defaults, then PROVGATE_* variables, then flags, and

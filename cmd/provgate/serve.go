@@ -56,19 +56,36 @@ func pathErr(err error) error {
 // in-flight requests finish within cfg.ShutdownTimeout. The bound address is
 // sent on ready (when not nil) once connections are accepted.
 func listenAndServe(ctx context.Context, cfg Config, app *fiber.App, logger *slog.Logger, ready chan<- string) error {
+	ln, err := bind(cfg)
+	if err != nil {
+		return err
+	}
+	return serveOn(ctx, cfg, ln, app, logger, ready)
+}
+
+// bind claims the listen address. serve binds before building the
+// application, so a busy port fails before anything is written.
+func bind(cfg Config) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, listenError(cfg.Listen, err)
+	}
+	return ln, nil
+}
+
+// serveOn serves app on a bound listener (see listenAndServe).
+func serveOn(ctx context.Context, cfg Config, ln net.Listener, app *fiber.App, logger *slog.Logger, ready chan<- string) error {
 	if err := prepareDataDir(cfg.DataDir); err != nil {
+		ln.Close()
 		return err
 	}
 	var tlsConfig *tls.Config
 	if !cfg.NoTLS {
 		var err error
 		if tlsConfig, err = loadTLSConfig(cfg, logger); err != nil {
+			ln.Close()
 			return err
 		}
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return listenError(cfg.Listen, err)
 	}
 	addr := ln.Addr().String()
 	scheme := "http"

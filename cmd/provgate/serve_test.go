@@ -126,12 +126,19 @@ func TestServePortInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
-	_, err = tryStartCLI(t, nil, "--listen", addr, "--data-dir", t.TempDir())
+	dir := t.TempDir()
+	_, err = tryStartCLI(t, nil, "--listen", addr, "--data-dir", dir)
 	if err == nil {
 		t.Fatal("server started on a busy port")
 	}
 	if want := "listen " + addr + ": address already in use"; err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
+	}
+	// The port is claimed before the store is opened or the admin created.
+	for _, f := range []string{"provgate.db", "initial-admin-password"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s was written although the port was busy", f)
+		}
 	}
 }
 
