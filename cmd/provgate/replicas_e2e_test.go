@@ -126,7 +126,7 @@ func tryStartReplica(t *testing.T, name, dsn, dir string, port int, extra []stri
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("replica %s (%s) stderr:\n%s", name, addr, tail(s.Stderr.String(), 4000))
+			t.Logf("replica %s (%s) stderr:\n%s", name, addr, lastChars(s.Stderr.String(), 4000))
 		}
 		r.stop()
 	})
@@ -162,7 +162,7 @@ func (r *replica) stop() {
 	}
 }
 
-func tail(s string, n int) string {
+func lastChars(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
