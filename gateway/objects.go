@@ -72,8 +72,14 @@ func routeKey(c *fiber.Ctx) string {
 // withParamKey serves /params/<name with slashes> with the generic handlers.
 func (s *Server) withParamKey(h fiber.Handler) fiber.Handler {
 	return func(c *fiber.Ctx) error {
+		key := paramName(c)
+		if key == "" {
+			// Fiber's "/params/*" also matches "/params": that is the
+			// collection, served by the generic /:prefix routes.
+			return c.Next()
+		}
 		c.Locals("route_prefix", "params")
-		c.Locals("route_key", paramName(c))
+		c.Locals("route_key", key)
 		return h(c)
 	}
 }
