@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"sort"
+	"strings"
+	"unicode"
 
 	"github.com/provgate/provgate/backend"
 )
@@ -76,8 +78,10 @@ func (s *Service) prepareParams(ctx context.Context, m, old backend.Model, c *ch
 		v := params[name]
 		// DRP checks Params keys against the param name rule only on
 		// plugins (§7.1); machines and profiles observably hold short keys
-		// such as "a".
-		if name == "" || (m.Prefix() == "plugins" && !backend.ValidParamName(name)) {
+		// such as "a". Control characters are refused everywhere: no
+		// param rule admits them, and PostgreSQL cannot store a NUL.
+		if name == "" || strings.IndexFunc(name, unicode.IsControl) >= 0 ||
+			(m.Prefix() == "plugins" && !backend.ValidParamName(name)) {
 			c.bad("Invalid Param Name `%s`", name)
 			continue
 		}
