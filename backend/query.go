@@ -202,6 +202,13 @@ func parseFilter(kind *Kind, name, raw string, isParam func(string) bool) (Filte
 		return bad("%s: %s", name, err.Error())
 	}
 	f.Op, f.Values = op, args
+	for _, a := range args {
+		if strings.IndexByte(a, 0) >= 0 {
+			// Nothing stored holds a NUL, and PostgreSQL refuses one in
+			// a query: refuse it on every database alike.
+			return bad("%s: values cannot contain NUL", name)
+		}
+	}
 	switch op {
 	case OpBetween, OpExcept:
 		if len(args) != 2 {

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/provgate/provgate/backend"
@@ -150,6 +151,10 @@ func normalizePools(names []string) []string {
 // those keys (tenant visibility). It works for pools without an object; a
 // pool with neither an object nor (visible) machines is 404.
 func (s *Service) Status(ctx context.Context, pool string, visible []string) (map[string][]backend.PoolResult, error) {
+	if strings.IndexByte(pool, 0) >= 0 {
+		// No pool id holds a NUL; PostgreSQL would refuse the query.
+		return nil, backend.NotFound("GET", "pools", pool)
+	}
 	q := backend.Query{Limit: -1, Slim: slimMachines, Visible: visible,
 		Filters: []backend.Filter{indexFilter("Pool", backend.OpEq, pool)}}
 	recs, _, _, err := s.st.List(ctx, "machines", q)

@@ -207,6 +207,11 @@ func (s *Store) Get(ctx context.Context, prefix, key string) (Record, error) {
 	if _, err := s.kind(prefix); err != nil {
 		return Record{}, err
 	}
+	if strings.IndexByte(key, 0) >= 0 {
+		// No stored key holds a NUL (PostgreSQL text cannot), so it names
+		// nothing on either database, rather than failing on one of them.
+		return Record{}, backend.NotFound("GET", prefix, key)
+	}
 	recs, err := s.scanRecords(s.conn(ctx).Raw(`SELECT "key", rev, data FROM `+tableName(prefix)+` WHERE "key" = ?`, key), prefix)
 	if err != nil {
 		return Record{}, err
@@ -225,7 +230,7 @@ func (s *Store) GetBy(ctx context.Context, prefix, index, value string) (Record,
 		return Record{}, err
 	}
 	idx, ok := k.Indexes[index]
-	if !ok || !idx.Unique {
+	if !ok || !idx.Unique || strings.IndexByte(value, 0) >= 0 {
 		return Record{}, backend.NotFound("GET", prefix, index+":"+value)
 	}
 	if idx.Field == k.KeyField {
