@@ -70,7 +70,7 @@ type decideResult struct {
 
 // runDecide compiles the policy engine's test binary once, then runs the
 // decision benchmarks and the trivial-policy benchmark in turn, rounds
-// times: A B A B, like the HTTP legs, rather than -count n, which would
+// times (-decide-rounds): A B A B, like the HTTP legs, rather than -count n, which would
 // repeat each benchmark back to back.
 func runDecide(ctx context.Context, cfg config, tmp string, logf func(string, ...any)) (*decideResult, error) {
 	bin := filepath.Join(tmp, "opa.test")
@@ -83,7 +83,7 @@ func runDecide(ctx context.Context, cfg config, tmp string, logf func(string, ..
 	}
 	res := &decideResult{Command: fmt.Sprintf("go test -c -o opa.test %s; then per round: opa.test %s; opa.test %s",
 		decidePkg, shellJoin(args(decidePattern)), shellJoin(args(trivialPattern)))}
-	for round := 1; round <= cfg.Rounds; round++ {
+	for round := 1; round <= cfg.DecideRounds; round++ {
 		got := map[string]benchLine{}
 		for _, pattern := range []string{decidePattern, trivialPattern} {
 			t0 := time.Now()

@@ -27,6 +27,7 @@ type config struct {
 	Out             string
 	Command         string
 	Rounds          int
+	DecideRounds    int
 	Leg             time.Duration
 	Warmup          time.Duration
 	Clients         int
@@ -46,8 +47,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.Server, "server", "bin/provgate", "provgate binary to measure")
 	fs.StringVar(&c.Out, "out", "docs/benchmarks.md", "Markdown file to (re)write with the results; empty: print only")
 	fs.StringVar(&c.Command, "command", "make bench", "the command recorded in the results as the way to repeat them")
-	fs.IntVar(&c.Rounds, "rounds", 5, "interleaved rounds per comparison (at least 3); figures are medians over rounds")
-	fs.DurationVar(&c.Leg, "leg", 2*time.Second, "duration of one timed leg")
+	// Many short legs rather than a few long ones: on a shared machine other
+	// work comes in bursts of seconds, and the shorter the legs the more
+	// often both sides of a ratio run under the same conditions.
+	fs.IntVar(&c.Rounds, "rounds", 9, "interleaved rounds per HTTP comparison (at least 3); figures are medians over rounds")
+	fs.DurationVar(&c.Leg, "leg", time.Second, "duration of one timed leg")
+	fs.IntVar(&c.DecideRounds, "decide-rounds", 5, "rounds of the decision micro-benchmarks (at least 3)")
 	fs.DurationVar(&c.Warmup, "warmup", 500*time.Millisecond, "untimed run of each leg before the first round")
 	fs.IntVar(&c.Clients, "clients", 8, "concurrent keep-alive clients per HTTP leg")
 	fs.IntVar(&c.Attackers, "attackers", 16, "clients sending wrong Basic passwords in figure 2b")
@@ -62,8 +67,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.Rounds < 3 {
-		return c, errors.New("-rounds must be at least 3: a median of fewer is not robust to one disturbed round")
+	if c.Rounds < 3 || c.DecideRounds < 3 {
+		return c, errors.New("-rounds and -decide-rounds must be at least 3: a median of fewer is not robust to one disturbed round")
 	}
 	if c.Leg <= 0 || c.Clients < 1 || c.Attackers < 0 || c.Machines < 100 || c.PoolMachines < 1 || c.AllocCallers < 1 {
 		return c, errors.New("-leg, -clients, -alloc-callers and -pool-machines must be positive and -machines at least 100")
