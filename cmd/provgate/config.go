@@ -42,6 +42,9 @@ type Config struct {
 	MaxTokenTTL      time.Duration // upper bound for a requested token ttl
 	ShutdownTimeout  time.Duration // how long in-flight requests get after a stop signal
 	BenchRoutes      bool          // enables the unauthenticated benchmark route
+	// PolicyWatchInterval is how often the policy dir is polled for changed
+	// files; tests shorten it so that a reload is seen quickly.
+	PolicyWatchInterval time.Duration
 	// CallbackDeliveryLease is how long a replica owns a jobfail delivery it
 	// claimed; a replica that dies holding one delays that delivery by up
 	// to this long. Tests shorten it to watch a takeover.
@@ -57,6 +60,7 @@ func defaultConfig() Config {
 		MaxTokenTTL:     720 * time.Hour,
 		ShutdownTimeout: 30 * time.Second,
 
+		PolicyWatchInterval:   2 * time.Second,
 		CallbackDeliveryLease: 10 * time.Minute,
 	}
 }
@@ -77,6 +81,7 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.StringVar(&c.LicensePublicKey, "license-public-key", c.LicensePublicKey, "ed25519 PEM public key that verifies --license")
 	fs.StringVar(&c.License, "license", c.License, "license document file")
 	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "directory of Rego policies replacing the embedded ones")
+	fs.DurationVar(&c.PolicyWatchInterval, "policy-watch-interval", c.PolicyWatchInterval, "how often --policy-dir is checked for changed files (SIGHUP reloads at once)")
 	fs.StringVar(&c.DecisionLog, "decision-log", c.DecisionLog, "file that receives policy decisions as JSON lines")
 	fs.StringVar(&c.CallbackExecDir, "callback-exec-dir", c.CallbackExecDir, "directory whose executables callback exec auth may run; empty disables exec auth")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
@@ -164,6 +169,9 @@ func (c Config) Validate() error {
 	if c.MaxTokenTTL <= 0 {
 		return fmt.Errorf("--max-token-ttl %s: must be positive", c.MaxTokenTTL)
 	}
+	if c.PolicyWatchInterval <= 0 {
+		return fmt.Errorf("--policy-watch-interval %s: must be positive", c.PolicyWatchInterval)
+	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout)
 	}
@@ -228,6 +236,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("license_public_key", c.LicensePublicKey),
 		slog.String("license", c.License),
 		slog.String("policy_dir", c.PolicyDir),
+		slog.String("policy_watch_interval", c.PolicyWatchInterval.String()),
 		slog.String("decision_log", c.DecisionLog),
 		slog.String("callback_exec_dir", c.CallbackExecDir),
 		slog.String("log_level", c.LogLevel),
