@@ -30,6 +30,23 @@ func TestMedian(t *testing.T) {
 	}
 }
 
+func TestQuantile(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3}
+	tests := []struct{ q, want float64 }{{0, 1}, {0.25, 2}, {0.5, 3}, {0.75, 4}, {1, 5}}
+	for _, tt := range tests {
+		if got := quantile(xs, tt.q); got != tt.want {
+			t.Errorf("quantile(%v, %v) = %v, want %v", xs, tt.q, got, tt.want)
+		}
+	}
+	if got := quantile([]float64{1, 2}, 0.25); got != 1.25 {
+		t.Errorf("interpolated quantile = %v, want 1.25", got)
+	}
+	f := figure{Rounds: []float64{0.5, 0.9, 0.7, 0.6, 0.8}}
+	if got := f.spread(); got != "0.60–0.80" {
+		t.Errorf("spread = %q, want 0.60–0.80", got)
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	var d []time.Duration
 	for i := 1; i <= 100; i++ {

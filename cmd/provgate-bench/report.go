@@ -49,14 +49,16 @@ func (r *report) markdown() string {
 	p("\n")
 
 	p("## Figures\n\n")
-	p("| # | Figure | Value | Target | Result |\n|---|---|---|---|---|\n")
+	p("| # | Figure | Value (median) | Rounds p25–p75 | Target | Result |\n|---|---|---|---|---|---|\n")
 	for _, f := range r.Figures {
 		st := f.status()
 		if st == "NOT met" {
 			st = "**NOT met**"
 		}
-		p("| %s | %s | %s | %s | %s |\n", f.ID, f.Name, f.valueString(), f.targetString(), orDash(st))
+		p("| %s | %s | %s | %s | %s | %s |\n", f.ID, f.Name, f.valueString(), f.spread(), f.targetString(), orDash(st))
 	}
+	p("\nWhere the interquartile range of the rounds straddles the target, whether the figure is met is within ")
+	p("this machine's noise in this run; where it lies wholly on one side, it is not.\n")
 	p("\nThe same lines as `make bench` prints them:\n\n```\n")
 	for _, f := range r.Figures {
 		p("%s\n", f.line())

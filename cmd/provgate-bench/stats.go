@@ -29,6 +29,34 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// quantile returns the q-quantile (0..1) of xs by linear interpolation
+// between closest ranks, ignoring NaN; NaN when nothing is left.
+func quantile(xs []float64, q float64) float64 {
+	var s []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			s = append(s, x)
+		}
+	}
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(s)
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(s)-1)
+	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+}
+
+// spread is the interquartile range of a figure's per-round values, shown
+// beside the median so that a reader can tell a clear miss from noise.
+func (f figure) spread() string {
+	if len(f.Rounds) < 2 || f.Skipped != "" {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f–%.2f", quantile(f.Rounds, 0.25), quantile(f.Rounds, 0.75))
+}
+
 // percentile returns the nearest-rank p-th percentile (0 < p <= 100) of
 // sorted; zero when sorted is empty.
 func percentile(sorted []time.Duration, p float64) time.Duration {
