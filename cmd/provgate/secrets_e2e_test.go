@@ -167,9 +167,9 @@ func testSecrets(t *testing.T, s *tserver, decisions string) {
 		"json-token token": cbJSONTok, "secure param value": securePlan,
 	}
 	rec.mu.Lock()
-	for _, r := range rec.resps {
+	for i, r := range rec.resps {
 		if r.tokenOut != "" {
-			secrets["token from "+r.req] = r.tokenOut
+			secrets[fmt.Sprintf("token %d from %s", i, r.req)] = r.tokenOut
 		}
 	}
 	rec.mu.Unlock()
