@@ -41,6 +41,7 @@ func (e *Engine) Reload(ctx context.Context) error {
 		return err
 	}
 	e.install(p)
+	e.loaded = sums(mods, tests)
 	e.logger.InfoContext(ctx, "policy loaded", "dir", e.dir, "modules", len(mods), "tests", len(tests),
 		"revision", p.rev)
 	return nil

@@ -70,6 +70,10 @@ type Engine struct {
 	reloadMu sync.Mutex // one Reload at a time
 	dataMu   sync.Mutex // one SetData at a time
 
+	// loaded sums the files of the policy dir the served policy was read
+	// from (guarded by reloadMu); WatchDir starts from it.
+	loaded map[string][sha256.Size]byte
+
 	cache *cache // nil when off
 	dlog  *decisionLog
 }

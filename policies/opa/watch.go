@@ -2,8 +2,10 @@ package opa
 
 import (
 	"context"
+	"crypto/sha256"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -11,15 +13,22 @@ import (
 
 // WatchDir polls the policy directory every interval and reloads it when a
 // .rego file is added, removed or changed. Polling needs no extra
-// dependency and copes with editors that replace files. A failed reload is
-// logged and the old policy stays; the watcher retries on the next change.
-// It returns at once; the watch ends with ctx. Nothing happens for the
-// embedded policy.
+// dependency and copes with editors that replace files. Files are compared
+// by content, read through symlinks: a Kubernetes ConfigMap update swaps a
+// symlink and leaves the files' own links untouched, and a copy that keeps
+// size and modification time (cp -p, rsync -t) is still a change. A failed
+// reload is logged and the old policy stays; the watcher retries on the
+// next change. It returns at once; the watch ends with ctx. Nothing happens
+// for the embedded policy.
 func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
 	if e.dir == "" || interval <= 0 {
 		return
 	}
-	last := e.snapshot()
+	// Compared with what the last reload read rather than with the files
+	// now, so that a change made since New is not taken as the baseline.
+	e.reloadMu.Lock()
+	last := e.loaded
+	e.reloadMu.Unlock()
 	go func() {
 		t := time.NewTicker(interval)
 		defer t.Stop()
@@ -41,13 +50,21 @@ func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
 	}()
 }
 
-type stamp struct {
-	mod  time.Time
-	size int64
+// sums maps each file path to the SHA-256 of its content.
+func sums(files ...map[string]string) map[string][sha256.Size]byte {
+	out := map[string][sha256.Size]byte{}
+	for _, m := range files {
+		for path, src := range m {
+			out[path] = sha256.Sum256([]byte(src))
+		}
+	}
+	return out
 }
 
-func (e *Engine) snapshot() map[string]stamp {
-	out := map[string]stamp{}
+// snapshot hashes the .rego files loadDir would read. The files are small
+// and few, so reading them on every tick costs little.
+func (e *Engine) snapshot() map[string][sha256.Size]byte {
+	out := map[string][sha256.Size]byte{}
 	_ = filepath.WalkDir(e.dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
@@ -61,8 +78,8 @@ func (e *Engine) snapshot() map[string]stamp {
 		if !strings.HasSuffix(path, ".rego") {
 			return nil
 		}
-		if info, err := d.Info(); err == nil {
-			out[path] = stamp{mod: info.ModTime(), size: info.Size()}
+		if src, err := os.ReadFile(path); err == nil {
+			out[path] = sha256.Sum256(src)
 		}
 		return nil
 	})
