@@ -15,6 +15,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/provgate/provgate/backend"
 )
 
 // Options configure a Server. The concrete services are built by cmd.
@@ -64,10 +66,13 @@ func New(opts Options) *Server {
 		UnescapePath:  false,
 		StrictRouting: false,
 		CaseSensitive: true,
-		ReadTimeout:   5 * time.Minute, // long polls and pool waits hold requests open
-		IdleTimeout:   2 * time.Minute,
+		// ReadTimeout bounds reading a request (headers and body), not the
+		// handler: long polls and pool waits are unaffected, while a client
+		// that never finishes its headers is dropped.
+		ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute,
 	})
-	s.app.Use(s.recoverer, s.requestMeta, s.collapseSlashes)
+	s.app.Use(s.recoverer, s.requestMeta, s.collapseSlashes, s.jsonBodies)
 	s.routes()
 	return s
 }
@@ -137,6 +142,24 @@ func (s *Server) collapseSlashes(c *fiber.Ctx) error {
 		c.Path("/" + strings.TrimLeft(p, "/"))
 	}
 	return c.Next()
+}
+
+// jsonBodies refuses request bodies that are not JSON, as DRP does (400
+// "Invalid content type"). A body without a Content-Type is read as JSON;
+// job log uploads are octet streams and checked by their handler.
+func (s *Server) jsonBodies(c *fiber.Ctx) error {
+	if len(c.Body()) == 0 {
+		return c.Next()
+	}
+	ct := strings.ToLower(strings.TrimSpace(strings.SplitN(string(c.Request().Header.ContentType()), ";", 2)[0]))
+	switch {
+	case ct == "", ct == fiber.MIMEApplicationJSON, strings.HasSuffix(ct, "+json"):
+		return c.Next()
+	case ct == fiber.MIMEOctetStream && strings.HasSuffix(c.Path(), "/log"):
+		return c.Next()
+	}
+	return backend.NewError(backend.EBADREQUEST, c.Method(), "", c.OriginalURL(),
+		"Invalid content type: "+ct+" (send application/json)")
 }
 
 func requestID(c *fiber.Ctx) string {
