@@ -24,15 +24,15 @@ var limits = map[string]string{
 		"log) and the server answers it at once: in a closed loop, 16 attacker clients then get about two " +
 		"thirds of the CPU and the 8 Bearer clients the rest. Slowing refused logins down without using CPU " +
 		"(delay the 429 by its Retry-After, or close the connection) would bound what attackers take.",
-	"3": "Allocation counts are exact and load-independent: an uncached decision allocates about 1,200 times " +
-		"(52 KB) against about 150 (7 KB) for the trivial policy, whose cost is the input conversion " +
+	"3": "Allocation counts are exact and load-independent (raw table below): an uncached decision " +
+		"allocates several times what the trivial policy does, whose cost is the input conversion " +
 		"(ast.InterfaceToValue) and result reading that both share. The difference is OPA's topdown " +
 		"interpreter evaluating the claim rules (policies/claims.rego, grants.rego): a CPU profile of " +
 		"BenchmarkDecide is dominated by built-ins called per required claim and role claim (count, " +
 		"array.concat, startswith, split, comparisons). Precomputing more of each role's claims in " +
-		"policies.NewData (split actions, parsed paths, claims indexed by scope) would cut the work per " +
-		"decision; the HTTP path already avoids it for repeated requests through the decision cache " +
-		"(about 2-5 µs per hit, reported in the raw table).",
+		"policies.NewData (split actions, parsed paths, claims indexed by scope), or moving claim " +
+		"containment into one Go built-in, would cut the work per decision; the HTTP path already avoids " +
+		"it for repeated requests through the decision cache (a few µs per hit, cached rows of the raw table).",
 	"3 flatness": "Allocations per decision are identical for 10 and 10,000 roles and tenants, so the " +
 		"evaluation does not walk the data set; ns/op differences between sizes swing both ways from round " +
 		"to round with the machine's load (see the raw table), which is noise, not growth.",
@@ -57,7 +57,7 @@ var limits = map[string]string{
 		"the last of these, a plain-HTTP loopback POST, so even an authorized GET (figure 1) costs several " +
 		"times a direct call; a ratio of 1.2 is out of reach for any call that goes through the gateway. " +
 		"Within the action, the callback transport is a clone of http.DefaultTransport, which keeps only 2 " +
-		"idle connections per host: with 8 concurrent callbackDo calls most outbound requests open a new " +
-		"connection (see the receiver's connection count under Setup). Raising MaxIdleConnsPerHost and " +
+		"idle connections per host: with 8 concurrent callbackDo calls many outbound requests open a new " +
+		"TCP connection (compare the receiver's connection count under Setup with the callbackDo requests). Raising MaxIdleConnsPerHost and " +
 		"recording attempts asynchronously (as deliveries already are) are the changes this figure points at.",
 }
