@@ -10,24 +10,29 @@ import data.provgate.claims
 import data.provgate.grants
 import data.provgate.tenancy
 
-decision := object.union(outcome, listing)
+decision := outcome if {
+	not input.list
+} else := object.union(outcome, {"visible": visible})
 
+# An allowed request has no reasons: they are only worked out on refusal.
 outcome := {"allow": false, "not_found": true, "reasons": [sprintf("%s %s: Not Found", [input.object.scope, input.object.key])]} if {
 	tenancy.hidden
-} else := {"allow": allow, "not_found": false, "reasons": reasons}
-
-listing := {"visible": visible} if {
-	input.list
-} else := {}
+} else := {"allow": true, "not_found": false, "reasons": []} if {
+	allow
+} else := {"allow": false, "not_found": false, "reasons": reasons}
 
 # Fail closed: allow needs positive evidence that every required claim is
 # satisfied, and a request naming no claim is a gateway bug, never a grant.
 default allow := false
 
+# Every required claim must be held and, for roles and tenants, licensed
+# (licensed_for: license_failures is empty exactly when it holds for each).
 allow if {
 	count(input.required) > 0
-	count(license_failures) == 0
-	count(unsatisfied) == 0
+	every c in input.required {
+		held(c)
+		licensed_for(c)
+	}
 }
 
 reasons := array.concat(array.concat(no_claims, sort(license_failures)), claim_failures)
@@ -45,8 +50,8 @@ required := {i: claims.compile_wanted(c) | some i, c in input.required}
 # must also be contained by the restriction; the implicit self claims are
 # exempt from it (reference §4.4).
 unsatisfied := [i |
-	some i, _ in input.required
-	not satisfied(required[i])
+	some i, c in input.required
+	not held(c)
 ]
 
 claim_failures := [reason(input.required[i]) | some i in unsatisfied]
@@ -57,9 +62,40 @@ reason(c) := sprintf("Requires: %s %s %s", [c.scope, c.action, c.specific]) if {
 	is_string(c.specific)
 } else := "Requires: a well-formed claim"
 
-satisfied(b) if {
+# A claim naming one scope, action and specific is decided by key lookups
+# (claims.wanted, claims.covers_one); any other is compiled and checked
+# claim by claim. Both give the same answer for the claims both can take.
+held(c) if {
+	w := claims.wanted(c)
+	held_one(w)
+	claims.known_one(w)
+}
+
+held(c) if {
+	not claims.wanted(c)
+	b := claims.compile_wanted(c)
 	claims.known(b)
 	held_by_principal(b)
+}
+
+held_one(w) if {
+	not input.principal.restrict
+	grants.holds_one(w)
+}
+
+held_one(w) if grants.self_holds_one(w)
+
+held_one(w) if {
+	input.principal.restrict
+	grants.holds_one(w)
+	within_restriction_one(w)
+}
+
+within_restriction_one(_) if grants.unrestricted
+
+within_restriction_one(w) if {
+	some g in grants.restrict
+	claims.covers_one(g, w)
 }
 
 held_by_principal(b) if {
@@ -87,10 +123,29 @@ licensed_scopes := {"roles", "tenants"}
 license_failures contains sprintf("%s %s is a licensed enterprise feature", [scope, operation(action)]) if {
 	not licensed
 	some b in required
+	some scope, action in needs_license(b)
+}
+
+needs_license(b) := {scope: action |
 	some scope in licensed_scopes
 	some action, _ in b[scope]
 	not split(action, ":")[0] in {"list", "get"}
 }
+
+# licensed_for(c): the required claim needs no licence, or there is one.
+licensed_for(c) if {
+	w := claims.wanted(c)
+	not w.scope in licensed_scopes
+}
+
+licensed_for(c) if claims.wanted(c).base in {"list", "get"}
+
+licensed_for(c) if {
+	not claims.wanted(c)
+	count(needs_license(claims.compile_wanted(c))) == 0
+}
+
+licensed_for(_) if licensed
 
 licensed if {
 	data.provgate.license.valid == true

@@ -55,6 +55,30 @@ test_precompiled_role_allowed if {
 	not decide(fixtures.user("p", ["precompiled"]), [c("machines", "get", "m1")]).allow
 }
 
+# policies.NewData gives each role an index (policies.IndexClaims); the
+# policy then reads it instead of the role's claims.
+test_role_index_read_allowed if {
+	index := {"machines": {
+		"get": {"all": false, "keys": {"m9": true}},
+		"update:/Params": {"all": false, "keys": {"m9": true}},
+		"update": {"all": true, "keys": {}},
+	}}
+	world := object.union(fixtures.data_licensed, {"roles": {"indexed": {"claims": [], "index": index}}})
+	p := fixtures.user("i", ["indexed"])
+	fixtures.decide(world, fixtures.request(p, [c("machines", "get", "m9")])).allow
+	not fixtures.decide(world, fixtures.request(p, [c("machines", "get", "m1")])).allow
+	fixtures.decide(world, fixtures.request(p, [c("machines", "update:/Name", "m1")])).allow
+	not fixtures.decide(world, fixtures.request(p, [c("machines", "update:/Params/x", "m1")])).allow
+}
+
+# The gateway sends required claims with base and fallback filled in; the
+# policy takes them as they are.
+test_wanted_form_input_allowed if {
+	w := object.union(c("machines", "update:/Params/foo", "abc"), {"base": "update", "fallback": ["update:/Params", "update:", "update"]})
+	decide(fixtures.user("u", ["params-updater"]), [w]).allow
+	not decide(fixtures.user("u", ["reader"]), [w]).allow
+}
+
 test_two_claims_one_role_exact_blocks_other_claim_allowed if {
 	# update:/Params abc fails for xyz, but the role's second claim (bare
 	# update on every machine) covers it: claims are tried one by one.

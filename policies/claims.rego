@@ -71,42 +71,37 @@ covers(a, b) if {
 # matched finds the node of a's actions that answers the wanted action key.
 # The exact key wins whenever it is present, even if its specifics then fail
 # and a broader action would have matched (DRP tries fallbacks only for an
-# absent key). action:<name> falls back to the bare action; update:<pointer>
-# to the nearest ancestor pointer (see nearest_update).
+# absent key).
 matched(actions, key) := n if {
 	n := actions[key]
-} else := n if {
+} else := first_present(actions, fallback_keys(key))
+
+first_present(actions, keys) := [n | some k in keys; n := actions[k]][0]
+
+# fallback_keys(key): the keys tried, nearest first, when the exact key is
+# absent. action:<name> falls back to the bare action; update:<pointer> to
+# the nearest ancestor pointer, then update: (the whole object), then bare
+# update; update: to bare update. policies.ActionFallback is the same list
+# in Go.
+fallback_keys(key) := ["action"] if {
 	startswith(key, "action:")
-	n := actions.action
-} else := n if {
-	startswith(key, "update:")
-	n := nearest_update(actions, substring(key, count("update:"), -1))
-}
-
-# The empty pointer (the whole object) is covered by bare update only.
-nearest_update(actions, "") := actions.update
-
-# For /p/q/r the candidates are, nearest first, update:/p/q, update:/p,
-# update: and update. Walking whole segments means update:/Par never covers
-# update:/Params.
-nearest_update(actions, ptr) := found[0] if {
-	startswith(ptr, "/")
-	segments := split(ptr, "/")
+} else := ["update"] if {
+	key == "update:"
+} else := array.concat(ancestors, ["update"]) if {
+	# For /p/q/r: update:/p/q, update:/p, update:. Walking whole segments
+	# means update:/Par never covers update:/Params.
+	startswith(key, "update:/")
+	segments := split(substring(key, count("update:"), -1), "/")
 	ancestors := [sprintf("update:%s", [concat("/", array.slice(segments, 0, n))]) |
 		some n in numbers.range(count(segments) - 1, 1)
 	]
-	found := [actions[k] | some k in array.concat(ancestors, ["update"]); actions[k]]
-}
-
-# A pointer without its leading '/' is not a JSON pointer; DRP gives it no
-# fallback at all. The spec's rules win here: update: and bare update cover
-# every update (and the superuser claim contains every claim), so those two
-# are still tried. The gateway never derives such a pointer.
-nearest_update(actions, ptr) := found[0] if {
-	ptr != ""
-	not startswith(ptr, "/")
-	found := [actions[k] | some k in ["update:", "update"]; actions[k]]
-}
+} else := ["update:", "update"] if {
+	# A pointer without its leading '/' is not a JSON pointer; DRP gives it
+	# no fallback at all. The spec's rules win here: update: and bare update
+	# cover every update (and the superuser claim contains every claim), so
+	# those two are still tried. The gateway never derives such a pointer.
+	startswith(key, "update:")
+} else := []
 
 node_covers(a, _) if a.all
 
@@ -132,3 +127,49 @@ known(b) if {
 		count(actions) > 0
 	}
 }
+
+# wanted(c) is a required claim naming one scope, one action and one
+# specific (nearly every claim the gateway derives), in the form the
+# lookups below read: its fields plus "base", the action before any ':'
+# (which must be valid in the scope), and "fallback", its fallback_keys.
+# The gateway sends required claims in this form already (policies/opa,
+# input.go); plain claims are brought to it here. Claims with lists or "*"
+# have no wanted form and are compiled instead.
+wanted(c) := c if {
+	is_string(c.base)
+	is_array(c.fallback)
+} else := {
+	"scope": c.scope,
+	"action": c.action,
+	"specific": c.specific,
+	"base": split(c.action, ":")[0],
+	"fallback": fallback_keys(c.action),
+} if {
+	single(c.scope)
+	single(c.action)
+	single(c.specific)
+}
+
+# known_one(w): the wanted claim names a known scope and an action valid in
+# it (known, for the wanted form).
+known_one(w) if w.base in data.provgate.scopes[w.scope]
+
+# covers_one(a, w): a contains the wanted claim w; a is a compiled claim or
+# a role's index (policies.IndexClaims). Same answer as
+# covers(a, compile_wanted(w)), with key lookups only.
+covers_one(a, w) if {
+	actions := a[w.scope]
+	n := match_one(actions, w)
+	specific_in(n, w.specific)
+}
+
+match_one(actions, w) := n if {
+	n := actions[w.action]
+} else := first_present(actions, w.fallback)
+
+specific_in(n, _) if n.all
+
+# List and create derive an empty specific (see node_covers).
+specific_in(_, "")
+
+specific_in(n, s) if n.keys[s]

@@ -67,6 +67,89 @@ func CompileClaim(c backend.Claim, scopes map[string][]string) CompiledClaim {
 	return out
 }
 
+// ActionFallback lists the action keys DRP tries, nearest first, when a
+// claim lacks the exact key (reference §4.5): action:<name> falls back to
+// the bare action; update:/p/q to update:/p, update: and update, walking
+// whole pointer segments; update: to update. A pointer without its leading
+// '/' has no ancestors, but update: and update still cover it (the spec's
+// rules). Other keys have no fallback. It must agree with
+// data.provgate.claims.fallback_keys; a test checks that.
+func ActionFallback(key string) []string {
+	if strings.HasPrefix(key, "action:") {
+		return []string{"action"}
+	}
+	ptr, ok := strings.CutPrefix(key, "update:")
+	switch {
+	case !ok:
+		return nil
+	case ptr == "":
+		return []string{"update"}
+	case !strings.HasPrefix(ptr, "/"):
+		return []string{"update:", "update"}
+	}
+	segments := strings.Split(ptr, "/")
+	out := make([]string, 0, len(segments)+1)
+	for n := len(segments) - 1; n >= 1; n-- {
+		out = append(out, "update:"+strings.Join(segments[:n], "/"))
+	}
+	return append(out, "update")
+}
+
+// IndexClaims merges the compiled claims of one role into a single
+// scope → action key → specifics map that decides a one-action,
+// one-specific wanted claim exactly as trying the claims one by one does.
+// For every key k some claim holds, the entry is the union over the claims
+// of the node each would match for a wanted key k (its exact k, else its
+// nearest fallback). A wanted key w is then answered by the first of w and
+// its fallbacks present in the index: no claim holds a key between w and
+// that one, so each claim matches w exactly as it matches it. A union of
+// specifics covers one specific when some claim's does; wanted claims
+// naming several actions or specifics need one single claim to cover them
+// all and are not decided with the index.
+func IndexClaims(compiled []CompiledClaim) CompiledClaim {
+	out := CompiledClaim{}
+	for _, c := range compiled {
+		for scope, actions := range c {
+			if out[scope] == nil {
+				out[scope] = map[string]SpecNode{}
+			}
+			for key := range actions {
+				out[scope][key] = SpecNode{Keys: map[string]bool{}}
+			}
+		}
+	}
+	for scope, keys := range out {
+		for key, merged := range keys {
+			for _, c := range compiled {
+				n, ok := matchKey(c[scope], key)
+				if !ok {
+					continue
+				}
+				merged.All = merged.All || n.All
+				for k := range n.Keys {
+					merged.Keys[k] = true
+				}
+			}
+			keys[key] = merged
+		}
+	}
+	return out
+}
+
+// matchKey is the node actions answer for the wanted key: the exact key if
+// present, else the first fallback present.
+func matchKey(actions map[string]SpecNode, key string) (SpecNode, bool) {
+	if n, ok := actions[key]; ok {
+		return n, true
+	}
+	for _, k := range ActionFallback(key) {
+		if n, ok := actions[k]; ok {
+			return n, true
+		}
+	}
+	return SpecNode{}, false
+}
+
 // NewData builds what the policies read under data.provgate from the
 // stored roles and tenants and the verified license, with the compiled
 // and set forms filled in (see Normalized).
@@ -105,6 +188,9 @@ func (d Data) Normalized() Data {
 			for i, c := range r.Claims {
 				r.Compiled[i] = CompileClaim(c, out.Scopes)
 			}
+		}
+		if r.Index == nil {
+			r.Index = IndexClaims(r.Compiled)
 		}
 		out.Roles[name] = r
 	}

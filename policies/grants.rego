@@ -78,3 +78,76 @@ own_reservation := [claims.compile({"scope": "reservations", "action": "*", "spe
 } else := []
 
 restrict := [claims.compile(c) | some c in object.get(input.principal, "restrict", [])]
+
+# unrestricted: the token carries no restriction.
+unrestricted if count(restrict) == 0
+
+# indexes is what held holds, with each role whose data carries an index
+# (policies.NewData) taken as that one index instead of its claims: the
+# same answers for a wanted claim (claims.covers_one) and for the specifics
+# granted per action, in fewer objects.
+default indexes := []
+
+indexes := array.concat(
+	[claims.compile(c) | some c in input.principal.claims],
+	[g | some name in input.principal.roles; some g in role_index(name)],
+) if {
+	input.principal.kind == "user"
+}
+
+indexes := held if input.principal.kind == "machine"
+
+role_index(name) := [data.provgate.roles[name].index] if {
+	data.provgate.roles[name].index
+} else := role(name)
+
+# holds_one(w): a grant of the principal, not counting the self claims,
+# contains the wanted claim w (claims.wanted). The same grants as held,
+# visited without building the list: a user's roles by index (or by claim,
+# for data without one), then its direct claims; a machine token's set.
+holds_one(w) if {
+	input.principal.kind == "user"
+	some name in input.principal.roles
+	claims.covers_one(data.provgate.roles[name].index, w)
+}
+
+holds_one(w) if {
+	input.principal.kind == "user"
+	some name in input.principal.roles
+	not data.provgate.roles[name].index
+	some g in role(name)
+	claims.covers_one(g, w)
+}
+
+holds_one(w) if {
+	input.principal.kind == "user"
+	some c in input.principal.claims
+	claims.covers_one(claims.compile(c), w)
+}
+
+holds_one(w) if {
+	input.principal.kind == "machine"
+	some g in held
+	claims.covers_one(g, w)
+}
+
+# self_holds_one(w): the self claims (see self) contain w; written as
+# lookups, since building the compiled self claims costs more than the
+# rest of a decision. users token,password,get <self>; info get *.
+self_holds_one(w) if {
+	input.principal.kind == "user"
+	w.scope == "users"
+	w.action in {"token", "password", "get"}
+	own_specific(w.specific)
+}
+
+self_holds_one(w) if {
+	input.principal.kind == "user"
+	w.scope == "info"
+	w.action == "get"
+}
+
+own_specific(s) if s == input.principal.name
+
+# List and create derive an empty specific (claims.node_covers).
+own_specific("")

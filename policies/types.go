@@ -94,6 +94,9 @@ type RoleData struct {
 	// per claim, so that a decision does no string splitting. When absent
 	// the policy compiles Claims itself.
 	Compiled []CompiledClaim `json:"compiled,omitempty"`
+	// Index answers "does this role hold action key k on scope s" with one
+	// lookup (see IndexClaims). When absent the policy walks Compiled.
+	Index CompiledClaim `json:"index,omitempty"`
 }
 
 // TenantData is one tenant as the policy sees it.

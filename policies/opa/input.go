@@ -2,6 +2,7 @@ package opa
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -33,7 +34,7 @@ func inputValue(in policies.Input) ast.Value {
 	}
 	obj := ast.NewObject(
 		ast.Item(ast.InternedTerm("principal"), ast.NewTerm(principal)),
-		ast.Item(ast.InternedTerm("required"), claimsTerm(in.Required)),
+		ast.Item(ast.InternedTerm("required"), requiredTerm(in.Required)),
 		ast.Item(ast.InternedTerm("operation"), ast.StringTerm(in.Operation)),
 		ast.Item(ast.InternedTerm("method"), ast.StringTerm(in.Method)),
 		ast.Item(ast.InternedTerm("path"), ast.StringTerm(in.Path)),
@@ -84,6 +85,44 @@ func claimsTerm(cs []backend.Claim) *ast.Term {
 		)
 	}
 	return ast.ArrayTerm(terms...)
+}
+
+// requiredTerm encodes the required claims like claimsTerm, and gives each
+// claim naming one scope, one action and one specific the keys the policy
+// looks its action up by (data.provgate.claims.wanted): "base", the action
+// before any ':', and "fallback", policies.ActionFallback. The policy
+// derives the same fields from a plain claim; doing it here spares every
+// decision the string work.
+func requiredTerm(cs []backend.Claim) *ast.Term {
+	if cs == nil {
+		return ast.NullTerm()
+	}
+	terms := make([]*ast.Term, len(cs))
+	for i, c := range cs {
+		obj := ast.NewObject(
+			ast.Item(ast.InternedTerm("scope"), ast.StringTerm(c.Scope)),
+			ast.Item(ast.InternedTerm("action"), ast.StringTerm(c.Action)),
+			ast.Item(ast.InternedTerm("specific"), ast.StringTerm(c.Specific)),
+		)
+		if single(c.Scope) && single(c.Action) && single(c.Specific) {
+			base, _, _ := strings.Cut(c.Action, ":")
+			fallback := policies.ActionFallback(c.Action)
+			keys := make([]*ast.Term, len(fallback))
+			for j, k := range fallback {
+				keys[j] = ast.StringTerm(k)
+			}
+			obj.Insert(ast.InternedTerm("base"), ast.StringTerm(base))
+			obj.Insert(ast.InternedTerm("fallback"), ast.ArrayTerm(keys...))
+		}
+		terms[i] = ast.NewTerm(obj)
+	}
+	return ast.ArrayTerm(terms...)
+}
+
+// single is data.provgate.claims.single: one value, not "*", no list,
+// nothing to trim.
+func single(s string) bool {
+	return s != "*" && !strings.Contains(s, ",") && strings.TrimSpace(s) == s
 }
 
 // decisionFrom reads the decision strictly: anything but the documented
