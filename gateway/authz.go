@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -53,6 +55,13 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	}
 	p, err := s.Auth.Authenticate(ctx, c.Get(fiber.HeaderAuthorization), c.IP())
 	if err != nil {
+		if backend.IsCode(err, backend.ETOOMANY) {
+			// A refused login flood is answered slowly: each attacking
+			// connection then costs one cheap sleeping goroutine per
+			// second instead of a stream of full requests that would take
+			// the CPU from legitimate callers.
+			tarpit(ctx, s.LoginTarpit)
+		}
 		return err
 	}
 	c.Locals(principalKey, p)
@@ -154,4 +163,17 @@ func (s *Server) jobMachineHidden(c *fiber.Ctx, p *Principal, res claims.Result)
 func isDecode(c *fiber.Ctx) bool {
 	v := strings.ToLower(c.Query("decode"))
 	return v == "true" || v == "1"
+}
+
+// tarpit waits d (or until ctx ends).
+func tarpit(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"time"
 
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/gateway/claims"
@@ -68,6 +69,8 @@ type Deps struct {
 	Events  Events
 	// TenantOf names a user's tenant ("" for none).
 	TenantOf func(user string) string
+	// LoginTarpit delays each 429 answer to a refused login flood.
+	LoginTarpit time.Duration
 	// BenchRoute enables the unauthenticated benchmark baseline route.
 	BenchRoute bool
 }

@@ -104,7 +104,13 @@ func New(opts Options) *Service {
 	s := &Service{opts: opts, log: opts.Logger, states: map[string]*pluginState{}}
 	s.secure = opts.Transport
 	if s.secure == nil {
-		s.secure = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// Callbacks go to a few receivers, often many at once: the default
+		// of 2 idle connections per host would open a new connection (and
+		// TLS handshake) for most calls.
+		t.MaxIdleConnsPerHost = 64
+		t.MaxIdleConns = 256
+		s.secure = t
 	}
 	if t, ok := s.secure.(*http.Transport); ok {
 		it := t.Clone()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -160,6 +161,7 @@ type freshness struct {
 	st      *store.Store
 	poll    bool
 	secrets *secrets
+	tokens  *tokenCache
 	policy  *policySync
 	mu      sync.Mutex
 	seen    int64
@@ -196,6 +198,9 @@ func (f *freshness) reload(ctx context.Context, rev int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.secrets.reset()
+	if f.tokens != nil {
+		f.tokens.reset()
+	}
 	if err := f.policy.Refresh(ctx); err != nil {
 		return err
 	}
@@ -215,15 +220,93 @@ func (s *secrets) MachineSecret(ctx context.Context, uuid string) (string, error
 	return m.Secret, nil
 }
 
-// authenticator adapts auth.Authenticator to the gateway.
-type authenticator struct{ a *auth.Authenticator }
+// authenticator adapts auth.Authenticator to the gateway, with a cache of
+// verified user tokens: verifying a token derives its key from three
+// Secrets and checks the signature, which is most of a Bearer request's
+// cost. Entries are keyed by a hash of the header, live at most a minute
+// (never past the token's expiry) and are all dropped whenever users,
+// roles, tenants or Secrets change (freshness), so a rotation still kills a
+// token on the next request. Machine tokens are not cached: a machine's
+// Secret can change without that signal.
+type authenticator struct {
+	a     *auth.Authenticator
+	cache *tokenCache
+}
 
 func (x authenticator) Authenticate(ctx context.Context, header, ip string) (*gateway.Principal, error) {
+	var key [sha256.Size]byte
+	bearer := x.cache != nil && strings.HasPrefix(header, "Bearer ")
+	if bearer {
+		key = sha256.Sum256([]byte(header))
+		if p, ok := x.cache.get(key); ok {
+			return p, nil
+		}
+	}
 	p, err := x.a.Authenticate(ctx, header, ip)
 	if err != nil {
 		return nil, err
 	}
-	return toGateway(p), nil
+	gp := toGateway(p)
+	if bearer && p.Kind == auth.KindUser && !p.ExpiresAt.IsZero() {
+		x.cache.put(key, gp, p.ExpiresAt)
+	}
+	return gp, nil
+}
+
+// tokenCache holds verified user tokens (see authenticator).
+type tokenCache struct {
+	mu      sync.Mutex
+	entries map[[sha256.Size]byte]tokenEntry
+	max     int
+	ttl     time.Duration
+	now     func() time.Time
+}
+
+type tokenEntry struct {
+	p       *gateway.Principal
+	expires time.Time
+}
+
+func newTokenCache(max int, ttl time.Duration) *tokenCache {
+	return &tokenCache{entries: map[[sha256.Size]byte]tokenEntry{}, max: max, ttl: ttl, now: time.Now}
+}
+
+func (c *tokenCache) get(k [sha256.Size]byte) (*gateway.Principal, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[k]
+	if !ok {
+		return nil, false
+	}
+	if !c.now().Before(e.expires) {
+		delete(c.entries, k)
+		return nil, false
+	}
+	// Callers may keep the principal; hand out a copy.
+	cp := *e.p
+	return &cp, true
+}
+
+func (c *tokenCache) put(k [sha256.Size]byte, p *gateway.Principal, tokenExpiry time.Time) {
+	exp := c.now().Add(c.ttl)
+	if tokenExpiry.Before(exp) {
+		exp = tokenExpiry
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) >= c.max {
+		// Full: start over rather than track recency; a miss only costs
+		// one verification.
+		c.entries = map[[sha256.Size]byte]tokenEntry{}
+	}
+	cp := *p
+	c.entries[k] = tokenEntry{p: &cp, expires: exp}
+}
+
+func (c *tokenCache) reset() {
+	c.mu.Lock()
+	c.entries = map[[sha256.Size]byte]tokenEntry{}
+	c.mu.Unlock()
 }
 
 func toGateway(p *auth.Principal) *gateway.Principal {

@@ -129,7 +129,8 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	authn := auth.New(sec, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL,
 		ClaimContains: func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
 	sync := &policySync{st: st, engine: engine, lic: lic}
-	fresh := &freshness{st: st, poll: st.Dialect() == "postgres", secrets: sec, policy: sync}
+	tokens := newTokenCache(10000, time.Minute)
+	fresh := &freshness{st: st, poll: st.Dialect() == "postgres", secrets: sec, tokens: tokens, policy: sync}
 
 	if err = bootstrap(ctx, cfg, st, obj, stdout, logger); err != nil {
 		return nil, nil, err
@@ -147,7 +148,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		Version:   version,
 		BodyLimit: int(cfg.BodyLimit),
 		Deps: gateway.Deps{
-			Auth:     authenticator{a: authn},
+			Auth:     authenticator{a: authn, cache: tokens},
 			Policy:   engine,
 			Resolver: resolver{o: obj},
 			License:  lic,
@@ -162,7 +163,8 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 			Events:   events{bus: bus},
 			TenantOf: sync.TenantOf,
 
-			BenchRoute: cfg.BenchRoutes,
+			LoginTarpit: time.Second,
+			BenchRoute:  cfg.BenchRoutes,
 		},
 	})
 
