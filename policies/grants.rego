@@ -82,25 +82,6 @@ restrict := [claims.compile(c) | some c in object.get(input.principal, "restrict
 # unrestricted: the token carries no restriction.
 unrestricted if count(restrict) == 0
 
-# indexes is what held holds, with each role whose data carries an index
-# (policies.NewData) taken as that one index instead of its claims: the
-# same answers for a wanted claim (claims.covers_one) and for the specifics
-# granted per action, in fewer objects.
-default indexes := []
-
-indexes := array.concat(
-	[claims.compile(c) | some c in input.principal.claims],
-	[g | some name in input.principal.roles; some g in role_index(name)],
-) if {
-	input.principal.kind == "user"
-}
-
-indexes := held if input.principal.kind == "machine"
-
-role_index(name) := [data.provgate.roles[name].index] if {
-	data.provgate.roles[name].index
-} else := role(name)
-
 # holds_one(w): a grant of the principal, not counting the self claims,
 # contains the wanted claim w (claims.wanted). The same grants as held,
 # visited without building the list: a user's roles by index (or by claim,
