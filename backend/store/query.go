@@ -724,9 +724,14 @@ func (s *Store) ClaimForUpdate(ctx context.Context, prefix string, q backend.Que
 		return nil, err
 	}
 	w := whereClause(and(b.visible(q.Visible), filters))
-	sql := `SELECT "key", rev, data FROM ` + tableName(prefix) + w.sql + ` ORDER BY random() LIMIT ?`
+	// The random choice sorts keys only, not whole documents: the candidate
+	// set can be thousands of rows, and carrying each JSON document through
+	// the sort made the claim CPU-bound in the database. The inner select
+	// takes the row locks; the outer one reads the claimed rows by key.
+	inner := `SELECT "key" FROM ` + tableName(prefix) + w.sql + ` ORDER BY random() LIMIT ?`
 	if s.pg() {
-		sql += ` FOR UPDATE SKIP LOCKED`
+		inner += ` FOR UPDATE SKIP LOCKED`
 	}
+	sql := `SELECT "key", rev, data FROM ` + tableName(prefix) + ` WHERE "key" IN (` + inner + `)`
 	return s.scanRecords(s.conn(ctx).Raw(sql, append(w.args, n)...), prefix)
 }
