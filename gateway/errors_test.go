@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 )
 
 // TestContentTypeChecked: bodies must be JSON (DRP's 400 "Invalid content
@@ -42,5 +44,17 @@ func TestContentTypeChecked(t *testing.T) {
 				t.Fatalf("Content-Type %q", got)
 			}
 		})
+	}
+}
+
+// TestInfoWithoutTCP: /api/v3/info must not depend on the listener being
+// TCP (in-memory test connections, unix sockets behind a proxy).
+func TestInfoWithoutTCP(t *testing.T) {
+	s := New(Options{})
+	c := s.App().AcquireCtx(&fasthttp.RequestCtx{})
+	defer s.App().ReleaseCtx(c)
+	in := s.buildInfo(c)
+	if in.APIPort != 0 || in.Address != "" || len(in.Features) == 0 || in.Scopes == nil {
+		t.Fatalf("info = %+v", in)
 	}
 }

@@ -88,13 +88,12 @@ var features = []string{"api-v3", "sane-exit-codes", "roles", "tenants", "secure
 // buildInfo assembles /api/v3/info.
 func (s *Server) buildInfo(c *fiber.Ctx) info {
 	host, _ := os.Hostname()
-	addr := ""
-	if ip := net.ParseIP(c.Context().LocalAddr().(*net.TCPAddr).IP.String()); ip != nil && !ip.IsUnspecified() {
-		addr = ip.String()
-	}
-	port := 0
+	addr, port := "", 0
 	if ta, ok := c.Context().LocalAddr().(*net.TCPAddr); ok {
 		port = ta.Port
+		if !ta.IP.IsUnspecified() {
+			addr = ta.IP.String()
+		}
 	}
 	scopes := map[string]any{}
 	for _, sc := range backend.ScopeNames() {
