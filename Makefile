@@ -28,7 +28,7 @@ tools:
 
 ## test: Go tests with the race detector, then the Rego test suites
 test: tools
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 40m ./...
 	"$(OPA)" test policies/
 
 ## lint: formatting and static checks for Go and Rego
