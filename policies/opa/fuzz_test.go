@@ -142,15 +142,18 @@ func FuzzClaimContains(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, as, aa, asp, bs, ba, bsp string) {
+		// Claims reach the policy from JSON (roles) or from validated,
+		// UTF-8 request paths, so they are always valid UTF-8. Outside that
+		// domain the comparison is meaningless: canon's JSON round trip
+		// turns every invalid byte into U+FFFD, making different strings
+		// equal for Rego but not for the Go reference.
+		if !validUTF8(as, aa, asp, bs, ba, bsp) {
+			return
+		}
 		a := backend.Claim{Scope: as, Action: aa, Specific: asp}
 		b := backend.Claim{Scope: bs, Action: ba, Specific: bsp}
 		rs, err := pq.Eval(context.Background(), rego.EvalInput(map[string]any{"a": canon(t, a), "b": canon(t, b)}))
 		if err != nil {
-			// Rego rejects strings that are not valid UTF-8 in input; the
-			// gateway decodes claims from JSON, where they cannot occur.
-			if !validUTF8(as, aa, asp, bs, ba, bsp) {
-				return
-			}
 			t.Fatalf("eval: %v", err)
 		}
 		if len(rs) != 1 {
