@@ -117,6 +117,9 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	}
 	s.client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed test server
+		// Requests sent with Expect: 100-continue wait for the server's
+		// answer before their body goes out.
+		ExpectContinueTimeout: 5 * time.Second,
 	}}
 	t.Cleanup(s.Stop)
 	return s
@@ -182,6 +185,13 @@ func (r resp) String() string { return fmt.Sprintf("%d %s", r.Status, r.Body) }
 // or any other value (sent as JSON). path is relative to /api/v3.
 func (s *tserver) Do(method, path string, body any, authz string, hdrs ...string) resp {
 	s.t.Helper()
+	return s.DoURL(s.t, method, s.Base+path, body, authz, hdrs...)
+}
+
+// DoURL is Do for a full URL, failing t (which may be a subtest) on
+// transport errors.
+func (s *tserver) DoURL(t testing.TB, method, u string, body any, authz string, hdrs ...string) resp {
+	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -192,13 +202,13 @@ func (s *tserver) Do(method, path string, body any, authz string, hdrs ...string
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
-			s.t.Fatal(err)
+			t.Fatal(err)
 		}
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequest(method, s.Base+path, rd)
+	req, err := http.NewRequest(method, u, rd)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -211,12 +221,12 @@ func (s *tserver) Do(method, path string, body any, authz string, hdrs ...string
 	}
 	res, err := s.client.Do(req)
 	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, u, err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return resp{Status: res.StatusCode, Header: res.Header, Body: b}
 }
