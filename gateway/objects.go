@@ -175,7 +175,9 @@ func (s *Server) visibleJobs(c *fiber.Ctx, visible []string) ([]string, error) {
 	return keys, nil
 }
 
-func (s *Server) handleCreate(c *fiber.Ctx) error {
+// write runs one object write for the route's kind: it answers status with
+// the sanitized object and refreshes policy data the write may change.
+func (s *Server) write(c *fiber.Ctx, status int, do func(ctx context.Context, prefix, key string) (backend.Model, error)) error {
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
@@ -183,12 +185,18 @@ func (s *Server) handleCreate(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.Objects.Create(userContext(c), k.Prefix, c.Body())
+	m, err := do(userContext(c), k.Prefix, routeKey(c))
 	if err != nil {
 		return err
 	}
 	s.afterWrite(c, k.Prefix)
-	return c.Status(fiber.StatusCreated).JSON(sanitize(m))
+	return c.Status(status).JSON(sanitize(m))
+}
+
+func (s *Server) handleCreate(c *fiber.Ctx) error {
+	return s.write(c, fiber.StatusCreated, func(ctx context.Context, prefix, _ string) (backend.Model, error) {
+		return s.Objects.Create(ctx, prefix, c.Body())
+	})
 }
 
 // handleGet serves GET and HEAD of one object, with DRP's long poll:
@@ -266,51 +274,21 @@ func preferWait(h string) time.Duration {
 }
 
 func (s *Server) handlePatch(c *fiber.Ctx) error {
-	if err := s.objectsReady(); err != nil {
-		return err
-	}
-	k, err := kindOf(c)
-	if err != nil {
-		return err
-	}
-	m, err := s.Objects.Patch(userContext(c), k.Prefix, routeKey(c), c.Body(), c.QueryBool("force"))
-	if err != nil {
-		return err
-	}
-	s.afterWrite(c, k.Prefix)
-	return c.JSON(sanitize(m))
+	return s.write(c, fiber.StatusOK, func(ctx context.Context, prefix, key string) (backend.Model, error) {
+		return s.Objects.Patch(ctx, prefix, key, c.Body(), c.QueryBool("force"))
+	})
 }
 
 func (s *Server) handlePut(c *fiber.Ctx) error {
-	if err := s.objectsReady(); err != nil {
-		return err
-	}
-	k, err := kindOf(c)
-	if err != nil {
-		return err
-	}
-	m, err := s.Objects.Put(userContext(c), k.Prefix, routeKey(c), c.Body())
-	if err != nil {
-		return err
-	}
-	s.afterWrite(c, k.Prefix)
-	return c.JSON(sanitize(m))
+	return s.write(c, fiber.StatusOK, func(ctx context.Context, prefix, key string) (backend.Model, error) {
+		return s.Objects.Put(ctx, prefix, key, c.Body())
+	})
 }
 
 func (s *Server) handleDelete(c *fiber.Ctx) error {
-	if err := s.objectsReady(); err != nil {
-		return err
-	}
-	k, err := kindOf(c)
-	if err != nil {
-		return err
-	}
-	m, err := s.Objects.Delete(userContext(c), k.Prefix, routeKey(c))
-	if err != nil {
-		return err
-	}
-	s.afterWrite(c, k.Prefix)
-	return c.JSON(sanitize(m))
+	return s.write(c, fiber.StatusOK, func(ctx context.Context, prefix, key string) (backend.Model, error) {
+		return s.Objects.Delete(ctx, prefix, key)
+	})
 }
 
 // handleIndexes lists a kind's indexes (DRP's /indexes/<prefix>).
