@@ -117,9 +117,6 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	}
 	s.client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed test server
-		// Requests sent with Expect: 100-continue wait for the server's
-		// answer before their body goes out.
-		ExpectContinueTimeout: 5 * time.Second,
 	}}
 	t.Cleanup(s.Stop)
 	return s
