@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -70,6 +71,7 @@ func (s *Server) guard(c *fiber.Ctx) error {
 		who = "runner:" + p.Name
 	}
 	ctx = objects.WithPrincipal(ctx, who)
+	ctx = backend.WithAccess(ctx, &requestAccess{s: s, p: p})
 	if p.Kind == "user" && s.TenantOf != nil {
 		if t := s.TenantOf(p.Name); t != "" {
 			// Objects a tenant user creates join its tenant (reference §4.6).
@@ -176,4 +178,52 @@ func tarpit(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// requestAccess is the backend.Access of one request: the caller's
+// visibility and claims, decided by the same policies as the request itself
+// (design §1). Visibility is decided once per scope per request.
+type requestAccess struct {
+	s  *Server
+	p  *Principal
+	mu sync.Mutex
+	// seen caches each scope's visibility: nil set means unrestricted.
+	seen map[string]map[string]bool
+}
+
+func (a *requestAccess) CanSee(ctx context.Context, scope, key string) (bool, error) {
+	a.mu.Lock()
+	set, ok := a.seen[scope]
+	a.mu.Unlock()
+	if !ok {
+		d, err := a.s.Policy.Decide(ctx, policyListInput(a.p, scope))
+		if err != nil {
+			return false, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
+		}
+		if d.Visible != nil && d.Visible.Restricted {
+			set = make(map[string]bool, len(d.Visible.Keys))
+			for _, k := range d.Visible.Keys {
+				set[k] = true
+			}
+		}
+		a.mu.Lock()
+		if a.seen == nil {
+			a.seen = map[string]map[string]bool{}
+		}
+		a.seen[scope] = set
+		a.mu.Unlock()
+	}
+	return set == nil || set[key], nil
+}
+
+func (a *requestAccess) Can(ctx context.Context, cs ...backend.Claim) (bool, error) {
+	if len(cs) == 0 {
+		return true, nil
+	}
+	in := policies.Input{Principal: a.p.policyPrincipal(), Required: cs, Operation: "update"}
+	d, err := a.s.Policy.Decide(ctx, in)
+	if err != nil {
+		return false, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
+	}
+	return d.Allow, nil
 }
