@@ -102,6 +102,17 @@ test_self_info_get_allowed if decide(fixtures.user("bob", []), [c("info", "get",
 
 test_self_other_user_denied if not decide(fixtures.user("bob", []), [c("users", "get", "alice")]).allow
 
+# A required specific is compared exactly: "alice " is another user.
+test_self_specific_not_trimmed_denied if {
+	every s in ["alice ", " alice", "alice\t", "alice,bob", "*"] {
+		every action in ["password", "token", "get"] {
+			d := decide(fixtures.user("alice", []), [c("users", action, s)])
+			d.reasons == [sprintf("Requires: users %s %s", [action, s])]
+		}
+	}
+	decide(fixtures.user("alice", []), [c("users", "password", "alice")]).allow
+}
+
 test_self_update_denied if not decide(fixtures.user("bob", []), [c("users", "update:/Roles", "bob")]).allow
 
 # Token restriction: required claims must also be inside the restriction,

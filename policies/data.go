@@ -67,6 +67,21 @@ func CompileClaim(c backend.Claim, scopes map[string][]string) CompiledClaim {
 	return out
 }
 
+// CompileWanted compiles a required claim: its scope and action as
+// CompileClaim reads them, and its specific, the key the request named, as
+// exactly one key (never split on commas, trimmed or read as "*"), so that a
+// request naming "alice " is never taken for "alice". It must agree with
+// data.provgate.claims.compile_wanted; a test checks that.
+func CompileWanted(c backend.Claim, scopes map[string][]string) CompiledClaim {
+	out := CompileClaim(backend.Claim{Scope: c.Scope, Action: c.Action, Specific: "*"}, scopes)
+	for _, actions := range out {
+		for a := range actions {
+			actions[a] = SpecNode{Keys: map[string]bool{c.Specific: true}}
+		}
+	}
+	return out
+}
+
 // ActionFallback lists the action keys DRP tries, nearest first, when a
 // claim lacks the exact key (reference §4.5): action:<name> falls back to
 // the bare action; update:/p/q to update:/p, update: and update, walking
