@@ -64,8 +64,9 @@ type UserRecord struct {
 }
 
 // Principal is who a request acts for. The gateway turns it into
-// policies.Principal (Kind, Name, Roles, Restrict and MachineToken keep
-// their meanings there) and adds the implicit self claims of users.
+// policies.Principal (Kind, Name, Roles, TokenRoles, Restrict and
+// MachineToken keep their meanings there); the policies add the implicit
+// self claims of users.
 type Principal struct {
 	// Kind is KindUser or KindMachine.
 	Kind string
@@ -75,11 +76,17 @@ type Principal struct {
 	// Grantor is the user that asked for the token, the user itself for
 	// Basic, and SystemGrantor for machine tokens.
 	Grantor string
-	// Roles are the role names the principal acts with. When AllRoles is
-	// set they are the user's roles as read during authentication; the token
-	// itself named none, so the user's current roles apply.
-	Roles    []string
-	AllRoles bool
+	// Roles are a user's roles as read during authentication, from the
+	// current user record for tokens as for Basic: a role taken from the
+	// user ends it for every token of the user at the next request (the
+	// gateway drops its cached users and tokens on every user, role or
+	// tenant change).
+	Roles []string
+	// TokenRoles, when RoleRestricted, are the roles the token was minted
+	// for (roles=). They narrow Roles, never add to them: a claim must be
+	// held by one of TokenRoles and by one of Roles.
+	TokenRoles     []string
+	RoleRestricted bool
 	// Restrict, when non-empty, narrows the principal: every required claim
 	// must also be contained by one of these.
 	Restrict []backend.Claim

@@ -58,7 +58,7 @@ func TestAuthenticateHeader(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if p.Name != "bob" || p.Kind != KindUser || !p.AllRoles || !slices.Equal(p.Roles, []string{"operator"}) {
+				if p.Name != "bob" || p.Kind != KindUser || p.RoleRestricted || !slices.Equal(p.Roles, []string{"operator"}) {
 					t.Errorf("got %+v", p)
 				}
 				return
@@ -82,7 +82,7 @@ func TestBasicPrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator", "readonly"}, AllRoles: true, Basic: true}
+	want := Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator", "readonly"}, Basic: true}
 	if got := fmt.Sprintf("%+v", *p); got != fmt.Sprintf("%+v", want) {
 		t.Errorf("got  %s\nwant %+v", got, want)
 	}

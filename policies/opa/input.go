@@ -21,6 +21,7 @@ func inputValue(in policies.Input) ast.Value {
 		ast.Item(ast.InternedTerm("kind"), ast.StringTerm(p.Kind)),
 		ast.Item(ast.InternedTerm("name"), ast.StringTerm(p.Name)),
 		ast.Item(ast.InternedTerm("roles"), stringsTerm(p.Roles)),
+		ast.Item(ast.InternedTerm("token_roles"), stringsTerm(p.TokenRoles)),
 		ast.Item(ast.InternedTerm("claims"), claimsTerm(p.Claims)),
 	)
 	if len(p.Restrict) > 0 {
