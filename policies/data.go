@@ -185,7 +185,8 @@ func NewData(roles []backend.Role, tenants []backend.Tenant, license LicenseData
 
 // Normalized returns a copy of d with everything derivable filled in where
 // missing: Scopes (backend.Scopes), each role's Compiled claims, each
-// tenant's MemberSet, and UserTenant from the tenants' Users. Data written
+// tenant's MemberSet, UserTenant from the tenants' Users and MachineTenants
+// from their Members["machines"]. Data written
 // by hand, with only the plain fields, thus decides exactly as fast as data
 // from NewData. d itself is not modified.
 func (d Data) Normalized() Data {
@@ -237,6 +238,16 @@ func (d Data) Normalized() Data {
 			for _, u := range d.Tenants[name].Users {
 				if _, taken := out.UserTenant[u]; !taken {
 					out.UserTenant[u] = name
+				}
+			}
+		}
+	}
+	if out.MachineTenants == nil {
+		out.MachineTenants = map[string][]string{}
+		for _, name := range slices.Sorted(maps.Keys(d.Tenants)) {
+			for _, m := range d.Tenants[name].Members["machines"] {
+				if !slices.Contains(out.MachineTenants[m], name) {
+					out.MachineTenants[m] = append(out.MachineTenants[m], name)
 				}
 			}
 		}

@@ -74,14 +74,40 @@ held := machine_token[input.principal.machine_token] if {
 # machines create,get *
 machine_token["discovery"] := [{"machines": {"create": every_object, "get": every_object}}]
 
-# machines get,actions,update,action,getSecure,updateSecure <uuid>;
-# params, stages, tasks get *; info get *;
+# An operations token runs its machine's agent loop and task scripts
+# (reference §8.4): it reads its machine, runs its plugin action callbackDo,
+# and changes only the fields the agent and scripts change, each by an
+# explicit update:<field> claim. It may not change what pulls other
+# objects' params, profiles or tasks into the machine, nor what the
+# server's job bookkeeping owns: Profiles, Workflow, Stage, BootEnv, Tasks,
+# Pool, PoolAllocated, PoolStatus, Secret, Locked, Name, CurrentJob,
+# CurrentTask, WorkflowComplete; nor releaseToPool, which applies the
+# pool's action groups. Then params, stages, tasks get *; info get *;
 # jobs create,get,update,actions,log <uuid> (a job's key for claims is its
 # machine); events post *; reservations create *; and, when known,
-# reservations * <own reservation>.
+# reservations * <own reservation>. Tenants restrict what it sees
+# (tenancy.rego). Further claims (a job's, say) are added to this list.
 machine_token["operations"] := array.concat(
 	[
-		{"machines": {"get": own, "actions": own, "update": own, "action": own, "getSecure": own, "updateSecure": own}},
+		{"machines": {
+			"get": own,
+			"actions": own,
+			"action:callbackDo": own,
+			"getSecure": own,
+			"updateSecure": own,
+			"update:/Runnable": own,
+			"update:/Context": own,
+			"update:/Params": own,
+			"update:/Meta": own,
+			"update:/Description": own,
+			"update:/Address": own,
+			"update:/HardwareAddrs": own,
+			"update:/OS": own,
+			"update:/Arch": own,
+			"update:/Fingerprint": own,
+			"update:/TaskErrorStacks": own,
+			"update:/RetryTaskAttempt": own,
+		}},
 		{"params": {"get": every_object}},
 		{"stages": {"get": every_object}},
 		{"tasks": {"get": every_object}},

@@ -88,7 +88,11 @@ type Data struct {
 	Tenants map[string]TenantData `json:"tenants"`
 	// UserTenant maps each tenant user to its tenant.
 	UserTenant map[string]string `json:"user_tenant"`
-	License    LicenseData       `json:"license"`
+	// MachineTenants maps each machine UUID a tenant lists in
+	// Members["machines"] to those tenants, sorted: they all restrict what
+	// the machine's operations token sees.
+	MachineTenants map[string][]string `json:"machine_tenants"`
+	License        LicenseData         `json:"license"`
 	// Scopes is backend.Scopes: the actions valid in each scope.
 	Scopes map[string][]string `json:"scopes"`
 }
