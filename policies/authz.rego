@@ -82,11 +82,19 @@ held(c) if {
 
 held_one(w) if grants.self_holds_one(w)
 
+# The common case, a token or Basic login with no restriction, takes the
+# shortest path.
 held_one(w) if {
+	not grants.restricted
+	grants.holds_one(w)
+}
+
+held_one(w) if {
+	grants.restricted
 	grants.holds_one(w)
 	grants.token_roles_hold_one(w)
 	within_restriction_one(w)
-	not restricted_credential_one(w)
+	not grants.own_credential(w)
 }
 
 within_restriction_one(_) if grants.unrestricted
@@ -94,11 +102,6 @@ within_restriction_one(_) if grants.unrestricted
 within_restriction_one(w) if {
 	some g in grants.restrict
 	claims.covers_one(g, w)
-}
-
-restricted_credential_one(w) if {
-	grants.restricted
-	grants.own_credential(w)
 }
 
 held_by_principal(b) if {
@@ -121,7 +124,7 @@ within_token_roles(b) if {
 	claims.covers(g, b)
 }
 
-within_restriction(_) if count(grants.restrict) == 0
+within_restriction(_) if grants.unrestricted
 
 within_restriction(b) if {
 	some g in grants.restrict

@@ -48,7 +48,11 @@ role_restricted if is_array(input.principal.token_roles)
 # (scope/action/specific).
 restricted if role_restricted
 
-restricted if count(restrict) > 0
+restricted if claim_restricted
+
+# claim_restricted: the token carries restricting claims. Read from the
+# input as it is, so that unrestricted principals never compile restrict.
+claim_restricted if count(object.get(input.principal, "restrict", [])) > 0
 
 # A principal of no known kind holds nothing.
 default held := []
@@ -128,7 +132,7 @@ own_reservation := [claims.compile({"scope": "reservations", "action": "*", "spe
 restrict := [claims.compile(c) | some c in object.get(input.principal, "restrict", [])]
 
 # unrestricted: the token carries no restricting claim.
-unrestricted if count(restrict) == 0
+unrestricted if not claim_restricted
 
 # token_held is what the token's roles grant (role_restricted tokens).
 token_held := [g | some name in input.principal.token_roles; some g in role(name)]
@@ -139,7 +143,16 @@ token_held := [g | some name in input.principal.token_roles; some g in role(name
 # for data without one), then its direct claims; a machine token's set.
 holds_one(w) if {
 	input.principal.kind == "user"
-	roles_hold_one(input.principal.roles, w)
+	some name in input.principal.roles
+	claims.covers_one(data.provgate.roles[name].index, w)
+}
+
+holds_one(w) if {
+	input.principal.kind == "user"
+	some name in input.principal.roles
+	not data.provgate.roles[name].index
+	some g in role(name)
+	claims.covers_one(g, w)
 }
 
 holds_one(w) if {
@@ -158,15 +171,13 @@ holds_one(w) if {
 # contains w.
 token_roles_hold_one(_) if not role_restricted
 
-token_roles_hold_one(w) if roles_hold_one(input.principal.token_roles, w)
-
-roles_hold_one(names, w) if {
-	some name in names
+token_roles_hold_one(w) if {
+	some name in input.principal.token_roles
 	claims.covers_one(data.provgate.roles[name].index, w)
 }
 
-roles_hold_one(names, w) if {
-	some name in names
+token_roles_hold_one(w) if {
+	some name in input.principal.token_roles
 	not data.provgate.roles[name].index
 	some g in role(name)
 	claims.covers_one(g, w)

@@ -34,34 +34,37 @@ operations_machine if {
 	input.principal.machine_token == "operations"
 }
 
-# restricting(scope) are the tenants of the principal listing scope in
+# restricting(name, scope): tenant name (of the principal) lists scope in
 # Members. A present but empty (or null) list restricts the scope to
-# nothing, so only presence counts. Names that are no tenant restrict
+# nothing, so only presence counts. A name that is no tenant restricts
 # nothing.
-restricting(scope) := {name |
+restricting(name, scope) if _ = data.provgate.tenants[name].members[scope]
+
+restricts(scope) if {
 	some name in tenant_names
-	_ = data.provgate.tenants[name].members[scope]
-}
-
-restricts(scope) if count(restricting(scope)) > 0
-
-# member_set (from policies.NewData) makes membership a key lookup; plain
-# data falls back to searching the Members list.
-member(name, scope, key) if data.provgate.tenants[name].member_set[scope][key]
-
-member(name, scope, key) if {
-	not data.provgate.tenants[name].member_set
-	key in data.provgate.tenants[name].members[scope]
+	restricting(name, scope)
 }
 
 hidden if {
-	some name in restricting(input.object.scope)
-	not member(name, input.object.scope, input.object.key)
+	some name in tenant_names
+	_ = data.provgate.tenants[name].members[input.object.scope]
+	not data.provgate.tenants[name].member_set[input.object.scope][input.object.key]
+	not searched_member(name)
+}
+
+# searched_member(name): data without member_set lists the object in the
+# tenant's Members.
+searched_member(name) if {
+	not data.provgate.tenants[name].member_set
+	input.object.key in data.provgate.tenants[name].members[input.object.scope]
 }
 
 # keys(scope): the keys visible in a restricted scope, those every
 # restricting tenant lists.
-keys(scope) := intersection({tenant_keys(name, scope) | some name in restricting(scope)})
+keys(scope) := intersection({tenant_keys(name, scope) |
+	some name in tenant_names
+	restricting(name, scope)
+})
 
 tenant_keys(name, scope) := {k | some k, _ in data.provgate.tenants[name].member_set[scope]} if {
 	data.provgate.tenants[name].member_set[scope]
