@@ -1,6 +1,9 @@
 package backend
 
-import "regexp"
+import (
+	"regexp"
+	"strings"
+)
 
 // Name rules of DRP's client models (reference §3.3). Each needs at least two
 // characters.
@@ -13,15 +16,23 @@ var (
 
 const maxNameLen = 255
 
+// validName applies a rule and, beyond DRP's patterns (which let a name end
+// in spaces), refuses leading and trailing whitespace: "alice " and "alice"
+// would otherwise be two objects that people, logs and any comparison that
+// trims cannot tell apart.
+func validName(re *regexp.Regexp, s string) bool {
+	return len(s) <= maxNameLen && strings.TrimSpace(s) == s && re.MatchString(s)
+}
+
 // ValidName checks roles, tenants, pools, workflows, stages, profiles,
 // plugins, tasks and bootenvs.
-func ValidName(s string) bool { return len(s) <= maxNameLen && nameRe.MatchString(s) }
+func ValidName(s string) bool { return validName(nameRe, s) }
 
 // ValidUserName checks user names (which may hold '@').
-func ValidUserName(s string) bool { return len(s) <= maxNameLen && userRe.MatchString(s) }
+func ValidUserName(s string) bool { return validName(userRe, s) }
 
 // ValidMachineName checks machine names (which may start with a digit).
-func ValidMachineName(s string) bool { return len(s) <= maxNameLen && machineRe.MatchString(s) }
+func ValidMachineName(s string) bool { return validName(machineRe, s) }
 
 // ValidParamName checks param names and keys of Params maps (which may hold '/').
-func ValidParamName(s string) bool { return len(s) <= maxNameLen && paramRe.MatchString(s) }
+func ValidParamName(s string) bool { return validName(paramRe, s) }

@@ -14,14 +14,16 @@ type Principal struct {
 	Kind    string // "user" or "machine"
 	Name    string // user name, or machine UUID
 	Grantor string
-	// Roles in effect: the token's roles, or all the user's roles.
+	// Roles are the user's roles as authentication read them.
 	Roles []string
-	// AllRoles: the principal acts with every role the user holds (no
-	// token restriction), so role changes apply at once.
-	AllRoles     bool
-	Restrict     []backend.Claim
-	MachineToken string // discovery | operations
-	Basic        bool
+	// TokenRoles, when RoleRestricted, are the roles the token was
+	// restricted to: a claim must be held by one of them and by one of
+	// Roles.
+	TokenRoles     []string
+	RoleRestricted bool
+	Restrict       []backend.Claim
+	MachineToken   string // discovery | operations
+	Basic          bool
 }
 
 // policyPrincipal is the principal as the policies see it.
@@ -30,7 +32,11 @@ func (p *Principal) policyPrincipal() policies.Principal {
 	if roles == nil {
 		roles = []string{}
 	}
-	return policies.Principal{Kind: p.Kind, Name: p.Name, Roles: roles, Claims: []backend.Claim{},
+	var tokenRoles []string
+	if p.RoleRestricted {
+		tokenRoles = append([]string{}, p.TokenRoles...)
+	}
+	return policies.Principal{Kind: p.Kind, Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: []backend.Claim{},
 		Restrict: p.Restrict, MachineToken: p.MachineToken}
 }
 

@@ -46,9 +46,11 @@ no_claims := [] if {
 required := {i: claims.compile_wanted(c) | some i, c in input.required}
 
 # Spec "Authentication" step 3 and design D6: each required claim must be
-# contained by some claim the principal holds. A restricted token's claims
-# must also be contained by the restriction; the implicit self claims are
-# exempt from it (reference §4.4).
+# contained by some claim the principal holds now. A token restricted to
+# roles needs it held by one of those roles as well, and a token
+# restricted by claims needs it inside the restriction; the implicit self
+# claims are exempt from both (reference §4.4), and a restricted token
+# never changes its own user's password or Secret (grants.own_credential).
 unsatisfied := [i |
 	some i, c in input.required
 	not held(c)
@@ -78,17 +80,21 @@ held(c) if {
 	held_by_principal(b)
 }
 
+held_one(w) if grants.self_holds_one(w)
+
+# The common case, a token or Basic login with no restriction, takes the
+# shortest path.
 held_one(w) if {
-	not input.principal.restrict
+	not grants.restricted
 	grants.holds_one(w)
 }
 
-held_one(w) if grants.self_holds_one(w)
-
 held_one(w) if {
-	input.principal.restrict
+	grants.restricted
 	grants.holds_one(w)
+	grants.token_roles_hold_one(w)
 	within_restriction_one(w)
+	not grants.own_credential(w)
 }
 
 within_restriction_one(_) if grants.unrestricted
@@ -106,15 +112,36 @@ held_by_principal(b) if {
 held_by_principal(b) if {
 	some g in grants.held
 	claims.covers(g, b)
+	within_token_roles(b)
 	within_restriction(b)
+	not restricted_credential(b)
 }
 
-within_restriction(_) if count(grants.restrict) == 0
+within_token_roles(_) if not grants.role_restricted
+
+within_token_roles(b) if {
+	some g in grants.token_held
+	claims.covers(g, b)
+}
+
+within_restriction(_) if grants.unrestricted
 
 within_restriction(b) if {
 	some g in grants.restrict
 	claims.covers(g, b)
 }
+
+# restricted_credential(b): a compiled required claim touching the
+# principal's own password or Secret, asked by a restricted token.
+restricted_credential(b) if {
+	grants.restricted
+	some action, n in b.users
+	grants.own_credential({"scope": "users", "action": action, "specific": own_key(n)})
+}
+
+own_key(n) := input.principal.name if n.all
+
+own_key(n) := input.principal.name if n.keys[input.principal.name]
 
 # Reference §4.7: roles and tenants, except list and get, need an rbac
 # license.
@@ -173,16 +200,24 @@ visible_keys := tenancy.keys(input.list.scope) & get_keys if {
 	tenancy.restricts(input.list.scope)
 } else := get_keys
 
-# gets_all: held claims grant get on every object of the scope, and so does
-# the restriction if there is one (self claims never name every object).
-gets_all if {
-	get_nodes_all(grants.held)
-	count(grants.restrict) == 0
-}
+# The grants a listed object needs get from: the principal's own, the
+# token's roles (when it names roles) and its restriction (when it has
+# one). Self claims never name every object and are added on their own.
+layers := array.concat(array.concat([grants.held], token_layer), restrict_layer)
 
+token_layer := [grants.token_held] if grants.role_restricted
+
+else := []
+
+restrict_layer := [grants.restrict] if count(grants.restrict) > 0
+
+else := []
+
+# gets_all: every layer grants get on every object of the scope.
 gets_all if {
-	get_nodes_all(grants.held)
-	get_nodes_all(grants.restrict)
+	every l in layers {
+		get_nodes_all(l)
+	}
 }
 
 get_nodes_all(gs) if {
@@ -190,17 +225,11 @@ get_nodes_all(gs) if {
 	g[input.list.scope].get.all
 }
 
-# get_keys: the self claims' keys, plus the held keys the restriction also
-# allows. Only used when gets_all is false.
+# get_keys: the self claims' keys, plus the keys every layer allows. Only
+# used when gets_all is false, so at least one layer names keys.
 get_keys := get_keys_of(grants.self) | held_keys
 
-held_keys := get_keys_of(grants.held) if {
-	count(grants.restrict) == 0
-} else := get_keys_of(grants.held) if {
-	get_nodes_all(grants.restrict)
-} else := get_keys_of(grants.restrict) if {
-	get_nodes_all(grants.held)
-} else := get_keys_of(grants.held) & get_keys_of(grants.restrict)
+held_keys := intersection({get_keys_of(l) | some l in layers; not get_nodes_all(l)})
 
 get_keys_of(gs) := {k | some g in gs; some k, _ in g[input.list.scope].get.keys}
 

@@ -102,6 +102,17 @@ test_self_info_get_allowed if decide(fixtures.user("bob", []), [c("info", "get",
 
 test_self_other_user_denied if not decide(fixtures.user("bob", []), [c("users", "get", "alice")]).allow
 
+# A required specific is compared exactly: "alice " is another user.
+test_self_specific_not_trimmed_denied if {
+	every s in ["alice ", " alice", "alice\t", "alice,bob", "*"] {
+		every action in ["password", "token", "get"] {
+			d := decide(fixtures.user("alice", []), [c("users", action, s)])
+			d.reasons == [sprintf("Requires: users %s %s", [action, s])]
+		}
+	}
+	decide(fixtures.user("alice", []), [c("users", "password", "alice")]).allow
+}
+
 test_self_update_denied if not decide(fixtures.user("bob", []), [c("users", "update:/Roles", "bob")]).allow
 
 # Token restriction: required claims must also be inside the restriction,
@@ -117,7 +128,113 @@ test_restrict_inside_allowed if decide(restricted(["superuser"], [c("machines", 
 
 test_restrict_does_not_grant_denied if not decide(restricted([], [c("machines", "get", "*")]), [c("machines", "get", "m1")]).allow
 
-test_restrict_self_claims_exempt_allowed if decide(restricted(["superuser"], [c("machines", "get", "*")]), [c("users", "password", "rob")]).allow
+# A restricted token keeps get and token on itself and info get (the self
+# claims, outside its restriction) ...
+test_restrict_self_get_token_info_exempt_allowed if {
+	p := restricted(["superuser"], [c("machines", "get", "*")])
+	decide(p, [c("users", "get", "rob")]).allow
+	decide(p, [c("users", "token", "rob")]).allow
+	decide(p, [c("info", "get", "")]).allow
+}
+
+# ... but never changes its own password or Secret, however wide its roles
+# and restriction.
+test_restrict_own_credentials_denied if {
+	every p in [
+		restricted(["superuser"], [c("machines", "get", "*")]),
+		restricted(["superuser"], [c("users", "*", "rob")]),
+		restricted(["superuser"], [c("*", "*", "*")]),
+		role_token("rob", ["superuser"], ["superuser"]),
+		role_token("rob", ["superuser"], []),
+	] {
+		every action in ["password", "update:/Secret", "update:/PasswordHash", "update", "update:"] {
+			d := decide(p, [c("users", action, "rob")])
+			d.reasons == [sprintf("Requires: users %s rob", [action])]
+		}
+
+		# The long path (a list in the claim) refuses them too.
+		not decide(p, [c("users", "get,password", "rob")]).allow
+		not decide(p, [c("users,info", "password", "rob")]).allow
+	}
+}
+
+# Other users' credentials follow the roles, restricted or not.
+test_restrict_other_users_credentials_allowed if {
+	decide(restricted(["superuser"], [c("users", "*", "*")]), [c("users", "password", "ann")]).allow
+	decide(role_token("rob", ["superuser"], ["superuser"]), [c("users", "update:/Secret", "ann")]).allow
+	decide(role_token("rob", ["superuser"], ["superuser"]), [c("users", "update:/Description", "rob")]).allow
+}
+
+test_unrestricted_own_credentials_allowed if {
+	decide(fixtures.user("rob", []), [c("users", "password", "rob")]).allow
+	decide(fixtures.user("rob", ["superuser"]), [c("users", "update:/Secret", "rob")]).allow
+}
+
+# Tokens restricted to roles (roles=): a claim must be held by one of the
+# token's roles and by one of the user's current roles.
+role_token(name, roles, token_roles) := object.union(fixtures.user(name, roles), {"token_roles": token_roles})
+
+test_token_roles_held_by_both_allowed if {
+	decide(role_token("bob", ["operator"], ["reader"]), [c("machines", "get", "m1")]).allow
+	decide(role_token("bob", ["operator"], ["reader"]), [c("machines", "list", "")]).allow
+}
+
+test_token_roles_not_held_by_token_role_denied if {
+	d := decide(role_token("bob", ["operator"], ["reader"]), [c("machines", "action:callbackDo", "m1")])
+	d.reasons == ["Requires: machines action:callbackDo m1"]
+}
+
+test_token_roles_role_taken_from_user_denied if {
+	d := decide(role_token("bob", [], ["reader"]), [c("machines", "get", "m1")])
+	d.reasons == ["Requires: machines get m1"]
+	not decide(role_token("bob", ["poolreader"], ["reader"]), [c("machines", "get", "m1")]).allow
+}
+
+test_token_roles_widened_token_role_denied if {
+	# The token names superuser (kept when the user held it); the user now
+	# holds only reader: nothing beyond reader.
+	p := role_token("bob", ["reader"], ["superuser"])
+	decide(p, [c("machines", "get", "m1")]).allow
+	not decide(p, [c("machines", "delete", "m1")]).allow
+	not decide(p, [c("pools", "get", "p1")]).allow
+}
+
+test_token_roles_narrowed_user_role_denied if {
+	world := object.union(fixtures.data_licensed, {"roles": {"operator": {"claims": [c("machines", "get", "m1")]}}})
+	p := role_token("bob", ["operator"], ["reader"])
+	fixtures.decide(world, fixtures.request(p, [c("machines", "get", "m1")])).allow
+	not fixtures.decide(world, fixtures.request(p, [c("machines", "get", "m2")])).allow
+}
+
+test_token_roles_empty_only_self_denied if {
+	p := role_token("bob", ["superuser"], [])
+	not decide(p, [c("machines", "get", "m1")]).allow
+	decide(p, [c("users", "get", "bob")]).allow
+}
+
+test_token_roles_unknown_token_role_denied if not decide(role_token("bob", ["superuser"], ["no-such-role"]), [c("machines", "get", "m1")]).allow
+
+# The long path (claims with lists) applies the token's roles as well.
+test_token_roles_list_claim_denied if {
+	p := role_token("bob", ["superuser"], ["reader"])
+	decide(p, [c("machines", "get,list", "m1")]).allow
+	not decide(p, [c("machines", "get,delete", "m1")]).allow
+}
+
+test_token_roles_with_restrict_all_three_allowed if {
+	p := object.union(role_token("bob", ["operator"], ["reader"]), {"restrict": [c("machines", "get", "m1")]})
+	decide(p, [c("machines", "get", "m1")]).allow
+	not decide(p, [c("machines", "get", "m2")]).allow
+	not decide(p, [c("machines", "list", "")]).allow
+}
+
+# A null token_roles (as the gateway sends for tokens naming no roles) is
+# not a restriction.
+test_token_roles_null_unrestricted_allowed if {
+	p := object.union(fixtures.user("bob", ["operator"]), {"token_roles": null})
+	decide(p, [c("machines", "action:callbackDo", "m1")]).allow
+	decide(p, [c("users", "password", "bob")]).allow
+}
 
 # Fail closed.
 test_no_required_claims_denied if {

@@ -12,17 +12,25 @@ package provgate.claims
 # and actions are dropped, as DRP does, so the empty claim compiles to {}.
 compile(c) := {s: actions_of(s, c) | some s in scopes_of(c.scope)}
 
-# compile_wanted compiles a required claim. The gateway's claims nearly
-# always name one scope, one action and one specific; those take a short
-# path that gives the same result as compile without splitting strings.
-compile_wanted(c) := {c.scope: {c.action: {"all": false, "keys": {c.specific: true}}}} if {
+# compile_wanted compiles a required claim. Its scope and action come from
+# the gateway's route table and are read as compile reads them; its specific
+# is the key of the object the request names ("" for lists and creates),
+# taken exactly as it is: one key, never split on commas, trimmed or read
+# as "*". So a request naming "alice " is never taken for "alice", and one
+# naming "a,b" needs a claim on every object of the scope. A claim naming
+# one scope and one action takes a short path without splitting strings.
+compile_wanted(c) := {c.scope: {c.action: exact(c.specific)}} if {
 	single(c.scope)
 	single(c.action)
-	single(c.specific)
 	split(c.action, ":")[0] in data.provgate.scopes[c.scope]
-} else := compile(c)
+} else := {s: {a: exact(c.specific) | some a in actions_in(s, c.action)} | some s in scopes_of(c.scope)}
 
-# single: one value, not "*", no list, nothing to trim.
+# exact(specific): the node of one key, exactly as given. A specific that is
+# not a string has no node, so the claim compiles to nothing and is refused.
+exact(specific) := {"all": false, "keys": {specific: true}} if is_string(specific)
+
+# single: one value, not "*", no list, nothing to trim. Only scopes and
+# actions are read this way; a wanted specific is always one exact key.
 single(s) if {
 	s != "*"
 	not contains(s, ",")
@@ -40,14 +48,20 @@ scopes_of(s) := object.keys(data.provgate.scopes) if {
 
 # An action of "*" means exactly the actions valid in the scope; otherwise
 # each listed action is kept when its base (before the first ':') is valid.
-actions_of(scope, c) := {a: node(c.specific) | some a in data.provgate.scopes[scope]} if {
-	trim_space(c.action) == "*"
-} else := {a: node(c.specific) |
-	some part in split(c.action, ",")
+actions_of(scope, c) := {a: node(c.specific) | some a in actions_in(scope, c.action)}
+
+actions_in(scope, action) := {a | some a in data.provgate.scopes[scope]} if {
+	trim_space(action) == "*"
+} else := {a |
+	some part in split(action, ",")
 	a := trim_space(part)
 	split(a, ":")[0] in data.provgate.scopes[scope]
 }
 
+# A granted specific of "*" means every object of the scope; otherwise it is
+# a comma list whose parts are trimmed, as DRP reads the claims of roles.
+# Names cannot begin or end with whitespace, so trimming a grant never makes
+# it name a different object.
 node(specific) := {"all": true, "keys": {}} if {
 	trim_space(specific) == "*"
 } else := {"all": false, "keys": {trim_space(part): true | some part in split(specific, ",")}} if {
@@ -128,13 +142,14 @@ known(b) if {
 	}
 }
 
-# wanted(c) is a required claim naming one scope, one action and one
-# specific (nearly every claim the gateway derives), in the form the
-# lookups below read: its fields plus "base", the action before any ':'
-# (which must be valid in the scope), and "fallback", its fallback_keys.
-# The gateway sends required claims in this form already (policies/opa,
-# input.go); plain claims are brought to it here. Claims with lists or "*"
-# have no wanted form and are compiled instead.
+# wanted(c) is a required claim naming one scope and one action (nearly
+# every claim the gateway derives), in the form the lookups below read: its
+# fields plus "base", the action before any ':' (which must be valid in the
+# scope), and "fallback", its fallback_keys. Its specific is one exact key,
+# as in compile_wanted. The gateway sends required claims in this form
+# already (policies/opa, input.go); plain claims are brought to it here.
+# Claims with lists or "*" in the scope or action have no wanted form and
+# are compiled instead.
 wanted(c) := c if {
 	is_string(c.base)
 	is_array(c.fallback)
@@ -147,7 +162,7 @@ wanted(c) := c if {
 } if {
 	single(c.scope)
 	single(c.action)
-	single(c.specific)
+	is_string(c.specific)
 }
 
 # known_one(w): the wanted claim names a known scope and an action valid in

@@ -186,17 +186,17 @@ test_empty_wanted_key_set_not_contained if {
 	)
 }
 
-# compile_wanted's short path must agree with compile.
+# compile_wanted agrees with compile on every claim whose specific is one
+# plain key; its short path too.
 test_compile_wanted_same_as_compile_exact if {
 	every w in [
 		c("machines", "get", "m1"),
 		c("machines", "list", ""),
 		c("machines", "update:/Params/a", "m1"),
-		c("machines", "get", "*"),
 		c("machines", "*", "m1"),
 		c(" machines", "get", "m1"),
 		c("machines", "get ", "m1"),
-		c("machines", "get", "a,b"),
+		c("machines,pools", "get,list", "m1"),
 		c("bogus", "get", "m1"),
 		c("machines", "bogus", "m1"),
 		c("info", "update", "x"),
@@ -204,4 +204,38 @@ test_compile_wanted_same_as_compile_exact if {
 	] {
 		claims.compile_wanted(w) == claims.compile(w) with data.provgate.scopes as fixtures.scopes
 	}
+}
+
+# A wanted specific is one key taken exactly: no comma split, no trimming,
+# "*" a key like any other (for the short path and the long one).
+test_compile_wanted_specific_exact if {
+	every specific in ["alice ", " alice", "alice\t", "a,b", "*", " * ", "a, b"] {
+		every scope in ["users", "users,info", " users"] {
+			claims.compile_wanted(c(scope, "get", specific)).users == {"get": {"all": false, "keys": {specific: true}}} with data.provgate.scopes as fixtures.scopes
+		}
+	}
+}
+
+test_wanted_specific_with_space_not_contained if {
+	grant := claims.compile(c("users", "get,password", "alice")) with data.provgate.scopes as fixtures.scopes
+	every specific in ["alice ", " alice", "alice\t", "alice,bob", "*"] {
+		not claims.covers(grant, claims.compile_wanted(c("users", "password", specific))) with data.provgate.scopes as fixtures.scopes
+		not claims.covers_one(grant, claims.wanted(c("users", "password", specific))) with data.provgate.scopes as fixtures.scopes
+	}
+	claims.covers_one(grant, claims.wanted(c("users", "password", "alice"))) with data.provgate.scopes as fixtures.scopes
+}
+
+test_wanted_star_specific_needs_all_not_contained if {
+	some_keys := claims.compile(c("machines", "get", "a,b")) with data.provgate.scopes as fixtures.scopes
+	all_keys := claims.compile(c("machines", "get", "*")) with data.provgate.scopes as fixtures.scopes
+	not claims.covers_one(some_keys, claims.wanted(c("machines", "get", "*"))) with data.provgate.scopes as fixtures.scopes
+	not claims.covers_one(some_keys, claims.wanted(c("machines", "get", "a,b"))) with data.provgate.scopes as fixtures.scopes
+	claims.covers_one(all_keys, claims.wanted(c("machines", "get", "a,b"))) with data.provgate.scopes as fixtures.scopes
+}
+
+# Grants are read as DRP reads them: comma lists with trimmed parts.
+test_granted_list_parts_trimmed_contained if {
+	grant := claims.compile(c("machines", "get", " a , b ")) with data.provgate.scopes as fixtures.scopes
+	claims.covers_one(grant, claims.wanted(c("machines", "get", "b"))) with data.provgate.scopes as fixtures.scopes
+	not claims.covers_one(grant, claims.wanted(c("machines", "get", " b"))) with data.provgate.scopes as fixtures.scopes
 }

@@ -67,6 +67,21 @@ func CompileClaim(c backend.Claim, scopes map[string][]string) CompiledClaim {
 	return out
 }
 
+// CompileWanted compiles a required claim: its scope and action as
+// CompileClaim reads them, and its specific, the key the request named, as
+// exactly one key (never split on commas, trimmed or read as "*"), so that a
+// request naming "alice " is never taken for "alice". It must agree with
+// data.provgate.claims.compile_wanted; a test checks that.
+func CompileWanted(c backend.Claim, scopes map[string][]string) CompiledClaim {
+	out := CompileClaim(backend.Claim{Scope: c.Scope, Action: c.Action, Specific: "*"}, scopes)
+	for _, actions := range out {
+		for a := range actions {
+			actions[a] = SpecNode{Keys: map[string]bool{c.Specific: true}}
+		}
+	}
+	return out
+}
+
 // ActionFallback lists the action keys DRP tries, nearest first, when a
 // claim lacks the exact key (reference §4.5): action:<name> falls back to
 // the bare action; update:/p/q to update:/p, update: and update, walking
@@ -170,7 +185,8 @@ func NewData(roles []backend.Role, tenants []backend.Tenant, license LicenseData
 
 // Normalized returns a copy of d with everything derivable filled in where
 // missing: Scopes (backend.Scopes), each role's Compiled claims, each
-// tenant's MemberSet, and UserTenant from the tenants' Users. Data written
+// tenant's MemberSet, UserTenant from the tenants' Users and MachineTenants
+// from their Members["machines"]. Data written
 // by hand, with only the plain fields, thus decides exactly as fast as data
 // from NewData. d itself is not modified.
 func (d Data) Normalized() Data {
@@ -222,6 +238,16 @@ func (d Data) Normalized() Data {
 			for _, u := range d.Tenants[name].Users {
 				if _, taken := out.UserTenant[u]; !taken {
 					out.UserTenant[u] = name
+				}
+			}
+		}
+	}
+	if out.MachineTenants == nil {
+		out.MachineTenants = map[string][]string{}
+		for _, name := range slices.Sorted(maps.Keys(d.Tenants)) {
+			for _, m := range d.Tenants[name].Members["machines"] {
+				if !slices.Contains(out.MachineTenants[m], name) {
+					out.MachineTenants[m] = append(out.MachineTenants[m], name)
 				}
 			}
 		}

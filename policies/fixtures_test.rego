@@ -70,12 +70,16 @@ tenants := {
 		"member_set": {"machines": {"m3": true}},
 		"users": ["tom"],
 	},
+	# Tenants of machines (no users): mt1 is in t3 and t4, mt2 in t4 only.
+	"t3": {"members": {"machines": ["mt1"], "stages": ["s1"]}, "users": []},
+	"t4": {"members": {"machines": ["mt1", "mt2"], "stages": ["s1", "s2"], "tasks": ["k1"]}, "users": []},
 }
 
 data_licensed := {
 	"roles": roles,
 	"tenants": tenants,
 	"user_tenant": {"tina": "t1", "tom": "t2"},
+	"machine_tenants": {"mt1": ["t3", "t4"], "mt2": ["t4"]},
 	"license": {"valid": true, "features": ["rbac", "secure-params"]},
 	"scopes": scopes,
 }
@@ -102,6 +106,7 @@ decide(world, request_) := d if {
 		with data.provgate.roles as world.roles
 		with data.provgate.tenants as world.tenants
 		with data.provgate.user_tenant as world.user_tenant
+		with data.provgate.machine_tenants as world.machine_tenants
 		with data.provgate.license as world.license
 		with data.provgate.scopes as world.scopes
 }

@@ -15,26 +15,52 @@ role(name) := [claims.compile(c) | some c in data.provgate.roles[name].claims] i
 	not data.provgate.roles[name].compiled
 }
 
-# Reference §4.3: every user holds these, whatever its roles or restriction.
-# Written compiled (see claims.rego), as they are built on every decision:
-# users token,password,get <self> and info get *.
+# Reference §4.3: every user holds these, whatever its roles or
+# restriction: users token,password,get <self> and info get *. A restricted
+# token (see restricted) keeps get and token on itself and info get, but
+# not password: whoever holds a narrowed token must not be able to turn it
+# into the user's whole account. Written compiled (see claims.rego), as
+# they are built on every decision.
 self := [
-	{"users": {"token": own, "password": own, "get": own}},
+	{"users": {a: own | some a in self_actions}},
 	{"info": {"get": every_object}},
 ] if {
 	input.principal.kind == "user"
 } else := []
+
+self_actions := {"token", "get"} if restricted
+
+else := {"token", "password", "get"}
 
 # Specific sets in compiled form: the principal's own key, and "*".
 own := {"all": false, "keys": {input.principal.name: true}}
 
 every_object := {"all": true, "keys": {}}
 
+# role_restricted: the token was minted for named roles (roles=). Its
+# claims are then the claims held both by one of those roles and by one of
+# the user's current roles: a role taken from the user, or narrowed, ends
+# or narrows the token at once, and widening a role the token names gives
+# it nothing the user does not hold.
+role_restricted if is_array(input.principal.token_roles)
+
+# restricted: the token is narrowed, by its roles or by claims
+# (scope/action/specific).
+restricted if role_restricted
+
+restricted if claim_restricted
+
+# claim_restricted: the token carries restricting claims. Read from the
+# input as it is, so that unrestricted principals never compile restrict.
+claim_restricted if count(object.get(input.principal, "restrict", [])) > 0
+
 # A principal of no known kind holds nothing.
 default held := []
 
 # Design D6: direct claims plus every role's claims, roles resolved now so
-# that editing a role changes live tokens.
+# that editing a role changes live tokens. The roles are the user's current
+# ones, as authentication read them from the user record; a token's own
+# role list narrows them further (role_restricted).
 held := array.concat(
 	[claims.compile(c) | some c in input.principal.claims],
 	[g | some name in input.principal.roles; some g in role(name)],
@@ -52,14 +78,40 @@ held := machine_token[input.principal.machine_token] if {
 # machines create,get *
 machine_token["discovery"] := [{"machines": {"create": every_object, "get": every_object}}]
 
-# machines get,actions,update,action,getSecure,updateSecure <uuid>;
-# params, stages, tasks get *; info get *;
+# An operations token runs its machine's agent loop and task scripts
+# (reference §8.4): it reads its machine, runs its plugin action callbackDo,
+# and changes only the fields the agent and scripts change, each by an
+# explicit update:<field> claim. It may not change what pulls other
+# objects' params, profiles or tasks into the machine, nor what the
+# server's job bookkeeping owns: Profiles, Workflow, Stage, BootEnv, Tasks,
+# Pool, PoolAllocated, PoolStatus, Secret, Locked, Name, CurrentJob,
+# CurrentTask, WorkflowComplete; nor releaseToPool, which applies the
+# pool's action groups. Then params, stages, tasks get *; info get *;
 # jobs create,get,update,actions,log <uuid> (a job's key for claims is its
 # machine); events post *; reservations create *; and, when known,
-# reservations * <own reservation>.
+# reservations * <own reservation>. Tenants restrict what it sees
+# (tenancy.rego). Further claims (a job's, say) are added to this list.
 machine_token["operations"] := array.concat(
 	[
-		{"machines": {"get": own, "actions": own, "update": own, "action": own, "getSecure": own, "updateSecure": own}},
+		{"machines": {
+			"get": own,
+			"actions": own,
+			"action:callbackDo": own,
+			"getSecure": own,
+			"updateSecure": own,
+			"update:/Runnable": own,
+			"update:/Context": own,
+			"update:/Params": own,
+			"update:/Meta": own,
+			"update:/Description": own,
+			"update:/Address": own,
+			"update:/HardwareAddrs": own,
+			"update:/OS": own,
+			"update:/Arch": own,
+			"update:/Fingerprint": own,
+			"update:/TaskErrorStacks": own,
+			"update:/RetryTaskAttempt": own,
+		}},
 		{"params": {"get": every_object}},
 		{"stages": {"get": every_object}},
 		{"tasks": {"get": every_object}},
@@ -79,8 +131,11 @@ own_reservation := [claims.compile({"scope": "reservations", "action": "*", "spe
 
 restrict := [claims.compile(c) | some c in object.get(input.principal, "restrict", [])]
 
-# unrestricted: the token carries no restriction.
-unrestricted if count(restrict) == 0
+# unrestricted: the token carries no restricting claim.
+unrestricted if not claim_restricted
+
+# token_held is what the token's roles grant (role_restricted tokens).
+token_held := [g | some name in input.principal.token_roles; some g in role(name)]
 
 # holds_one(w): a grant of the principal, not counting the self claims,
 # contains the wanted claim w (claims.wanted). The same grants as held,
@@ -112,13 +167,49 @@ holds_one(w) if {
 	claims.covers_one(g, w)
 }
 
+# token_roles_hold_one(w): the token names no roles, or one of them
+# contains w.
+token_roles_hold_one(_) if not role_restricted
+
+token_roles_hold_one(w) if {
+	some name in input.principal.token_roles
+	claims.covers_one(data.provgate.roles[name].index, w)
+}
+
+token_roles_hold_one(w) if {
+	some name in input.principal.token_roles
+	not data.provgate.roles[name].index
+	some g in role(name)
+	claims.covers_one(g, w)
+}
+
+# own_credential(w): w changes the principal's own password or Secret,
+# which no restricted token may do, whatever its roles grant: changing the
+# password of its user (users password <self>), rotating its Secret (the
+# POST /users/<self>/secret route and PATCH or PUT of /Secret), setting its
+# PasswordHash, or replacing the whole user.
+own_credential(w) if {
+	input.principal.kind == "user"
+	w.scope == "users"
+	w.specific == input.principal.name
+	credential_action(w.action)
+}
+
+credential_action(a) if a in {"password", "update", "update:"}
+
+credential_action(a) if {
+	startswith(a, "update:/")
+	split(a, "/")[1] in {"Secret", "PasswordHash"}
+}
+
 # self_holds_one(w): the self claims (see self) contain w; written as
 # lookups, since building the compiled self claims costs more than the
-# rest of a decision. users token,password,get <self>; info get *.
+# rest of a decision. users token,password,get <self> (no password for a
+# restricted token); info get *.
 self_holds_one(w) if {
 	input.principal.kind == "user"
 	w.scope == "users"
-	w.action in {"token", "password", "get"}
+	w.action in self_actions
 	own_specific(w.specific)
 }
 

@@ -101,6 +101,44 @@ test_list_restrict_keeps_self_restricted if {
 	d.visible == {"restricted": true, "keys": ["rob"]}
 }
 
+role_token(roles, token_roles) := object.union(fixtures.user("bob", roles), {"token_roles": token_roles})
+
+test_list_token_roles_both_all_unrestricted if {
+	list_of(role_token(["superuser"], ["reader"]), "machines").visible == {"restricted": false}
+}
+
+test_list_token_roles_user_role_narrower_restricted if {
+	d := list_of(role_token(["m1reader"], ["reader"]), "machines")
+	d.allow
+	d.visible == {"restricted": true, "keys": ["m1"]}
+}
+
+test_list_token_roles_token_role_narrower_restricted if {
+	d := list_of(role_token(["reader"], ["m1reader"]), "machines")
+	d.allow
+	d.visible == {"restricted": true, "keys": ["m1"]}
+}
+
+test_list_token_roles_intersection_restricted if {
+	d := list_of(role_token(["m1reader", "precompiled"], ["precompiled"]), "machines")
+	d.visible == {"restricted": true, "keys": ["m9"]}
+}
+
+test_list_token_roles_role_taken_from_user_denied if {
+	d := list_of(role_token([], ["reader"]), "machines")
+	not d.allow
+	d.visible == {"restricted": true, "keys": []}
+}
+
+test_list_token_roles_restrict_and_roles_restricted if {
+	p := object.union(role_token(["m1reader", "precompiled"], ["superuser"]), {"restrict": [c("machines", "get,list", "m9,m7")]})
+	list_of(p, "machines").visible == {"restricted": true, "keys": ["m9"]}
+}
+
+test_list_token_roles_keep_self_restricted if {
+	list_of(role_token(["superuser"], ["reader"]), "users").visible == {"restricted": true, "keys": ["bob"]}
+}
+
 test_list_machine_operations_own_only_restricted if {
 	uuid := "3e7031fe-3062-45f1-835c-92541bc9cbd3"
 	d := list_of(fixtures.machine(uuid, "operations"), "machines")

@@ -1,5 +1,6 @@
 # Machine tokens: fixed permission sets (spec "Authentication", reference
-# §6.3), independent of roles, direct claims and tenants.
+# §6.3), independent of roles and direct claims; tenants listing a machine
+# restrict its operations token (tenancy_test).
 package provgate.machine_test
 
 import data.provgate.claims
@@ -87,8 +88,8 @@ test_machine_has_no_self_claims_denied if not allowed("operations", [c("users", 
 
 test_unknown_machine_token_denied if not allowed("bogus", [c("machines", "get", uuid)])
 
-test_machine_ignores_tenants_allowed if {
-	# A machine named like a tenant user is still not in a tenant.
+test_machine_not_a_tenant_user_allowed if {
+	# A machine named like a tenant user is still not in that user's tenant.
 	r := object.union(
 		fixtures.request(fixtures.machine("tina", "discovery"), [c("machines", "get", "m9")]),
 		{"object": {"scope": "machines", "key": "m9"}},
@@ -100,10 +101,18 @@ test_machine_ignores_tenants_allowed if {
 # reference §6.3 compiled.
 compiled(cs) := [claims.compile(x) | some x in cs]
 
-test_operations_set_is_reference_claims_exact if {
+# The machine fields an operations token may change: those the agent and
+# task scripts change (reference §8.4), and nothing else.
+agent_fields := [
+	"Runnable", "Context", "Params", "Meta", "Description", "Address", "HardwareAddrs",
+	"OS", "Arch", "Fingerprint", "TaskErrorStacks", "RetryTaskAttempt",
+]
+
+test_operations_set_exact if {
 	p := object.union(fixtures.machine(uuid, "operations"), {"reservation_key": "0a000105"})
+	updates := concat(",", [sprintf("update:/%s", [f]) | some f in agent_fields])
 	want := compiled([
-		c("machines", "get,actions,update,action,getSecure,updateSecure", uuid),
+		c("machines", sprintf("get,actions,action:callbackDo,getSecure,updateSecure,%s", [updates]), uuid),
 		c("params", "get", "*"),
 		c("stages", "get", "*"),
 		c("tasks", "get", "*"),
@@ -115,6 +124,34 @@ test_operations_set_is_reference_claims_exact if {
 	]) with data.provgate.scopes as fixtures.scopes
 	grants.held == want with input as {"principal": p} with data.provgate.scopes as fixtures.scopes
 }
+
+test_operations_agent_fields_allowed if {
+	every f in agent_fields {
+		allowed("operations", [c("machines", sprintf("update:/%s", [f]), uuid)])
+	}
+	allowed("operations", [c("machines", "update:/Params/foo/bar", uuid)])
+	allowed("operations", [c("machines", "update:/Meta/feature-flags", uuid)])
+	allowed("operations", [c("machines", "update:/Fingerprint/SSNHash", uuid)])
+}
+
+# Fields that pull other objects' params, profiles or tasks into the
+# machine, and those the server's job bookkeeping owns.
+test_operations_other_fields_denied if {
+	every f in [
+		"Profiles", "Profiles/0", "Workflow", "Stage", "BootEnv", "Tasks", "Tasks/-", "Pool",
+		"PoolAllocated", "PoolStatus", "Secret", "Locked", "Name", "Uuid", "CurrentJob",
+		"CurrentTask", "WorkflowComplete", "Partial", "Errors",
+	] {
+		d := fixtures.decide(fixtures.data_licensed, fixtures.request(fixtures.machine(uuid, "operations"), [c("machines", sprintf("update:/%s", [f]), uuid)]))
+		d.reasons == [sprintf("Requires: machines update:/%s %s", [f, uuid])]
+	}
+	not allowed("operations", [c("machines", "update", uuid)])
+	not allowed("operations", [c("machines", "update:", uuid)])
+}
+
+test_operations_release_to_pool_denied if not allowed("operations", [c("machines", "action:releaseToPool", uuid)])
+
+test_operations_other_plugin_action_denied if not allowed("operations", [c("machines", "action:other", uuid)])
 
 test_discovery_set_is_reference_claims_exact if {
 	want := compiled([c("machines", "create,get", "*")]) with data.provgate.scopes as fixtures.scopes

@@ -1,33 +1,71 @@
-# Tenant visibility (spec "Tenant", reference §4.6). It applies to users
-# only, before roles: an object hidden by the user's tenant is not found,
+# Tenant visibility (spec "Tenant", reference §4.6). It applies before
+# roles: an object hidden by a tenant of the principal is not found,
 # whatever the roles grant.
+#
+# A user is restricted by its one tenant. A machine's operations token is
+# restricted by every tenant whose Members["machines"] lists the machine,
+# so that a token a tenant's machine is given (a task of that tenant's
+# workflow renders it) sees no more than that tenant, and no more than any
+# other tenant listing the machine. A discovery token names no machine
+# and belongs to no tenant.
 package provgate.tenancy
 
-tenant := data.provgate.tenants[data.provgate.user_tenant[input.principal.name]] if {
+# tenant_names are the names of the tenants restricting the principal.
+tenant_names contains data.provgate.user_tenant[input.principal.name] if {
 	input.principal.kind == "user"
 }
 
-# restricts(scope): the tenant lists scope in Members. A present but empty
-# (or null) list restricts the scope to nothing, so only presence counts.
-restricts(scope) if {
-	_ = tenant.members[scope]
+tenant_names contains name if {
+	operations_machine
+	some name in data.provgate.machine_tenants[input.principal.name]
 }
 
-# member_set (from policies.NewData) makes membership a key lookup; plain
-# data falls back to searching the Members list.
-member(scope, key) if tenant.member_set[scope][key]
+# Data without machine_tenants (written by hand rather than by
+# policies.NewData) is searched instead.
+tenant_names contains name if {
+	operations_machine
+	not data.provgate.machine_tenants
+	some name, t in data.provgate.tenants
+	input.principal.name in object.get(t.members, "machines", [])
+}
 
-member(scope, key) if {
-	not tenant.member_set
-	key in tenant.members[scope]
+operations_machine if {
+	input.principal.kind == "machine"
+	input.principal.machine_token == "operations"
+}
+
+# restricting(name, scope): tenant name (of the principal) lists scope in
+# Members. A present but empty (or null) list restricts the scope to
+# nothing, so only presence counts. A name that is no tenant restricts
+# nothing.
+restricting(name, scope) if _ = data.provgate.tenants[name].members[scope]
+
+restricts(scope) if {
+	some name in tenant_names
+	restricting(name, scope)
 }
 
 hidden if {
-	restricts(input.object.scope)
-	not member(input.object.scope, input.object.key)
+	some name in tenant_names
+	_ = data.provgate.tenants[name].members[input.object.scope]
+	not data.provgate.tenants[name].member_set[input.object.scope][input.object.key]
+	not searched_member(name)
 }
 
-# keys(scope): the keys visible in a restricted scope.
-keys(scope) := {k | some k, _ in tenant.member_set[scope]} if {
-	tenant.member_set[scope]
-} else := {k | some k in tenant.members[scope]}
+# searched_member(name): data without member_set lists the object in the
+# tenant's Members.
+searched_member(name) if {
+	not data.provgate.tenants[name].member_set
+	input.object.key in data.provgate.tenants[name].members[input.object.scope]
+}
+
+# keys(scope): the keys visible in a restricted scope, those every
+# restricting tenant lists.
+keys(scope) := intersection({tenant_keys(name, scope) |
+	some name in tenant_names
+	restricting(name, scope)
+})
+
+tenant_keys(name, scope) := {k | some k, _ in data.provgate.tenants[name].member_set[scope]} if {
+	data.provgate.tenants[name].member_set[scope]
+} else := {k | some k in data.provgate.tenants[name].members[scope]}

@@ -1,8 +1,10 @@
 # Tenant visibility (spec "Tenant", reference §4.6): applied before roles,
-# hidden objects are not found.
+# hidden objects are not found. Users are restricted by their tenant, a
+# machine's operations token by every tenant listing the machine.
 package provgate.tenancy_test
 
 import data.provgate.fixtures
+import data.provgate.tenancy
 
 c(scope, action, specific) := fixtures.claim(scope, action, specific)
 
@@ -57,3 +59,67 @@ test_tenant_null_member_list_not_found if {
 }
 
 test_tenant_no_object_allowed if fixtures.decide(fixtures.data_licensed, fixtures.request(tina, [c("machines", "create", "")])).allow
+
+# Machines: an operations token is restricted by every tenant whose
+# Members["machines"] lists the machine.
+mt1 := fixtures.machine("mt1", "operations")
+
+mt2 := fixtures.machine("mt2", "operations")
+
+test_machine_tenant_member_visible_allowed if {
+	on(mt2, "stages", "s2", [c("stages", "get", "s2")]).allow
+	on(mt2, "tasks", "k1", [c("tasks", "get", "k1")]).allow
+}
+
+test_machine_tenant_non_member_not_found if {
+	d := on(mt2, "stages", "s3", [c("stages", "get", "s3")])
+	d == {"allow": false, "not_found": true, "reasons": ["stages s3: Not Found"]}
+	on(mt2, "tasks", "k2", [c("tasks", "get", "k2")]).not_found
+}
+
+test_machine_tenant_absent_scope_unrestricted_allowed if on(mt2, "params", "p1", [c("params", "get", "p1")]).allow
+
+# In two tenants, a machine sees what both show.
+test_machine_two_tenants_intersection_not_found if {
+	on(mt1, "stages", "s1", [c("stages", "get", "s1")]).allow
+	on(mt1, "stages", "s2", [c("stages", "get", "s2")]).not_found
+	on(mt1, "tasks", "k2", [c("tasks", "get", "k2")]).not_found
+	on(mt1, "tasks", "k1", [c("tasks", "get", "k1")]).allow
+}
+
+visible(p, scope) := fixtures.decide(
+	fixtures.data_licensed,
+	object.union(fixtures.request(p, [c(scope, "list", "")]), {"list": {"scope": scope}}),
+).visible
+
+test_machine_tenant_list_keys_restricted if {
+	visible(mt1, "stages") == {"restricted": true, "keys": ["s1"]}
+	visible(mt2, "stages") == {"restricted": true, "keys": ["s1", "s2"]}
+	visible(mt1, "tasks") == {"restricted": true, "keys": ["k1"]}
+}
+
+test_machine_in_no_tenant_unrestricted_allowed if on(fixtures.machine("mt9", "operations"), "stages", "s3", [c("stages", "get", "s3")]).allow
+
+# Discovery tokens name no machine and belong to no tenant, even if a
+# tenant happened to list their name.
+test_machine_discovery_no_tenant_allowed if {
+	on(fixtures.machine("mt1", "discovery"), "machines", "m9", [c("machines", "get", "m9")]).allow
+}
+
+# A tenant user named like a machine is restricted as a user only.
+test_machine_tenants_not_for_users_allowed if on(fixtures.user("mt2", ["superuser"]), "stages", "s3", [c("stages", "get", "s3")]).allow
+
+test_machine_tenant_names_from_data_exact if {
+	tenancy.tenant_names == {"t3", "t4"} with input as {"principal": mt1}
+		with data.provgate.tenants as fixtures.tenants
+		with data.provgate.machine_tenants as fixtures.data_licensed.machine_tenants
+	tenancy.tenant_names == set() with input as {"principal": fixtures.machine("mt9", "operations")}
+		with data.provgate.tenants as fixtures.tenants
+		with data.provgate.machine_tenants as fixtures.data_licensed.machine_tenants
+}
+
+# Data written without machine_tenants is searched.
+test_machine_tenant_names_searched_exact if {
+	tenancy.tenant_names == {"t3", "t4"} with input as {"principal": mt1} with data.provgate.tenants as fixtures.tenants
+	tenancy.tenant_names == {"t4"} with input as {"principal": mt2} with data.provgate.tenants as fixtures.tenants
+}

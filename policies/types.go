@@ -11,9 +11,15 @@ type Principal struct {
 	Kind string `json:"kind"`
 	// Name is the user name, or the machine UUID for machine tokens.
 	Name string `json:"name"`
-	// Roles are the role names the request acts with (resolved against
+	// Roles are the role names the principal holds: a user's current roles,
+	// as authentication read them from the user record (resolved against
 	// data.provgate.roles at decision time, so role edits apply at once).
 	Roles []string `json:"roles"`
+	// TokenRoles, when not nil, are the roles a token was restricted to
+	// (roles=): every claim must also be held by one of them, besides one of
+	// Roles. Nil (JSON null) means the token names no roles; an empty list
+	// restricts the token to its self claims.
+	TokenRoles []string `json:"token_roles"`
 	// Claims are direct claims the token carries besides its roles.
 	Claims []backend.Claim `json:"claims"`
 	// Restrict, when non-empty, narrows the token: every required claim must
@@ -82,7 +88,11 @@ type Data struct {
 	Tenants map[string]TenantData `json:"tenants"`
 	// UserTenant maps each tenant user to its tenant.
 	UserTenant map[string]string `json:"user_tenant"`
-	License    LicenseData       `json:"license"`
+	// MachineTenants maps each machine UUID a tenant lists in
+	// Members["machines"] to those tenants, sorted: they all restrict what
+	// the machine's operations token sees.
+	MachineTenants map[string][]string `json:"machine_tenants"`
+	License        LicenseData         `json:"license"`
 	// Scopes is backend.Scopes: the actions valid in each scope.
 	Scopes map[string][]string `json:"scopes"`
 }

@@ -86,6 +86,16 @@ func (s *Store) migrate(ctx context.Context) error {
 		`CREATE INDEX IF NOT EXISTS ix_callback_attempts_at ON callback_attempts (at_us, id)`,
 		`CREATE INDEX IF NOT EXISTS ix_callback_attempts_machine ON callback_attempts (machine, at_us)`)
 
+	// Failed logins (logins.go): written only by failures, read by the
+	// first Basic login of a credential, pruned once a window.
+	add(`CREATE TABLE IF NOT EXISTS login_failures (id bigserial PRIMARY KEY,
+	kind text NOT NULL, key_hash text NOT NULL, at_us bigint NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS login_failures (id INTEGER PRIMARY KEY AUTOINCREMENT,
+	kind TEXT NOT NULL, key_hash TEXT NOT NULL, at_us INTEGER NOT NULL)`)
+	stmts = append(stmts,
+		`CREATE INDEX IF NOT EXISTS ix_login_failures_key ON login_failures (kind, key_hash, at_us)`,
+		`CREATE INDEX IF NOT EXISTS ix_login_failures_at ON login_failures (at_us)`)
+
 	for _, prefix := range backend.KindPrefixes() {
 		stmts = append(stmts, s.kindDDL(backend.Kinds[prefix])...)
 	}

@@ -310,16 +310,16 @@ func (c *tokenCache) reset() {
 }
 
 func toGateway(p *auth.Principal) *gateway.Principal {
-	return &gateway.Principal{Kind: p.Kind, Name: p.Name, Grantor: p.Grantor, Roles: p.Roles, AllRoles: p.AllRoles,
-		Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic}
+	return &gateway.Principal{Kind: p.Kind, Name: p.Name, Grantor: p.Grantor, Roles: p.Roles, TokenRoles: p.TokenRoles,
+		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic}
 }
 
 func toAuth(p *gateway.Principal) *auth.Principal {
 	if p == nil {
 		return nil
 	}
-	return &auth.Principal{Kind: p.Kind, Name: p.Name, Grantor: p.Grantor, Roles: p.Roles, AllRoles: p.AllRoles,
-		Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic}
+	return &auth.Principal{Kind: p.Kind, Name: p.Name, Grantor: p.Grantor, Roles: p.Roles, TokenRoles: p.TokenRoles,
+		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic}
 }
 
 // resolver implements claims.Resolver over the object service.

@@ -126,7 +126,9 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	})
 
 	sec := &secrets{st: st}
-	authn := auth.New(sec, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL,
+	// Failed logins are counted in the store, so replicas sharing it share
+	// the limits and a restart forgets none.
+	authn := auth.New(sec, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL, Failures: st,
 		ClaimContains: func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
 	sync := &policySync{st: st, engine: engine, lic: lic}
 	tokens := newTokenCache(10000, time.Minute)

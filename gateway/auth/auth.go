@@ -64,8 +64,9 @@ type UserRecord struct {
 }
 
 // Principal is who a request acts for. The gateway turns it into
-// policies.Principal (Kind, Name, Roles, Restrict and MachineToken keep
-// their meanings there) and adds the implicit self claims of users.
+// policies.Principal (Kind, Name, Roles, TokenRoles, Restrict and
+// MachineToken keep their meanings there); the policies add the implicit
+// self claims of users.
 type Principal struct {
 	// Kind is KindUser or KindMachine.
 	Kind string
@@ -75,11 +76,17 @@ type Principal struct {
 	// Grantor is the user that asked for the token, the user itself for
 	// Basic, and SystemGrantor for machine tokens.
 	Grantor string
-	// Roles are the role names the principal acts with. When AllRoles is
-	// set they are the user's roles as read during authentication; the token
-	// itself named none, so the user's current roles apply.
-	Roles    []string
-	AllRoles bool
+	// Roles are a user's roles as read during authentication, from the
+	// current user record for tokens as for Basic: a role taken from the
+	// user ends it for every token of the user at the next request (the
+	// gateway drops its cached users and tokens on every user, role or
+	// tenant change).
+	Roles []string
+	// TokenRoles, when RoleRestricted, are the roles the token was minted
+	// for (roles=). They narrow Roles, never add to them: a claim must be
+	// held by one of TokenRoles and by one of Roles.
+	TokenRoles     []string
+	RoleRestricted bool
 	// Restrict, when non-empty, narrows the principal: every required claim
 	// must also be contained by one of these.
 	Restrict []backend.Claim
@@ -119,8 +126,12 @@ type Options struct {
 	FailLimitUser int
 	FailLimitIP   int
 	FailWindow    time.Duration
-	// FailTrackMax bounds how many user names and IPs are tracked each
-	// (10000), since attackers choose both.
+	// Failures is where failed logins are counted; give every replica the
+	// same one (the store) so that the limits hold across them. Nil counts
+	// in memory, for this process only.
+	Failures FailureLog
+	// FailTrackMax bounds how many user names and IPs the in-memory
+	// failure log tracks each (10000), since attackers choose both.
 	FailTrackMax int
 	// Now is the clock (time.Now).
 	Now func() time.Time
@@ -144,8 +155,7 @@ type Authenticator struct {
 	cacheKey []byte
 	scrypt   chan struct{}
 	wait     time.Duration
-	users    *failLimiter // nil when disabled
-	ips      *failLimiter // nil when disabled
+	fails    *failLimits
 	params   scryptParams // for the unknown-user decoy hash
 	decoy    decoyHash
 	contains func(have, want backend.Claim) bool
@@ -191,13 +201,15 @@ func New(secrets Secrets, opts Options) *Authenticator {
 	a.cacheKey = make([]byte, 32)
 	_, _ = rand.Read(a.cacheKey) // crypto/rand.Read never fails on supported platforms
 	a.scrypt = make(chan struct{}, orInt(opts.ScryptConcurrency, max(1, runtime.GOMAXPROCS(0)/2)))
-	window := orDuration(opts.FailWindow, time.Minute)
-	track := orInt(opts.FailTrackMax, 10000)
-	if n := orInt(opts.FailLimitUser, 10); n > 0 {
-		a.users = newFailLimiter(n, window, track)
+	a.fails = &failLimits{
+		log:     opts.Failures,
+		userMax: max(orInt(opts.FailLimitUser, 10), 0),
+		ipMax:   max(orInt(opts.FailLimitIP, 30), 0),
+		window:  orDuration(opts.FailWindow, time.Minute),
+		logger:  a.log,
 	}
-	if n := orInt(opts.FailLimitIP, 30); n > 0 {
-		a.ips = newFailLimiter(n, window, track)
+	if a.fails.log == nil {
+		a.fails.log = NewMemoryFailures(max(a.fails.userMax, a.fails.ipMax), orInt(opts.FailTrackMax, 10000))
 	}
 	return a
 }

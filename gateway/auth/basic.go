@@ -6,8 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
-	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -22,7 +20,8 @@ import (
 //  2. a cache hit is accepted at once, even when the user name or IP is over
 //     the failure limit: an attacker guessing passwords for a name must not
 //     lock out the legitimate client already using it;
-//  3. otherwise the failure limits are checked, and a limited attempt is
+//  3. otherwise the failure limits are checked (one read of the failure
+//     log, which replicas sharing a store share), and a limited attempt is
 //     refused (429) without running scrypt;
 //  4. scrypt runs under the concurrency bound; an unknown user runs it
 //     against a decoy hash so that timing does not reveal which names exist.
@@ -44,11 +43,12 @@ func (a *Authenticator) basic(ctx context.Context, user, pw, clientIP string) (*
 			return basicPrincipal(rec), nil
 		}
 	}
-	if wait := a.limited(user, clientIP); wait > 0 {
-		secs := int(math.Ceil(wait.Seconds()))
-		return nil, &backend.Error{Code: backend.ETOOMANY, Type: "AUTH",
-			Messages: []string{fmt.Sprintf("too many failed logins; retry after %ds", secs)},
-			Err:      &Limited{RetryAfter: time.Duration(secs) * time.Second}}
+	wait, fails, err := a.fails.check(ctx, user, clientIP, a.now())
+	if err != nil {
+		return nil, internal(err)
+	}
+	if wait > 0 {
+		return nil, limitedError(wait)
 	}
 	hash := rec.PasswordHash
 	if !known {
@@ -61,7 +61,13 @@ func (a *Authenticator) basic(ctx context.Context, user, pw, clientIP string) (*
 		return nil, err
 	}
 	if !ok || !known {
-		return nil, a.loginFailed(user, clientIP)
+		// Every bad login reads the same; a failure that cannot be counted
+		// is the server's, and is refused as such rather than let through
+		// uncounted.
+		if err := a.fails.failed(ctx, user, clientIP, fails, a.now()); err != nil {
+			return nil, internal(err)
+		}
+		return nil, badLogin()
 	}
 	if a.cache != nil {
 		a.cache.add(ck, a.now())
@@ -72,7 +78,7 @@ func (a *Authenticator) basic(ctx context.Context, user, pw, clientIP string) (*
 // basicPrincipal: Basic acts as a one-use token the user grants itself with
 // all its roles (reference §4.3).
 func basicPrincipal(u UserRecord) *Principal {
-	return &Principal{Kind: KindUser, Name: u.Name, Grantor: u.Name, Roles: slices.Clone(u.Roles), AllRoles: true, Basic: true}
+	return &Principal{Kind: KindUser, Name: u.Name, Grantor: u.Name, Roles: slices.Clone(u.Roles), Basic: true}
 }
 
 // credKey keys the cache by an HMAC of everything that makes the credential
@@ -110,32 +116,6 @@ func (a *Authenticator) checkPassword(ctx context.Context, hash []byte, pw strin
 		a.onScrypt()
 	}
 	return CheckPassword(hash, pw), nil
-}
-
-// limited returns how long until user and clientIP may try again, or 0.
-func (a *Authenticator) limited(user, clientIP string) time.Duration {
-	now := a.now()
-	var wait time.Duration
-	if a.users != nil {
-		wait = a.users.blocked(user, now)
-	}
-	if a.ips != nil && clientIP != "" {
-		wait = max(wait, a.ips.blocked(clientIP, now))
-	}
-	return wait
-}
-
-// loginFailed records a failure and returns the one answer for every bad
-// login.
-func (a *Authenticator) loginFailed(user, clientIP string) error {
-	now := a.now()
-	if a.users != nil && a.users.fail(user, now) {
-		a.log.Warn("login failure limit reached", "user", user, "ip", clientIP)
-	}
-	if a.ips != nil && clientIP != "" && a.ips.fail(clientIP, now) {
-		a.log.Warn("login failure limit reached", "ip", clientIP)
-	}
-	return badLogin()
 }
 
 // decoyHash is a hash of a random password, built once on first need with
@@ -207,85 +187,4 @@ func (c *basicCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ll.Len()
-}
-
-// failLimiter counts failures per key in a sliding window.
-type failLimiter struct {
-	mu     sync.Mutex
-	limit  int
-	window time.Duration
-	max    int
-	// times holds each key's most recent failures, oldest first, at most
-	// limit of them: that is all the window test needs.
-	times map[string][]time.Time
-}
-
-func newFailLimiter(limit int, window time.Duration, maxKeys int) *failLimiter {
-	return &failLimiter{limit: limit, window: window, max: maxKeys, times: make(map[string][]time.Time)}
-}
-
-// blocked returns how long key must wait, or 0 when it may try.
-func (l *failLimiter) blocked(key string, now time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ts := l.prune(key, now)
-	if len(ts) < l.limit {
-		return 0
-	}
-	return ts[len(ts)-l.limit].Add(l.window).Sub(now)
-}
-
-// fail records a failure; it reports whether key just reached the limit.
-func (l *failLimiter) fail(key string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ts := l.prune(key, now)
-	if ts == nil && len(l.times) >= l.max {
-		l.evict(now)
-	}
-	ts = append(ts, now)
-	if len(ts) > l.limit {
-		ts = slices.Delete(ts, 0, len(ts)-l.limit)
-	}
-	l.times[key] = ts
-	return len(ts) == l.limit
-}
-
-// prune drops key's failures that left the window.
-func (l *failLimiter) prune(key string, now time.Time) []time.Time {
-	ts, ok := l.times[key]
-	if !ok {
-		return nil
-	}
-	cut := now.Add(-l.window)
-	i := 0
-	for i < len(ts) && !ts[i].After(cut) {
-		i++
-	}
-	if i == len(ts) {
-		delete(l.times, key)
-		return nil
-	}
-	ts = ts[i:]
-	l.times[key] = ts
-	return ts
-}
-
-// evict makes room for a new key: first every key whose failures expired,
-// then, if the table is still full of live keys (many names or addresses
-// under attack at once), an arbitrary one. Forgetting a key only lets it
-// start counting again; the other limit still applies.
-func (l *failLimiter) evict(now time.Time) {
-	cut := now.Add(-l.window)
-	for k, ts := range l.times {
-		if !ts[len(ts)-1].After(cut) {
-			delete(l.times, k)
-		}
-	}
-	for k := range l.times {
-		if len(l.times) < l.max {
-			break
-		}
-		delete(l.times, k)
-	}
 }

@@ -58,7 +58,7 @@ func TestAuthenticateHeader(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if p.Name != "bob" || p.Kind != KindUser || !p.AllRoles || !slices.Equal(p.Roles, []string{"operator"}) {
+				if p.Name != "bob" || p.Kind != KindUser || p.RoleRestricted || !slices.Equal(p.Roles, []string{"operator"}) {
 					t.Errorf("got %+v", p)
 				}
 				return
@@ -82,7 +82,7 @@ func TestBasicPrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator", "readonly"}, AllRoles: true, Basic: true}
+	want := Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator", "readonly"}, Basic: true}
 	if got := fmt.Sprintf("%+v", *p); got != fmt.Sprintf("%+v", want) {
 		t.Errorf("got  %s\nwant %+v", got, want)
 	}
@@ -375,20 +375,194 @@ func TestFailureLimit(t *testing.T) {
 	})
 }
 
-func TestFailLimiterBoundedKeys(t *testing.T) {
+func TestMemoryFailuresBoundedKeys(t *testing.T) {
 	clk := newClock()
-	l := newFailLimiter(3, time.Minute, 100)
+	l := NewMemoryFailures(3, 100).(*memoryFailures)
+	ctx := context.Background()
 	for i := range 1000 {
-		l.fail(fmt.Sprintf("user%d", i), clk.Now())
+		clk.Add(time.Millisecond)
+		_ = l.AddLoginFailure(ctx, fmt.Sprintf("user%d", i), fmt.Sprintf("ip%d", i), clk.Now())
 	}
-	if got := len(l.times); got > 100 {
-		t.Errorf("got %d tracked keys, want at most 100", got)
+	if len(l.users) > 100 || len(l.ips) > 100 {
+		t.Errorf("got %d user and %d ip keys, want at most 100 each", len(l.users), len(l.ips))
+	}
+	// The newest keys are the ones kept.
+	if us, is, _ := l.RecentLoginFailures(ctx, "user999", "ip999", time.Time{}, 3, 3); len(us) != 1 || len(is) != 1 {
+		t.Errorf("newest key forgotten: %v %v", us, is)
+	}
+	for range 5 {
+		clk.Add(time.Second)
+		_ = l.AddLoginFailure(ctx, "bob", "", clk.Now())
+	}
+	if got := len(l.users["bob"]); got != 3 {
+		t.Errorf("bob keeps %d failures, want 3", got)
 	}
 	clk.Add(2 * time.Minute)
-	l.fail("late", clk.Now())
-	if got := len(l.times); got != 1 {
-		t.Errorf("got %d tracked keys after expiry, want 1", got)
+	_ = l.PruneLoginFailures(ctx, clk.Now().Add(-time.Minute))
+	if len(l.users) != 0 || len(l.ips) != 0 {
+		t.Errorf("after pruning %d user and %d ip keys remain", len(l.users), len(l.ips))
 	}
+}
+
+func TestRecentLoginFailures(t *testing.T) {
+	clk := newClock()
+	l := NewMemoryFailures(10, 100)
+	ctx := context.Background()
+	var times []time.Time
+	for range 5 {
+		clk.Add(10 * time.Second)
+		times = append(times, clk.Now())
+		_ = l.AddLoginFailure(ctx, "bob", "192.0.2.1", clk.Now())
+	}
+	_ = l.AddLoginFailure(ctx, "bob", "", clk.Now().Add(time.Second))
+	us, is, err := l.RecentLoginFailures(ctx, "bob", "192.0.2.1", times[1], 3, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Time{clk.Now().Add(time.Second), times[4], times[3]}
+	if !slices.Equal(us, want) {
+		t.Errorf("user times %v, want newest first %v", us, want)
+	}
+	if !slices.Equal(is, []time.Time{times[4], times[3], times[2]}) {
+		t.Errorf("ip times %v, want the three after since, newest first", is)
+	}
+	if _, is, _ := l.RecentLoginFailures(ctx, "bob", "", time.Time{}, 3, 3); is != nil {
+		t.Errorf("empty ip gave %v", is)
+	}
+}
+
+// spyFailures counts calls to a FailureLog and can fail them.
+type spyFailures struct {
+	FailureLog
+	reads, adds, prunes atomic.Int64
+	pruned              []time.Time
+	mu                  sync.Mutex
+	fail                error
+}
+
+func (s *spyFailures) RecentLoginFailures(ctx context.Context, user, ip string, since time.Time, ul, il int) ([]time.Time, []time.Time, error) {
+	s.reads.Add(1)
+	if s.fail != nil {
+		return nil, nil, s.fail
+	}
+	return s.FailureLog.RecentLoginFailures(ctx, user, ip, since, ul, il)
+}
+
+func (s *spyFailures) AddLoginFailure(ctx context.Context, user, ip string, t time.Time) error {
+	s.adds.Add(1)
+	if s.fail != nil {
+		return s.fail
+	}
+	return s.FailureLog.AddLoginFailure(ctx, user, ip, t)
+}
+
+func (s *spyFailures) PruneLoginFailures(ctx context.Context, t time.Time) error {
+	s.prunes.Add(1)
+	s.mu.Lock()
+	s.pruned = append(s.pruned, t)
+	s.mu.Unlock()
+	return s.FailureLog.PruneLoginFailures(ctx, t)
+}
+
+// TestFailuresShared: two authenticators on one failure log (two replicas
+// on one store) count each other's failures.
+func TestFailuresShared(t *testing.T) {
+	s := newFakeSecrets()
+	s.addUser(t, "bob", "bob-secret-00001", "pw")
+	clk := newClock()
+	shared := NewMemoryFailures(10, 100)
+	opts := Options{Now: clk.Now, FailLimitUser: 4, FailLimitIP: -1, Failures: shared}
+	a, _ := newTestAuth(s, opts)
+	b, _ := newTestAuth(s, opts)
+	for i := range 4 {
+		r := []*Authenticator{a, b}[i%2]
+		_, err := r.Authenticate(context.Background(), basicHeader("bob", "bad"), "192.0.2.1")
+		wantCode(t, err, backend.EFORBIDDEN)
+	}
+	for _, r := range []*Authenticator{a, b} {
+		_, err := r.Authenticate(context.Background(), basicHeader("bob", "pw"), "192.0.2.1")
+		wantCode(t, err, backend.ETOOMANY)
+	}
+	clk.Add(time.Minute + time.Second)
+	if _, err := b.Authenticate(context.Background(), basicHeader("bob", "pw"), "192.0.2.1"); err != nil {
+		t.Errorf("after the window: %v", err)
+	}
+}
+
+// TestFailuresCost: a cached Basic login reads nothing, an uncached good one
+// reads once and writes nothing; only failures write, and the log is pruned
+// at most once a window.
+func TestFailuresCost(t *testing.T) {
+	s := newFakeSecrets()
+	s.addUser(t, "bob", "bob-secret-00001", "pw")
+	clk := newClock()
+	spy := &spyFailures{FailureLog: NewMemoryFailures(10, 100)}
+	a, _ := newTestAuth(s, Options{Now: clk.Now, Failures: spy, BasicCacheTTL: time.Hour})
+	ctx := context.Background()
+	if _, err := a.Authenticate(ctx, basicHeader("bob", "pw"), "192.0.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	if r, w := spy.reads.Load(), spy.adds.Load(); r != 1 || w != 0 {
+		t.Errorf("uncached good login: %d reads, %d writes; want 1, 0", r, w)
+	}
+	for range 3 {
+		if _, err := a.Authenticate(ctx, basicHeader("bob", "pw"), "192.0.2.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, w := spy.reads.Load(), spy.adds.Load(); r != 1 || w != 0 {
+		t.Errorf("cached good logins: %d reads, %d writes in all; want 1, 0", r, w)
+	}
+	for range 3 {
+		_, err := a.Authenticate(ctx, basicHeader("bob", "bad"), "192.0.2.1")
+		wantCode(t, err, backend.EFORBIDDEN)
+		clk.Add(10 * time.Second)
+	}
+	if r, w, p := spy.reads.Load(), spy.adds.Load(), spy.prunes.Load(); r != 4 || w != 3 || p != 1 {
+		t.Errorf("after 3 failures: %d reads, %d writes, %d prunes; want 4, 3, 1", r, w, p)
+	}
+	clk.Add(time.Minute)
+	_, err := a.Authenticate(ctx, basicHeader("bob", "bad"), "192.0.2.1")
+	wantCode(t, err, backend.EFORBIDDEN)
+	if p := spy.prunes.Load(); p != 2 {
+		t.Errorf("%d prunes after a window, want 2", p)
+	}
+	if got, want := spy.pruned[1], clk.Now().Add(-time.Minute); !got.Equal(want) {
+		t.Errorf("pruned up to %v, want %v (one window back)", got, want)
+	}
+}
+
+// TestFailuresOutage: a failure log that cannot be read or written refuses
+// the login as the server's fault (500), never lets it through uncounted.
+func TestFailuresOutage(t *testing.T) {
+	s := newFakeSecrets()
+	s.addUser(t, "bob", "bob-secret-00001", "pw")
+	spy := &spyFailures{FailureLog: NewMemoryFailures(10, 100), fail: errors.New("database is down")}
+	a, scrypts := newTestAuth(s, Options{Failures: spy})
+	for _, pw := range []string{"pw", "bad"} {
+		_, err := a.Authenticate(context.Background(), basicHeader("bob", pw), "192.0.2.1")
+		e := wantCode(t, err, backend.EINTERNAL)
+		if strings.Contains(strings.Join(e.Messages, " "), "database") {
+			t.Errorf("message names the cause: %v", e.Messages)
+		}
+	}
+	if n := scrypts.Load(); n != 0 {
+		t.Errorf("scrypt ran %d times without the failure count", n)
+	}
+	// Readable but not writable: the failure is not counted, so it is 500.
+	spy.fail = nil
+	a2, _ := newTestAuth(s, Options{Failures: &spyFailures{FailureLog: failingAdds{NewMemoryFailures(10, 100)}}})
+	_, err := a2.Authenticate(context.Background(), basicHeader("bob", "bad"), "192.0.2.1")
+	wantCode(t, err, backend.EINTERNAL)
+	if _, err := a2.Authenticate(context.Background(), basicHeader("bob", "pw"), "192.0.2.1"); err != nil {
+		t.Errorf("good login with a read-only log: %v", err)
+	}
+}
+
+type failingAdds struct{ FailureLog }
+
+func (failingAdds) AddLoginFailure(context.Context, string, string, time.Time) error {
+	return errors.New("read-only")
 }
 
 func TestContext(t *testing.T) {

@@ -108,10 +108,13 @@ func (a *Authenticator) registered(sub string, ttl time.Duration) (jwt.Registere
 // A token never exceeds a restricted grantor, whatever the caller passes:
 //   - restrict: see narrowRestrict;
 //   - roles, when the grantor is a role-restricted token of the same user:
-//     nil inherits grantor.Roles and a list keeps only names among
-//     grantor.Roles, so a narrowed token cannot refresh itself into a wider
-//     one. (A different user's token carries that user's rights, as in DRP;
-//     the grantor needed the users token claim for it.)
+//     nil inherits grantor.TokenRoles and a list keeps only names among
+//     grantor.TokenRoles, so a narrowed token cannot refresh itself into a
+//     wider one. (A different user's token carries that user's rights, as
+//     in DRP; the grantor needed the users token claim for it.)
+//
+// The roles a token names only ever narrow the user's current roles: at
+// each request both must hold a claim (see Principal).
 //
 // The new token is bound to the user's and the grantor's Secrets; its expiry
 // is not capped by the grantor's, because DRP clients refresh a token with
@@ -151,11 +154,11 @@ func (a *Authenticator) IssueUserToken(ctx context.Context, user UserRecord, gra
 	}
 
 	restrict = a.narrowRestrict(grantor.Restrict, restrict)
-	if !grantor.AllRoles && grantor.Name == user.Name {
+	if grantor.RoleRestricted && grantor.Name == user.Name {
 		if roles == nil {
-			roles = grantor.Roles
+			roles = grantor.TokenRoles
 		} else {
-			roles = slices.DeleteFunc(slices.Clone(roles), func(r string) bool { return !slices.Contains(grantor.Roles, r) })
+			roles = slices.DeleteFunc(slices.Clone(roles), func(r string) bool { return !slices.Contains(grantor.TokenRoles, r) })
 		}
 		if roles == nil {
 			roles = []string{}
@@ -285,11 +288,13 @@ func (a *Authenticator) bearer(ctx context.Context, tok string) (*Principal, err
 		TokenID:      c.ID,
 	}
 	if c.Kind == KindUser {
-		if c.Roles == nil {
-			p.AllRoles = true
-			p.Roles = slices.Clone(st.user.Roles)
-		} else {
-			p.Roles = *c.Roles
+		p.Roles = slices.Clone(st.user.Roles)
+		if c.Roles != nil {
+			p.RoleRestricted = true
+			p.TokenRoles = slices.Clone(*c.Roles)
+			if p.TokenRoles == nil {
+				p.TokenRoles = []string{}
+			}
 		}
 	}
 	return p, nil

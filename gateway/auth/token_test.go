@@ -79,24 +79,26 @@ func TestTokenRoundTrip(t *testing.T) {
 		{
 			name: "user self-granted, all roles",
 			tok:  func() string { return w.userToken(t, w.bob, basicGrantor(w.bob), 0, nil, nil) },
-			want: Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator"}, AllRoles: true},
+			want: Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator"}},
 		},
 		{
 			name: "user granted by another user",
 			tok:  func() string { return w.userToken(t, w.bob, basicGrantor(w.admin), time.Minute, nil, nil) },
-			want: Principal{Kind: KindUser, Name: "bob", Grantor: "admin", Roles: []string{"operator"}, AllRoles: true},
+			want: Principal{Kind: KindUser, Name: "bob", Grantor: "admin", Roles: []string{"operator"}},
 		},
 		{
 			name: "restricted roles and claims",
 			tok: func() string {
 				return w.userToken(t, w.bob, basicGrantor(w.bob), time.Hour, []string{"readonly"}, restrict)
 			},
-			want: Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"readonly"}, Restrict: restrict},
+			// Roles are bob's own, as stored now; the token's roles narrow them.
+			want: Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator"},
+				TokenRoles: []string{"readonly"}, RoleRestricted: true, Restrict: restrict},
 		},
 		{
 			name: "every requested role dropped",
 			tok:  func() string { return w.userToken(t, w.bob, basicGrantor(w.bob), time.Hour, []string{}, nil) },
-			want: Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{}},
+			want: Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator"}, TokenRoles: []string{}, RoleRestricted: true},
 		},
 		{
 			name: "machine operations",
@@ -129,6 +131,9 @@ func TestTokenRoundTrip(t *testing.T) {
 			}
 			if (p.Roles == nil) != (tt.want.Roles == nil) {
 				t.Errorf("got Roles nil %v, want nil %v", p.Roles == nil, tt.want.Roles == nil)
+			}
+			if (p.TokenRoles == nil) != (tt.want.TokenRoles == nil) {
+				t.Errorf("got TokenRoles nil %v, want nil %v", p.TokenRoles == nil, tt.want.TokenRoles == nil)
 			}
 		})
 	}
@@ -175,7 +180,7 @@ func TestIssueRefused(t *testing.T) {
 	w := newTokenWorld(t)
 	ctx := context.Background()
 	machineP := &Principal{Kind: KindMachine, Name: machine1, Grantor: SystemGrantor, MachineToken: MachineOperations}
-	ghost := &Principal{Kind: KindUser, Name: "ghost", Grantor: "ghost", AllRoles: true}
+	ghost := &Principal{Kind: KindUser, Name: "ghost", Grantor: "ghost"}
 	tests := []struct {
 		name string
 		do   func() error
@@ -242,8 +247,8 @@ func TestRestrictedGrantorCannotWiden(t *testing.T) {
 		user         func(w *tokenWorld) UserRecord
 		roles        []string
 		restrict     []backend.Claim
-		wantAll      bool
-		wantRoles    []string
+		wantFree     bool     // the token names no roles
+		wantRoles    []string // its TokenRoles
 		wantRestrict []backend.Claim
 	}{
 		{
@@ -292,15 +297,15 @@ func TestRestrictedGrantorCannotWiden(t *testing.T) {
 		{
 			name: "restricted admin mints for bob: bob's roles, admin's restrict",
 			grantor: func(w *tokenWorld) *Principal {
-				return &Principal{Kind: KindUser, Name: "admin", Grantor: "admin", Roles: []string{"superuser"}, AllRoles: true, Restrict: machinesGet}
+				return &Principal{Kind: KindUser, Name: "admin", Grantor: "admin", Roles: []string{"superuser"}, Restrict: machinesGet}
 			},
-			wantAll: true, wantRoles: []string{"operator"}, wantRestrict: machinesGet,
+			wantFree: true, wantRestrict: machinesGet,
 		},
 		{
 			name:     "unrestricted grantor: restrict as asked",
 			grantor:  func(w *tokenWorld) *Principal { return basicGrantor(w.bob) },
 			restrict: []backend.Claim{poolsGet},
-			wantAll:  true, wantRoles: []string{"operator"}, wantRestrict: []backend.Claim{poolsGet},
+			wantFree: true, wantRestrict: []backend.Claim{poolsGet},
 		},
 	}
 	for _, tt := range tests {
@@ -309,7 +314,8 @@ func TestRestrictedGrantorCannotWiden(t *testing.T) {
 			if tt.contains {
 				w.a.contains = simpleContains
 			}
-			grantor := &Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"readonly"}, Restrict: machinesGet}
+			grantor := &Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator"},
+				TokenRoles: []string{"readonly"}, RoleRestricted: true, Restrict: machinesGet}
 			if tt.grantor != nil {
 				grantor = tt.grantor(w)
 			}
@@ -317,11 +323,58 @@ func TestRestrictedGrantorCannotWiden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.AllRoles != tt.wantAll || !slices.Equal(p.Roles, tt.wantRoles) || (p.Roles == nil) != (tt.wantRoles == nil) {
-				t.Errorf("got AllRoles %v Roles %#v, want %v %#v", p.AllRoles, p.Roles, tt.wantAll, tt.wantRoles)
+			if p.RoleRestricted == tt.wantFree || !slices.Equal(p.TokenRoles, tt.wantRoles) || (p.TokenRoles == nil) != (tt.wantRoles == nil) {
+				t.Errorf("got RoleRestricted %v TokenRoles %#v, want %v %#v", p.RoleRestricted, p.TokenRoles, !tt.wantFree, tt.wantRoles)
+			}
+			// Whatever the token names, the user's roles are bob's own.
+			if !slices.Equal(p.Roles, []string{"operator"}) {
+				t.Errorf("got Roles %#v, want bob's [operator]", p.Roles)
 			}
 			if !slices.Equal(p.Restrict, tt.wantRestrict) {
 				t.Errorf("got Restrict %v, want %v", p.Restrict, tt.wantRestrict)
+			}
+		})
+	}
+}
+
+// TestTokenRolesFollowUser: a token's principal carries the user's roles as
+// stored at each authentication, and the roles the token names separately,
+// so the policies can require both: a role taken from the user, or given,
+// shows at once, for tokens naming roles and tokens that do not.
+func TestTokenRolesFollowUser(t *testing.T) {
+	w := newTokenWorld(t)
+	restricted := w.userToken(t, w.bob, basicGrantor(w.bob), time.Hour, []string{"readonly"}, nil)
+	all := w.userToken(t, w.bob, basicGrantor(w.bob), time.Hour, nil, nil)
+	steps := []struct {
+		name  string
+		roles []string
+	}{
+		{"as minted", []string{"operator"}},
+		{"role taken away", nil},
+		{"other role given", []string{"auditor"}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			w.s.mu.Lock()
+			u := w.s.users["bob"]
+			u.Roles = st.roles
+			w.s.users["bob"] = u
+			w.s.mu.Unlock()
+			p, err := w.auth(restricted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(p.Roles, st.roles) || !p.RoleRestricted || !slices.Equal(p.TokenRoles, []string{"readonly"}) {
+				t.Errorf("restricted token: got Roles %v TokenRoles %v (restricted %v), want Roles %v TokenRoles [readonly]",
+					p.Roles, p.TokenRoles, p.RoleRestricted, st.roles)
+			}
+			p, err = w.auth(all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(p.Roles, st.roles) || p.RoleRestricted || p.TokenRoles != nil {
+				t.Errorf("token naming no roles: got Roles %v TokenRoles %v (restricted %v), want Roles %v",
+					p.Roles, p.TokenRoles, p.RoleRestricted, st.roles)
 			}
 		})
 	}

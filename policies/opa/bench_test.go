@@ -68,6 +68,11 @@ func BenchmarkDecide(b *testing.B) {
 			b.Run(fmt.Sprintf("roles=%d/cached=%v/patch", n, cached), func(b *testing.B) {
 				benchDecide(b, e, benchInput(), true)
 			})
+			b.Run(fmt.Sprintf("roles=%d/cached=%v/token-roles", n, cached), func(b *testing.B) {
+				in := benchInput()
+				in.Principal.TokenRoles = []string{"role-3"}
+				benchDecide(b, e, in, true)
+			})
 			b.Run(fmt.Sprintf("roles=%d/cached=%v/superuser", n, cached), func(b *testing.B) {
 				benchDecide(b, e, request(user("root", "superuser"), claim("machines", "get", "m-1")), true)
 			})

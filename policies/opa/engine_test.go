@@ -491,8 +491,9 @@ func TestNewData(t *testing.T) {
 	d := policies.NewData(
 		[]backend.Role{{Name: "r", Claims: []backend.Claim{claim("machines", "get", "a,b")}}, {Name: "empty"}},
 		[]backend.Tenant{
-			{Name: "b", Members: map[string][]string{"machines": {"m1"}}, Users: []string{"u1", "u2"}},
+			{Name: "b", Members: map[string][]string{"machines": {"m1", "m2", "m1"}}, Users: []string{"u1", "u2"}},
 			{Name: "a", Users: []string{"u2"}},
+			{Name: "c", Members: map[string][]string{"machines": {"m2"}, "stages": {"m3"}}},
 		},
 		policies.LicenseData{},
 	)
@@ -500,7 +501,10 @@ func TestNewData(t *testing.T) {
 	if got := d.Roles["r"].Compiled; !reflect.DeepEqual(got, []policies.CompiledClaim{want}) {
 		t.Errorf("compiled %v", got)
 	}
-	if !reflect.DeepEqual(d.Tenants["b"].MemberSet, map[string]map[string]bool{"machines": {"m1": true}}) {
+	if !reflect.DeepEqual(d.MachineTenants, map[string][]string{"m1": {"b"}, "m2": {"b", "c"}}) {
+		t.Errorf("machine tenants %v", d.MachineTenants)
+	}
+	if !reflect.DeepEqual(d.Tenants["b"].MemberSet, map[string]map[string]bool{"machines": {"m1": true, "m2": true}}) {
 		t.Errorf("member set %v", d.Tenants["b"].MemberSet)
 	}
 	if !reflect.DeepEqual(d.UserTenant, map[string]string{"u1": "b", "u2": "a"}) {

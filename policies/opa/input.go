@@ -21,6 +21,7 @@ func inputValue(in policies.Input) ast.Value {
 		ast.Item(ast.InternedTerm("kind"), ast.StringTerm(p.Kind)),
 		ast.Item(ast.InternedTerm("name"), ast.StringTerm(p.Name)),
 		ast.Item(ast.InternedTerm("roles"), stringsTerm(p.Roles)),
+		ast.Item(ast.InternedTerm("token_roles"), stringsTerm(p.TokenRoles)),
 		ast.Item(ast.InternedTerm("claims"), claimsTerm(p.Claims)),
 	)
 	if len(p.Restrict) > 0 {
@@ -88,11 +89,12 @@ func claimsTerm(cs []backend.Claim) *ast.Term {
 }
 
 // requiredTerm encodes the required claims like claimsTerm, and gives each
-// claim naming one scope, one action and one specific the keys the policy
-// looks its action up by (data.provgate.claims.wanted): "base", the action
-// before any ':', and "fallback", policies.ActionFallback. The policy
-// derives the same fields from a plain claim; doing it here spares every
-// decision the string work.
+// claim naming one scope and one action the keys the policy looks its action
+// up by (data.provgate.claims.wanted): "base", the action before any ':',
+// and "fallback", policies.ActionFallback. The specific is left exactly as
+// the request gave it: the policy compares it as one key, never split or
+// trimmed. The policy derives the same fields from a plain claim; doing it
+// here spares every decision the string work.
 func requiredTerm(cs []backend.Claim) *ast.Term {
 	if cs == nil {
 		return ast.NullTerm()
@@ -104,7 +106,7 @@ func requiredTerm(cs []backend.Claim) *ast.Term {
 			ast.Item(ast.InternedTerm("action"), ast.StringTerm(c.Action)),
 			ast.Item(ast.InternedTerm("specific"), ast.StringTerm(c.Specific)),
 		)
-		if single(c.Scope) && single(c.Action) && single(c.Specific) {
+		if single(c.Scope) && single(c.Action) {
 			base, _, _ := strings.Cut(c.Action, ":")
 			fallback := policies.ActionFallback(c.Action)
 			keys := make([]*ast.Term, len(fallback))
@@ -119,8 +121,8 @@ func requiredTerm(cs []backend.Claim) *ast.Term {
 	return ast.ArrayTerm(terms...)
 }
 
-// single is data.provgate.claims.single: one value, not "*", no list,
-// nothing to trim.
+// single is data.provgate.claims.single, for scopes and actions: one value,
+// not "*", no list, nothing to trim.
 func single(s string) bool {
 	return s != "*" && !strings.Contains(s, ",") && strings.TrimSpace(s) == s
 }

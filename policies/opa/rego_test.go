@@ -122,6 +122,47 @@ func TestCompileClaimMatchesRego(t *testing.T) {
 	}
 }
 
+// policies.CompileWanted and claims.compile_wanted (required claims) must
+// agree, and both take the specific as one exact key.
+func TestCompileWantedMatchesRego(t *testing.T) {
+	claims := []backend.Claim{
+		{Scope: "users", Action: "password", Specific: "alice"},
+		{Scope: "users", Action: "password", Specific: "alice "},
+		{Scope: "users", Action: "get", Specific: " alice"},
+		{Scope: "users,info", Action: "get", Specific: "alice\t"},
+		{Scope: "machines", Action: "get", Specific: "a,b"},
+		{Scope: "machines", Action: "get", Specific: "*"},
+		{Scope: "*", Action: "get", Specific: " * "},
+		{Scope: "machines", Action: "list", Specific: ""},
+		{Scope: " machines , bogus", Action: "get, bogus", Specific: "m1"},
+	}
+	store := inmem.NewFromObject(map[string]any{"provgate": map[string]any{"scopes": scopesAny()}})
+	for _, c := range claims {
+		t.Run(c.String(), func(t *testing.T) {
+			in, _ := json.Marshal(c)
+			var v any
+			_ = json.Unmarshal(in, &v)
+			got := evalTest(t, "data.provgate.claims.compile_wanted(input)", rego.Input(v), rego.Store(store))
+			gotJSON, _ := json.Marshal(got)
+			want := policies.CompileWanted(c, backend.Scopes)
+			wantJSON, _ := json.Marshal(want)
+			var g, w any
+			_ = json.Unmarshal(gotJSON, &g)
+			_ = json.Unmarshal(wantJSON, &w)
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("rego %s\n  go %s", gotJSON, wantJSON)
+			}
+			for _, actions := range want {
+				for a, n := range actions {
+					if n.All || len(n.Keys) != 1 || !n.Keys[c.Specific] {
+						t.Errorf("%s: node %+v, want exactly the key %q", a, n, c.Specific)
+					}
+				}
+			}
+		})
+	}
+}
+
 func scopesAny() map[string]any {
 	out := map[string]any{}
 	for s, as := range backend.Scopes {
