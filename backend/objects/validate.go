@@ -95,9 +95,7 @@ func (s *Service) prepare(ctx context.Context, m, old backend.Model) error {
 		// The provider's checks see clear values: secure params decoded.
 		view := clone(p).(*backend.Plugin)
 		for k, v := range view.Params {
-			if d, err := s.openValue(k, v); err == nil {
-				view.Params[k] = d
-			}
+			view.Params[k] = s.openValue(binding{"plugins", p.Name, k}, v)
 		}
 		c.soft = append(c.soft, s.plugin(view)...)
 	}
