@@ -136,6 +136,26 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		s.Must(200, "PATCH", mine, accPatch("replace", "/Workflow", "pen-wf"), p.user)
 		s.Must(200, "PATCH", mine, accPatch("replace", "/Workflow", ""), p.user)
 	})
+	t.Run("pool_operation_body", func(t *testing.T) {
+		// A pool operation on its own machine adds only what the caller
+		// may see.
+		op := func(v map[string]any) resp {
+			b := map[string]any{"pool/machine-list": []string{p.visible}}
+			for k, x := range v {
+				b[k] = x
+			}
+			return s.Do("POST", "/pools/pen-pool/addMachines", b, p.user)
+		}
+		penSameRefusal(t, op(map[string]any{"pool/add-profiles": []string{"pen-secret"}}),
+			op(map[string]any{"pool/add-profiles": []string{"pen-noprof"}}), "pen-secret", "pen-noprof")
+		penSameRefusal(t, op(map[string]any{"pool/workflow": "pen-wf-hidden"}),
+			op(map[string]any{"pool/workflow": "pen-nowf"}), "pen-wf-hidden", "pen-nowf")
+		var m struct{ Pool string }
+		s.Must(200, "GET", mine, nil, p.user).JSON(t, &m)
+		if m.Pool != "default" {
+			t.Fatalf("refused operations moved the machine to %s", m.Pool)
+		}
+	})
 	t.Run("aggregate_shows_no_hidden_profile", func(t *testing.T) {
 		for _, q := range []string{"/params?aggregate=true&decode=true", "?aggregate=true&decode=true"} {
 			if r := s.Must(200, "GET", mine+q, nil, p.user); strings.Contains(string(r.Body), penSecret) {
