@@ -1,23 +1,117 @@
 package main
 
 import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/provgate/provgate/backend/store"
 )
 
 // TestE2EPenObjects replays the object findings of the penetration test
 // through the real server: each subtest sends the attacker's requests and
 // expects the refusal, on SQLite and PostgreSQL.
 func TestE2EPenObjects(t *testing.T) {
+	args := licenseArgs(t)
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		p := penSetup(t, s)
+		// A value sealed by the first version (bound to its param name
+		// only) is planted while the server is down; the restarted server
+		// must re-seal it to its object (checked in finding 4).
+		old := penPlantFirstFormSeal(t, s, p)
+		s = startE2EIn(t, dbCase{Name: s.Name, DSN: s.DSN}, s.DataDir, args...)
 		t.Run("finding_2_hidden_references", func(t *testing.T) { penHiddenReferences(t, s.accOn(t), p) })
-		t.Run("finding_4_sealed_values_stay_bound", func(t *testing.T) { penSealedValues(t, s.accOn(t), p) })
+		t.Run("finding_4_sealed_values_stay_bound", func(t *testing.T) {
+			penSealedValues(t, s.accOn(t), p)
+			penMigrated(t, s.accOn(t), p, old)
+		})
 		t.Run("finding_5_jobs_stay_on_their_machine", func(t *testing.T) { penJobs(t, s.accOn(t), p) })
 		t.Run("finding_16_messages_name_only_visible_objects", func(t *testing.T) { penMessages(t, s.accOn(t), p) })
-	}, licenseArgs(t)...)
+	}, args...)
+}
+
+// penPlantFirstFormSeal stops s and stores, on the hidden machine, the
+// param pen/old sealed as the first version sealed it: AES-256-GCM under the
+// server's key with the param name as additional data and the bare key id
+// as Key. It also clears the setting that records the migration, as a store
+// written by that version has it. It returns the envelope.
+func penPlantFirstFormSeal(t *testing.T, s *tserver, p penFixture) map[string]any {
+	t.Helper()
+	s.Must(201, "POST", "/params", map[string]any{"Name": "pen/old", "Secure": true}, admin())
+	s.Stop()
+	dsn := s.DSN
+	if dsn == "" {
+		dsn = filepath.Join(s.DataDir, "provgate.db")
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, dsn, store.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k64, _, err := st.GetSetting(ctx, "secure_param_key")
+	key, derr := base64.StdEncoding.DecodeString(k64)
+	if err != nil || derr != nil || len(key) != 32 {
+		t.Fatalf("secure key setting: %v %v", err, derr)
+	}
+	blk, _ := aes.NewCipher(key)
+	gcm, _ := cipher.NewGCM(blk)
+	nonce := make([]byte, gcm.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(append([]byte("provgate secure params key id\x00"), key...))
+	env := map[string]any{
+		"Key":     base64.RawURLEncoding.EncodeToString(sum[:9]),
+		"Nonce":   base64.StdEncoding.EncodeToString(nonce),
+		"Payload": base64.StdEncoding.EncodeToString(gcm.Seal(nil, nonce, []byte(`"old-secret"`), []byte("pen/old"))),
+	}
+	rec, err := st.Get(ctx, "machines", p.victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(rec.Data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["Params"].(map[string]any)["pen/old"] = env
+	data, _ := json.Marshal(m)
+	if _, err := st.Update(ctx, "machines", p.victim, rec.Rev, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetSetting(ctx, "secure_param_seal", ""); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// penMigrated checks the planted value was re-sealed at start-up, still
+// decodes, and that its first form is refused from clients.
+func penMigrated(t *testing.T, s *tserver, p penFixture, old map[string]any) {
+	t.Run("first_form_seals_migrated_at_start", func(t *testing.T) {
+		env := penEnvelope(t, s, "/machines/"+p.victim, "pen/old")
+		if k, _ := env["Key"].(string); !strings.HasPrefix(k, "v2.") || env["Payload"] == old["Payload"] {
+			t.Fatalf("pen/old not re-sealed: %v", env)
+		}
+		if r := s.Must(200, "GET", "/machines/"+p.victim+"/params/pen/old?decode=true", nil, admin()); string(r.Body) != `"old-secret"` {
+			t.Fatalf("migrated value decodes to %s", r.Body)
+		}
+		for _, target := range []string{p.victim, p.visible} {
+			r := s.Do("POST", "/machines/"+target+"/params/pen/old", old, admin())
+			if r.Status != 422 || accErrorOf(t, r).Type != "ValidationError" {
+				t.Fatalf("first-form envelope written to %s: %s", target, r)
+			}
+		}
+	})
 }
 
 // penFixture is what the tests share: a tenant user who sees a few objects
