@@ -255,15 +255,21 @@ type TemplateInfo struct {
 	Meta     map[string]string `json:"Meta"`
 }
 
-// BootEnv describes how a machine boots.
+// BootEnv describes how a machine boots. Kernel, Initrds and BootParams
+// name what a network boot loads; a bootenv with a Kernel net-boots.
 type BootEnv struct {
 	Envelope
-	Name          string         `json:"Name"`
-	Description   string         `json:"Description"`
-	Documentation string         `json:"Documentation"`
-	OS            map[string]any `json:"OS"`
-	Templates     []TemplateInfo `json:"Templates"`
-	OnlyUnknown   bool           `json:"OnlyUnknown"`
+	Name           string         `json:"Name"`
+	Description    string         `json:"Description"`
+	Documentation  string         `json:"Documentation"`
+	OS             map[string]any `json:"OS"`
+	Templates      []TemplateInfo `json:"Templates"`
+	Kernel         string         `json:"Kernel"`
+	Initrds        []string       `json:"Initrds"`
+	BootParams     string         `json:"BootParams"`
+	RequiredParams []string       `json:"RequiredParams"`
+	OptionalParams []string       `json:"OptionalParams"`
+	OnlyUnknown    bool           `json:"OnlyUnknown"`
 }
 
 func (b *BootEnv) Prefix() string  { return "bootenvs" }
@@ -277,6 +283,9 @@ func (b *BootEnv) Fill() {
 	if b.Templates == nil {
 		b.Templates = []TemplateInfo{}
 	}
+	b.Initrds = nonNilStrings(b.Initrds)
+	b.RequiredParams = nonNilStrings(b.RequiredParams)
+	b.OptionalParams = nonNilStrings(b.OptionalParams)
 }
 
 // Workflow is an ordered list of stages.

@@ -308,6 +308,12 @@ func (s *Server) handleAllIndexes(c *fiber.Ctx) error {
 	return c.JSON(out)
 }
 
+// handleObjects lists the object prefixes this server serves, as DRP's
+// GET /objects does: a JSON array of strings, sorted.
+func (s *Server) handleObjects(c *fiber.Ctx) error {
+	return c.JSON(backend.KindPrefixes())
+}
+
 // params sub-resources (reference §3.9).
 
 func (s *Server) paramsTarget(c *fiber.Ctx) (*backend.Kind, string, error) {

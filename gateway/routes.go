@@ -22,6 +22,7 @@ func (s *Server) routes() {
 	api.Get("/license", s.handleGetLicense)
 	api.Put("/license", s.handleSetLicense)
 	api.Post("/license", s.handleSetLicense)
+	api.Get("/objects", s.handleObjects)
 	api.Get("/indexes", s.handleAllIndexes)
 	api.Get("/indexes/:prefix", s.handleIndexes)
 	// Param names hold '/': their meta key is the rest of the path.

@@ -33,6 +33,9 @@ func (s *Service) Create(ctx context.Context, prefix string, body []byte) (backe
 		return nil, bodyError("POST", prefix, "", err)
 	}
 	m.Fill()
+	// ReadOnly marks built-in objects (InstallBuiltins); what a client
+	// sends is advisory, as DRP treats it.
+	m.Env().ReadOnly = false
 	switch v := m.(type) {
 	case *backend.Machine:
 		if v.Uuid == "" {

@@ -143,6 +143,10 @@ func TestValidation(t *testing.T) {
 			{"plugin param key", "plugins", `{"Name":"pl9","Provider":"callback","Params":{"9bad":1}}`, "Invalid Param Name `9bad`"},
 			{"reservation addr", "reservations", `{"Addr":"x","Token":"aa:bb:cc:dd:ee:ff"}`, "Invalid Address `x`"},
 			{"reservation token", "reservations", `{"Addr":"10.0.0.1"}`, "Token cannot be empty"},
+			// DRP refuses these references (they were saved unavailable).
+			{"machine missing profile", "machines", `{"Name":"m8","Profiles":["nope"]}`, ": Profile nope (at 0) does not exist"},
+			{"machine missing workflow", "machines", `{"Name":"m7","Workflow":"nowf"}`, "Workflow nowf does not exist"},
+			{"workflow missing stage", "workflows", `{"Name":"wf9","Stages":["nost"]}`, "wf9: Stage nost does not exist"},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
@@ -155,9 +159,6 @@ func TestValidation(t *testing.T) {
 		}{
 			{"user unknown role", "users", `{"Name":"u3","Roles":["ghost"]}`, "Role ghost does not exist"},
 			{"plugin unknown provider", "plugins", `{"Name":"px","Provider":"ipmi"}`, "Plugin provider ipmi does not exist"},
-			{"machine missing profile", "machines", `{"Name":"m8","Profiles":["nope"]}`, "Profile nope does not exist"},
-			{"machine missing workflow", "machines", `{"Name":"m7","Workflow":"nowf"}`, "Workflow nowf does not exist"},
-			{"workflow missing stage", "workflows", `{"Name":"wf9","Stages":["nost"]}`, "Stage nost does not exist"},
 		}
 		for _, tc := range soft {
 			t.Run(tc.name, func(t *testing.T) {

@@ -77,6 +77,9 @@ func (s *Service) Delete(ctx context.Context, prefix, key string) (backend.Model
 
 func (s *Service) checkDelete(ctx context.Context, m backend.Model) error {
 	prefix, key := m.Prefix(), m.Key()
+	if m.Env().ReadOnly {
+		return readOnly("DELETE", prefix, key)
+	}
 	switch v := m.(type) {
 	case *backend.Machine:
 		if v.Locked {
@@ -93,19 +96,37 @@ func (s *Service) checkDelete(ctx context.Context, m backend.Model) error {
 				fmt.Sprintf("Constraining Users: %v", v.Users))
 		}
 	}
+	// The refusal names the objects in the way that the caller may see and
+	// only counts the others, so it never reveals a hidden object.
 	var msgs []string
+	hidden, named := 0, 0
 	for _, ref := range inUse[prefix] {
 		users, err := s.listAll(ctx, ref.prefix, eq(ref.prefix, ref.index, key))
 		if err != nil {
 			return err
 		}
 		for _, u := range users {
-			if len(msgs) == maxInUse {
-				msgs = append(msgs, "...")
-				break
+			seen, err := backend.CanSee(ctx, ref.prefix, u.Key())
+			if err != nil {
+				return err
 			}
-			msgs = append(msgs, fmt.Sprintf("In use by %s %s", ref.label, displayName(u)))
+			switch {
+			case !seen:
+				hidden++
+			case named < maxInUse:
+				named++
+				msgs = append(msgs, fmt.Sprintf("In use by %s %s", ref.label, displayName(u)))
+			case named == maxInUse:
+				named++
+				msgs = append(msgs, "...")
+			}
 		}
+	}
+	switch {
+	case hidden == 1:
+		msgs = append(msgs, "In use by 1 other object")
+	case hidden > 1:
+		msgs = append(msgs, fmt.Sprintf("In use by %d other objects", hidden))
 	}
 	if len(msgs) > 0 {
 		return backend.NewError(backend.ECONFLICT, "StillInUseError", prefix, key, msgs...)

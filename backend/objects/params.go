@@ -36,9 +36,20 @@ func (s *Service) newParamDefs() *paramDefs {
 	return &paramDefs{s: s, defs: map[string]*backend.Param{}}
 }
 
+// get returns the definition of param name as the caller sees it: a
+// definition the caller may not see is absent (no schema, no sealing), so a
+// write never reveals it.
 func (d *paramDefs) get(ctx context.Context, name string) (*backend.Param, error) {
 	if p, ok := d.defs[name]; ok {
 		return p, nil
+	}
+	ok, err := backend.CanSee(ctx, "params", name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		d.defs[name] = nil
+		return nil, nil
 	}
 	m, err := d.s.load(ctx, "params", name)
 	if err != nil {
@@ -55,7 +66,10 @@ func (d *paramDefs) get(ctx context.Context, name string) (*backend.Param, error
 // prepareParams checks the keys of m's Params, encrypts values of secure
 // params and validates changed values against their param's Schema. Values
 // equal to the stored ones are not re-checked, so tightening a schema does
-// not block unrelated updates.
+// not block unrelated updates. A changed value that is one of this server's
+// sealed envelopes must have been sealed for this very object and param,
+// whatever the param's definition: a sealed value cannot be carried to
+// another object and opened there.
 func (s *Service) prepareParams(ctx context.Context, m, old backend.Model, c *check) error {
 	pp := paramsOf(m)
 	if pp == nil {
@@ -88,6 +102,15 @@ func (s *Service) prepareParams(ctx context.Context, m, old backend.Model, c *ch
 		if ov, ok := oldParams[name]; ok && reflect.DeepEqual(ov, v) {
 			continue
 		}
+		at := binding{m.Prefix(), m.Key(), name}
+		plain, sealed, refused := s.ownEnvelope(at, v)
+		if refused {
+			c.bad("Invalid secure value for param %s: it was not sealed for this object; send the clear value", name)
+			continue
+		}
+		if !sealed {
+			plain = v
+		}
 		def, err := defs.get(ctx, name)
 		if err != nil {
 			return err
@@ -95,17 +118,20 @@ func (s *Service) prepareParams(ctx context.Context, m, old backend.Model, c *ch
 		if def == nil {
 			continue
 		}
-		plain := v
-		if def.Secure {
-			stored, p, err := s.sealValue(name, v)
-			if err != nil {
-				if be, ok := err.(*backend.Error); ok {
-					return be
-				}
-				c.bad("Invalid secure value for param %s: %s", name, err.Error())
+		if def.Secure && !sealed {
+			if s.sec == nil {
+				return backend.NewError(backend.EUNAVAILABLE, "ValidationError", "params", name,
+					"Secure params are not configured on this server")
+			}
+			if _, ok := asSecureData(v); ok {
+				c.bad("Invalid secure value for param %s: encrypted with another key; send the clear value", name)
 				continue
 			}
-			params[name], plain = stored, p
+			stored, err := s.sec.seal(at, v)
+			if err != nil {
+				return err
+			}
+			params[name] = stored
 		}
 		if err := s.schemas.validateValue(def.Schema, plain); err != nil {
 			if m.Prefix() == "plugins" {
@@ -153,11 +179,7 @@ func (s *Service) paramsView(ctx context.Context, m backend.Model, aggregate, de
 	out := map[string]any{}
 	for k, v := range *paramsOf(m) {
 		if decode {
-			d, err := s.openValue(k, v)
-			if err != nil {
-				return nil, err
-			}
-			v = d
+			v = s.openValue(binding{m.Prefix(), m.Key(), k}, v)
 		}
 		out[k] = v
 	}
@@ -288,10 +310,14 @@ func (s *Service) Aggregate(ctx context.Context, m *backend.Machine, decode bool
 
 func (s *Service) aggregate(ctx context.Context, m backend.Model, decode bool) (map[string]any, error) {
 	out := map[string]any{}
-	merge := func(p map[string]any) {
-		for k, v := range p {
+	// from records where each value came from: a secure value opens only
+	// with the binding of the object that holds it.
+	from := map[string]binding{}
+	merge := func(src backend.Model) {
+		for k, v := range *paramsOf(src) {
 			if _, ok := out[k]; !ok {
 				out[k] = v
+				from[k] = binding{src.Prefix(), src.Key(), k}
 			}
 		}
 	}
@@ -311,14 +337,14 @@ func (s *Service) aggregate(ctx context.Context, m backend.Model, decode bool) (
 				continue
 			}
 			p := pm.(*backend.Profile)
-			merge(p.Params)
+			merge(p)
 			if err := profiles(p.Profiles); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	merge(*paramsOf(m))
+	merge(m)
 	switch v := m.(type) {
 	case *backend.Machine:
 		if err := profiles(v.Profiles); err != nil {
@@ -330,7 +356,7 @@ func (s *Service) aggregate(ctx context.Context, m backend.Model, decode bool) (
 				return nil, err
 			}
 			if st != nil {
-				merge(st.(*backend.Stage).Params)
+				merge(st)
 				if err := profiles(st.(*backend.Stage).Profiles); err != nil {
 					return nil, err
 				}
@@ -360,17 +386,16 @@ func (s *Service) aggregate(ctx context.Context, m backend.Model, decode bool) (
 		}
 		if sch, ok := p.Schema.(map[string]any); ok {
 			if dv, ok := sch["default"]; ok {
+				// A schema default is a clear value, never opened.
 				out[p.Name] = dv
 			}
 		}
 	}
 	if decode {
 		for k, v := range out {
-			d, err := s.openValue(k, v)
-			if err != nil {
-				return nil, err
+			if at, ok := from[k]; ok {
+				out[k] = s.openValue(at, v)
 			}
-			out[k] = d
 		}
 	}
 	return out, nil

@@ -1,12 +1,16 @@
 package objects
 
 import (
+	"bytes"
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/provgate/provgate/backend"
@@ -14,12 +18,19 @@ import (
 
 // secureBox encrypts secure param values at rest with AES-256-GCM. A value is
 // stored as {"Key","Nonce","Payload"} (the shape DRP clients know for secure
-// params): Key identifies the server key (so a rotated key is detected rather
-// than producing garbage), Nonce and Payload are base64. The param name is
-// the additional data, so a ciphertext cannot be moved to another param.
+// params): Key identifies the server key and the seal's form, Nonce and
+// Payload are base64.
+//
+// A seal is bound to the object and the param it belongs to: the additional
+// data is (object kind, object key, param name), so an envelope copied to
+// another machine, profile, stage, plugin or param does not open there. Key
+// is "v2.<key id>" for such seals. The first form (Key "<key id>", bound to
+// the param name alone) is only read by MigrateSecureParams, which re-seals
+// it at start-up; a client sending it later is refused.
 type secureBox struct {
-	aead  cipher.AEAD
-	keyID string
+	aead     cipher.AEAD
+	keyID    string // Key of object-bound seals
+	legacyID string // Key of the first, name-only seals
 }
 
 func newSecureBox(key []byte) (*secureBox, error) {
@@ -35,7 +46,22 @@ func newSecureBox(key []byte) (*secureBox, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(append([]byte("provgate secure params key id\x00"), key...))
-	return &secureBox{aead: aead, keyID: base64.RawURLEncoding.EncodeToString(sum[:9])}, nil
+	id := base64.RawURLEncoding.EncodeToString(sum[:9])
+	return &secureBox{aead: aead, keyID: "v2." + id, legacyID: id}, nil
+}
+
+// binding names the one place a sealed value may be opened.
+type binding struct{ prefix, key, name string }
+
+// aad is the seal's additional data: each part length-prefixed, so no two
+// bindings give the same bytes.
+func (b binding) aad() []byte {
+	out := []byte("provgate secure param v2")
+	for _, f := range []string{b.prefix, b.key, b.name} {
+		out = binary.AppendUvarint(out, uint64(len(f)))
+		out = append(out, f...)
+	}
+	return out
 }
 
 // SecureData is the at-rest (and default wire) form of a secure param value.
@@ -45,7 +71,7 @@ type SecureData struct {
 	Payload string `json:"Payload"`
 }
 
-func (b *secureBox) seal(name string, v any) (map[string]any, error) {
+func (b *secureBox) seal(at binding, v any) (map[string]any, error) {
 	plain, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -54,7 +80,7 @@ func (b *secureBox) seal(name string, v any) (map[string]any, error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
 	}
-	ct := b.aead.Seal(nil, nonce, plain, []byte(name))
+	ct := b.aead.Seal(nil, nonce, plain, at.aad())
 	return map[string]any{
 		"Key":     b.keyID,
 		"Nonce":   base64.StdEncoding.EncodeToString(nonce),
@@ -76,21 +102,39 @@ func asSecureData(v any) (SecureData, bool) {
 	return sd, okK && okN && okP
 }
 
-func (b *secureBox) open(name string, sd SecureData) (any, error) {
+// ours reports whether sd was sealed with this server's key, in either form.
+func (b *secureBox) ours(sd SecureData) bool { return sd.Key == b.keyID || sd.Key == b.legacyID }
+
+var errNotHere = errors.New("sealed for another object")
+
+// open opens an object-bound seal at its binding.
+func (b *secureBox) open(at binding, sd SecureData) (any, error) {
 	if sd.Key != b.keyID {
-		return nil, fmt.Errorf("encrypted with another key")
+		return nil, errNotHere
 	}
+	return b.openAAD(sd, at.aad())
+}
+
+// openLegacy opens a seal of the first form, bound to the param name only.
+func (b *secureBox) openLegacy(name string, sd SecureData) (any, error) {
+	if sd.Key != b.legacyID {
+		return nil, errNotHere
+	}
+	return b.openAAD(sd, []byte(name))
+}
+
+func (b *secureBox) openAAD(sd SecureData, aad []byte) (any, error) {
 	nonce, err := base64.StdEncoding.DecodeString(sd.Nonce)
 	if err != nil || len(nonce) != b.aead.NonceSize() {
-		return nil, fmt.Errorf("bad nonce")
+		return nil, errNotHere
 	}
 	ct, err := base64.StdEncoding.DecodeString(sd.Payload)
 	if err != nil {
-		return nil, fmt.Errorf("bad payload")
+		return nil, errNotHere
 	}
-	plain, err := b.aead.Open(nil, nonce, ct, []byte(name))
+	plain, err := b.aead.Open(nil, nonce, ct, aad)
 	if err != nil {
-		return nil, fmt.Errorf("cannot decrypt")
+		return nil, errNotHere
 	}
 	var v any
 	if err := json.Unmarshal(plain, &v); err != nil {
@@ -99,39 +143,136 @@ func (b *secureBox) open(name string, sd SecureData) (any, error) {
 	return v, nil
 }
 
-// sealValue returns the at-rest form of a value given for the secure param
-// name: an envelope this server made is kept as is (a GET-modify-PUT round
-// trip), anything else is encrypted. plain is the clear value, for schema
-// checks.
-func (s *Service) sealValue(name string, v any) (stored, plain any, err error) {
-	if s.sec == nil {
-		return nil, nil, backend.NewError(backend.EUNAVAILABLE, "ValidationError", "params", name,
-			"Secure params are not configured on this server")
+// ownEnvelope looks at a value written to a param. An envelope sealed with
+// this server's key is accepted only at its own binding (a GET-modify-PUT
+// round trip): then sealed is true and plain is its clear value, for schema
+// checks. refused is true for one of this server's envelopes made for
+// another place (another object or param, or the first seal form).
+func (s *Service) ownEnvelope(at binding, v any) (plain any, sealed, refused bool) {
+	sd, ok := asSecureData(v)
+	if !ok || s.sec == nil || !s.sec.ours(sd) {
+		return nil, false, false
 	}
-	if sd, ok := asSecureData(v); ok {
-		p, err := s.sec.open(name, sd)
-		if err != nil {
-			return nil, nil, fmt.Errorf("secure param %s: %s", name, err.Error())
-		}
-		return v, p, nil
-	}
-	sealed, err := s.sec.seal(name, v)
+	p, err := s.sec.open(at, sd)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, true
 	}
-	return sealed, v, nil
+	return p, true, false
 }
 
-// openValue decrypts v when it is an envelope this server can open; other
-// values are returned unchanged.
-func (s *Service) openValue(name string, v any) (any, error) {
+// openValue decrypts v when it is an envelope this server sealed for at;
+// other values are returned unchanged. A seal of this server's that does
+// not open at its place (a value written before seals were bound and never
+// migrated, or damaged data) stays sealed: it is logged, never opened.
+func (s *Service) openValue(at binding, v any) any {
 	sd, ok := asSecureData(v)
-	if !ok || s.sec == nil {
-		return v, nil
+	if !ok || s.sec == nil || !s.sec.ours(sd) {
+		return v
 	}
-	p, err := s.sec.open(name, sd)
+	p, err := s.sec.open(at, sd)
 	if err != nil {
-		return nil, backend.NewError(backend.EINTERNAL, "GET", "params", name, "Cannot decode secure param "+name)
+		s.log.Warn("secure param does not open at its object", "model", at.prefix, "key", at.key, "param", at.name)
+		return v
 	}
-	return p, nil
+	return p
+}
+
+// MigrateSecureParams re-seals every value still sealed in the first form
+// (bound to its param name alone) with its object's binding. Each object is
+// rewritten in its own transaction, with the revision read, so concurrent
+// writers and other replicas running the same migration are safe; objects
+// without such values are not written, so a second run changes nothing. It
+// returns how many values were re-sealed.
+func (s *Service) MigrateSecureParams(ctx context.Context) (int, error) {
+	if s.sec == nil {
+		return 0, nil
+	}
+	legacy := []byte(`"` + s.sec.legacyID + `"`)
+	total := 0
+	for _, prefix := range backend.KindPrefixes() {
+		if !backend.KindOf(prefix).HasParams {
+			continue
+		}
+		const page = 200
+		for off := 0; ; off += page {
+			recs, _, _, err := s.st.List(ctx, prefix, backend.Query{Offset: off, Limit: page})
+			if err != nil {
+				return total, err
+			}
+			for _, rec := range recs {
+				if !bytes.Contains(rec.Data, legacy) {
+					continue
+				}
+				n, err := s.migrateObject(ctx, prefix, rec.Key)
+				if err != nil {
+					return total, err
+				}
+				total += n
+			}
+			if len(recs) < page {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+func (s *Service) migrateObject(ctx context.Context, prefix, key string) (int, error) {
+	k := backend.KindOf(prefix)
+	for attempt := 0; ; attempt++ {
+		n, stale := 0, false
+		err := s.InTx(ctx, func(ctx context.Context) error {
+			n = 0
+			rec, err := s.st.Get(ctx, prefix, key)
+			if backend.IsCode(err, backend.ENOTFOUND) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			m, err := decodeRecord(k, rec.Data)
+			if err != nil {
+				return err
+			}
+			old := clone(m)
+			params := *paramsOf(m)
+			for name, v := range params {
+				sd, ok := asSecureData(v)
+				if !ok || sd.Key != s.sec.legacyID {
+					continue
+				}
+				plain, err := s.sec.openLegacy(name, sd)
+				if err != nil {
+					s.log.Warn("secure param in the first seal form does not open; left as is",
+						"model", prefix, "key", key, "param", name)
+					continue
+				}
+				sealed, err := s.sec.seal(binding{prefix, key, name}, plain)
+				if err != nil {
+					return err
+				}
+				params[name] = sealed
+				n++
+			}
+			if n == 0 {
+				return nil
+			}
+			data, err := encode(m)
+			if err != nil {
+				return err
+			}
+			if _, err := s.st.Update(ctx, prefix, key, rec.Rev, data); err != nil {
+				if backend.IsCode(err, backend.ECONFLICT) {
+					stale = true
+				}
+				return err
+			}
+			emit(ctx, s.event(ctx, "update", m, old))
+			return nil
+		})
+		if err != nil && stale && attempt < s.retries {
+			continue
+		}
+		return n, err
+	}
 }

@@ -318,9 +318,14 @@ func (s *Service) mutate(ctx context.Context, k *backend.Kind, key, typ, action 
 				return backend.NewError(backend.EBADREQUEST, typ, k.Prefix, old.Key(),
 					fmt.Sprintf("Key change from %s to %s not allowed", old.Key(), m.Key()))
 			}
+			if old.Env().ReadOnly {
+				return readOnly(typ, k.Prefix, old.Key())
+			}
 			if om, ok := old.(*backend.Machine); ok && !internal && om.Locked && m.(*backend.Machine).Locked {
 				return backend.NewError(backend.ECONFLICT, typ, k.Prefix, old.Key(), "Locked")
 			}
+			// ReadOnly marks built-in objects; a client's value is advisory.
+			m.Env().ReadOnly = false
 			if j, ok := m.(*backend.Job); ok {
 				s.beforeJobWrite(old.(*backend.Job), j)
 			}
@@ -355,6 +360,15 @@ func (s *Service) mutate(ctx context.Context, k *backend.Kind, key, typ, action 
 		}
 		return out, err
 	}
+}
+
+// readOnly refuses a change to a built-in object (ReadOnly true), with the
+// words DRP uses for writes to its read-only content ("readonly: local").
+// DRP answers 400 to PUT and PATCH; provgate answers a DELETE the same way
+// rather than with DRP's 404, which would tell a client that an object it
+// can still read has gone.
+func readOnly(typ, prefix, key string) error {
+	return backend.NewError(backend.EBADREQUEST, typ, prefix, key, "readonly: "+key)
 }
 
 // afterUpdate runs the cross-object effects of an update.

@@ -37,7 +37,8 @@ func TestPatch(t *testing.T) {
 			{"bad op", "john", `[{"op":"frob","path":"/Name"}]`, backend.EBADREQUEST, "PATCH", "invalid op"},
 			{"not json", "john", `{`, backend.EBADREQUEST, "PATCH", "unexpected end"},
 			{"wrong type", "john", `[{"op":"replace","path":"/Reboot","value":"yes"}]`, backend.EINVALID, "ValidationError", "Reboot"},
-			{"invalid result", "john", `[{"op":"replace","path":"/Tasks","value":["nosuch"]},{"op":"replace","path":"/Name","value":"john"}]`, "", "", ""},
+			{"missing task", "john", `[{"op":"replace","path":"/Tasks","value":["nosuch"]},{"op":"replace","path":"/Name","value":"john"}]`,
+				backend.EINVALID, "ValidationError", "john: Task nosuch (at 0) does not exist"},
 			{"missing", "ghost", `[]`, backend.ENOTFOUND, "PATCH", "Not Found"},
 		}
 		for _, tc := range errs {
@@ -52,10 +53,10 @@ func TestPatch(t *testing.T) {
 				wantErr(t, err, tc.code, tc.typ, tc.msg)
 			})
 		}
-		t.Run("missing task makes stage unavailable", func(t *testing.T) {
+		t.Run("a refused patch changes nothing", func(t *testing.T) {
 			m, _, _ := e.svc.Get(ctx, "stages", "john")
-			if m.Env().Available || m.Env().Errors[0] != "Task nosuch does not exist" {
-				t.Fatalf("got %v", m.Env().Errors)
+			if st := m.(*backend.Stage); len(st.Tasks) != 0 || !st.Available {
+				t.Fatalf("got Tasks %v Available %v", st.Tasks, st.Available)
 			}
 		})
 		t.Run("whole document test", func(t *testing.T) {

@@ -13,16 +13,29 @@ import (
 )
 
 // check is the outcome of validating one object: hard problems reject the
-// write with 422 ValidationError; soft ones (missing references) leave the
-// object saved with Available false and the messages in Errors, as DRP does.
+// write with 422 ValidationError; soft ones leave the object saved with
+// Available false and the messages in Errors, as DRP does for a user whose
+// role is missing, a plugin whose configuration is wrong, or a reference
+// that was valid when written and whose object has gone since.
+//
+// prefix starts every message of the kinds whose validation DRP reports
+// with the object's key ("<uuid>: Profile foo (at 0) does not exist"):
+// machines, profiles, stages and workflows.
 type check struct {
-	hard backend.ValidationErrors
-	soft []string
+	hard   backend.ValidationErrors
+	soft   []string
+	prefix string
 }
 
-func (c *check) bad(format string, args ...any) { c.hard.Add(format, args...) }
+func (c *check) bad(format string, args ...any) {
+	c.hard.Add("%s", c.prefix+fmt.Sprintf(format, args...))
+}
+
+// badBare is bad without the key prefix.
+func (c *check) badBare(format string, args ...any) { c.hard.Add(format, args...) }
+
 func (c *check) warn(format string, args ...any) {
-	c.soft = append(c.soft, fmt.Sprintf(format, args...))
+	c.soft = append(c.soft, c.prefix+fmt.Sprintf(format, args...))
 }
 
 // prepare fills, normalises and validates m before a write. old is the stored
@@ -31,6 +44,10 @@ func (c *check) warn(format string, args ...any) {
 func (s *Service) prepare(ctx context.Context, m, old backend.Model) error {
 	m.Fill()
 	c := &check{}
+	switch m.(type) {
+	case *backend.Machine, *backend.Profile, *backend.Stage, *backend.Workflow:
+		c.prefix = m.Key() + ": "
+	}
 	switch v := m.(type) {
 	case *backend.User:
 		s.checkUser(ctx, v, c)
@@ -46,7 +63,9 @@ func (s *Service) prepare(ctx context.Context, m, old backend.Model) error {
 		}
 	case *backend.Profile:
 		nameRule(c, v.Name, backend.ValidName)
-		s.refs(ctx, c, "profiles", "Profile", v.Profiles)
+		if err := s.checkProfileRefs(ctx, v, old, c); err != nil {
+			return err
+		}
 	case *backend.Param:
 		if !backend.ValidParamName(v.Name) {
 			c.bad("Invalid Name `%s`", v.Name)
@@ -57,23 +76,29 @@ func (s *Service) prepare(ctx context.Context, m, old backend.Model) error {
 			}
 		}
 	case *backend.BootEnv:
-		nameRule(c, v.Name, backend.ValidName)
+		checkBootEnv(v, c)
 	case *backend.Workflow:
 		nameRule(c, v.Name, backend.ValidName)
-		s.refs(ctx, c, "stages", "Stage", v.Stages)
+		if err := s.checkWorkflowRefs(ctx, v, old, c); err != nil {
+			return err
+		}
 	case *backend.Stage:
 		nameRule(c, v.Name, backend.ValidName)
-		s.refs(ctx, c, "tasks", "Task", v.Tasks)
-		s.refs(ctx, c, "profiles", "Profile", v.Profiles)
-		if v.BootEnv != "" {
-			s.refs(ctx, c, "bootenvs", "BootEnv", []string{v.BootEnv})
+		if err := s.checkStageRefs(ctx, v, old, c); err != nil {
+			return err
 		}
 	case *backend.Task:
 		nameRule(c, v.Name, backend.ValidName)
 	case *backend.Job:
 		checkJob(v, c)
+		// A job belongs to the machine it was made for: moving it would
+		// put another machine's state, and its jobfail callback, in the
+		// hands of whoever may write the job.
+		if o, ok := old.(*backend.Job); ok && o.Machine != v.Machine {
+			c.bad("Machine cannot be changed")
+		}
 	case *backend.Pool:
-		if err := s.checkPool(ctx, v, c); err != nil {
+		if err := s.checkPool(ctx, v, old, c); err != nil {
 			return err
 		}
 	case *backend.Plugin:
@@ -95,9 +120,7 @@ func (s *Service) prepare(ctx context.Context, m, old backend.Model) error {
 		// The provider's checks see clear values: secure params decoded.
 		view := clone(p).(*backend.Plugin)
 		for k, v := range view.Params {
-			if d, err := s.openValue(k, v); err == nil {
-				view.Params[k] = d
-			}
+			view.Params[k] = s.openValue(binding{"plugins", p.Name, k}, v)
 		}
 		c.soft = append(c.soft, s.plugin(view)...)
 	}
@@ -111,20 +134,6 @@ func (s *Service) prepare(ctx context.Context, m, old backend.Model) error {
 func nameRule(c *check, name string, ok func(string) bool) {
 	if !ok(name) {
 		c.bad("Invalid Name `%s`", name)
-	}
-}
-
-// refs warns about each name in names that has no prefix object.
-func (s *Service) refs(ctx context.Context, c *check, prefix, label string, names []string) {
-	for _, n := range names {
-		ok, err := s.exists(ctx, prefix, n)
-		if err != nil {
-			c.warn("%s %s cannot be checked", label, n)
-			continue
-		}
-		if !ok {
-			c.warn("%s %s does not exist", label, n)
-		}
 	}
 }
 
@@ -271,6 +280,11 @@ var archAliases = map[string]string{
 }
 
 func (s *Service) checkMachine(ctx context.Context, m *backend.Machine, old backend.Model, c *check) error {
+	o, _ := old.(*backend.Machine)
+	wf, err := s.checkMachineRefs(ctx, m, o, c)
+	if err != nil {
+		return err
+	}
 	nameRule(c, m.Name, backend.ValidMachineName)
 	if _, err := uuid.Parse(m.Uuid); err != nil {
 		c.bad("Invalid Uuid `%s`", m.Uuid)
@@ -300,67 +314,96 @@ func (s *Service) checkMachine(ctx context.Context, m *backend.Machine, old back
 		}
 	}
 	// Name is a unique index: a clash is reported before the store's own
-	// constraint so that the message names the other machine.
+	// constraint. The message names the other machine only to a caller who
+	// may see it.
 	if backend.ValidMachineName(m.Name) {
 		rec, err := s.st.GetBy(ctx, "machines", "Name", m.Name)
 		switch {
 		case err == nil && rec.Key != m.Uuid:
-			c.bad("Name %s is already in use by machine %s", m.Name, rec.Key)
+			seen, err := backend.CanSee(ctx, "machines", rec.Key)
+			if err != nil {
+				return err
+			}
+			if seen {
+				c.bad("Name %s is already in use by machine %s", m.Name, rec.Key)
+			} else {
+				c.bad("Name %s is already in use", m.Name)
+			}
 		case err != nil && !backend.IsCode(err, backend.ENOTFOUND):
 			return err
 		}
 	}
-	s.refs(ctx, c, "profiles", "Profile", m.Profiles)
-	if m.Stage != "" && m.Stage != "none" {
-		s.refs(ctx, c, "stages", "Stage", []string{m.Stage})
-	}
-	if m.BootEnv != "" && m.BootEnv != "local" {
-		s.refs(ctx, c, "bootenvs", "BootEnv", []string{m.BootEnv})
-	}
-	oldWf := ""
-	if o, ok := old.(*backend.Machine); ok {
-		oldWf = o.Workflow
-	}
-	if old == nil || m.Workflow != oldWf {
-		if err := s.applyWorkflow(ctx, m, old == nil, c); err != nil {
-			return err
-		}
-	} else if m.Workflow != "" {
-		s.refs(ctx, c, "workflows", "Workflow", []string{m.Workflow})
+	switch {
+	case wf != nil:
+		return s.applyWorkflow(ctx, m, wf, c)
+	case m.Workflow == "" && o != nil && o.Workflow != "":
+		backend.SetWorkflow(m, nil, nil)
 	}
 	return nil
 }
 
-// applyWorkflow rebuilds m's task list from its (new) workflow (§8.2).
-func (s *Service) applyWorkflow(ctx context.Context, m *backend.Machine, created bool, c *check) error {
-	if m.Workflow == "" {
-		if !created {
-			backend.SetWorkflow(m, nil, nil)
-		}
-		return nil
-	}
-	wf, err := s.load(ctx, "workflows", m.Workflow)
-	if err != nil {
-		return err
-	}
-	if wf == nil {
-		c.warn("Workflow %s does not exist", m.Workflow)
-		return nil
-	}
+// applyWorkflow rebuilds m's task list from its new workflow wf: each stage
+// becomes "stage:<name>", its bootenv "bootenv:<name>", then its tasks. The
+// workflow's stages are the workflow's business: a stage that has gone since
+// is skipped, and noted.
+func (s *Service) applyWorkflow(ctx context.Context, m *backend.Machine, wf *backend.Workflow, c *check) error {
 	stages := map[string]*backend.Stage{}
-	for _, name := range wf.(*backend.Workflow).Stages {
+	for _, name := range wf.Stages {
 		st, err := s.load(ctx, "stages", name)
 		if err != nil {
 			return err
 		}
 		if st == nil {
-			c.warn("Stage %s does not exist", name)
+			c.warn("Stage %s of Workflow %s does not exist", name, wf.Name)
 			continue
 		}
 		stages[name] = st.(*backend.Stage)
 	}
-	backend.SetWorkflow(m, wf.(*backend.Workflow), func(n string) *backend.Stage { return stages[n] })
+	backend.SetWorkflow(m, wf, func(n string) *backend.Stage { return stages[n] })
 	return nil
+}
+
+// checkBootEnv validates a bootenv as DRP does: its param lists hold param
+// names and its templates have distinct names. A bootenv that net-boots (it
+// has a Kernel) also needs OS.Name and a pxelinux or ipxe template (unless
+// Meta KernelIsLoader is "true"); without them it is saved but not
+// available, and machines cannot use it.
+func checkBootEnv(b *backend.BootEnv, c *check) {
+	nameRule(c, b.Name, backend.ValidName)
+	for _, p := range b.RequiredParams {
+		if !backend.ValidParamName(p) {
+			c.bad("Invalid Required Param `%s`", p)
+		}
+	}
+	for _, p := range b.OptionalParams {
+		if !backend.ValidParamName(p) {
+			c.bad("Invalid Optional Param `%s`", p)
+		}
+	}
+	seen := map[string]int{}
+	for i, t := range b.Templates {
+		if j, dup := seen[t.Name]; dup {
+			c.bad("Template %d and %d have the same name %s", i, j, t.Name)
+			continue
+		}
+		seen[t.Name] = i
+	}
+	if b.Kernel == "" {
+		return
+	}
+	if name, _ := b.OS["Name"].(string); name == "" {
+		c.warn("bootenv: Missing OS.Name")
+	}
+	loader := false
+	for _, t := range b.Templates {
+		switch t.Name {
+		case "pxelinux", "pxelinux-mac", "ipxe", "ipxe-mac":
+			loader = true
+		}
+	}
+	if !loader && b.Meta["KernelIsLoader"] != "true" {
+		c.warn("bootenv: Missing elilo or pxelinux template")
+	}
 }
 
 var (
@@ -380,7 +423,7 @@ func checkJob(j *backend.Job, c *check) {
 	}
 }
 
-func (s *Service) checkPool(ctx context.Context, p *backend.Pool, c *check) error {
+func (s *Service) checkPool(ctx context.Context, p *backend.Pool, old backend.Model, c *check) error {
 	nameRule(c, p.Id, backend.ValidName)
 	if p.ParentPool != "" {
 		if !backend.ValidName(p.ParentPool) {
@@ -405,19 +448,50 @@ func (s *Service) checkPool(ctx context.Context, p *backend.Pool, c *check) erro
 			}
 		}
 	}
+	o, _ := old.(*backend.Pool)
+	if o == nil {
+		o = &backend.Pool{}
+	}
+	r := refs{s: s, ctx: ctx, c: c}
 	for _, g := range []struct {
-		name string
-		a    *backend.PoolTransitionActions
-	}{{"EnterActions", p.EnterActions}, {"ExitActions", p.ExitActions}, {"AllocateActions", p.AllocateActions}, {"ReleaseActions", p.ReleaseActions}} {
+		name   string
+		a, was *backend.PoolTransitionActions
+	}{{"EnterActions", p.EnterActions, o.EnterActions}, {"ExitActions", p.ExitActions, o.ExitActions},
+		{"AllocateActions", p.AllocateActions, o.AllocateActions}, {"ReleaseActions", p.ReleaseActions, o.ReleaseActions}} {
 		if g.a == nil {
 			continue
 		}
+		was := g.was
+		if was == nil {
+			was = &backend.PoolTransitionActions{}
+		}
+		// The workflow and profiles a group applies are references like a
+		// machine's: a pool operation applies them to the machines it
+		// moves, so they must not name what the writer may not see.
 		if g.a.Workflow != "" && !backend.ValidName(g.a.Workflow) {
 			c.bad("Invalid %s Workflow `%s`", g.name, g.a.Workflow)
+		} else if g.a.Workflow != "" {
+			added := g.a.Workflow != was.Workflow
+			w, err := r.look("workflows", g.a.Workflow, added)
+			if err != nil {
+				return err
+			}
+			if w == nil {
+				r.problem(added, false, "%s Workflow %s does not exist", g.name, g.a.Workflow)
+			}
 		}
 		for _, pr := range g.a.AddProfiles {
 			if !backend.ValidName(pr) {
 				c.bad("Invalid %s Add Profile `%s`", g.name, pr)
+				continue
+			}
+			added := !contains(was.AddProfiles, pr)
+			m, err := r.look("profiles", pr, added)
+			if err != nil {
+				return err
+			}
+			if m == nil {
+				r.problem(added, false, "%s Profile %s does not exist", g.name, pr)
 			}
 		}
 		for _, pr := range g.a.RemoveProfiles {

@@ -31,8 +31,8 @@ type actionSet struct {
 // Exactly one workflow is set: the body's pool/workflow when not "", else the
 // last group that names one; so on add and remove the enter workflow wins
 // over the exit workflow, which runs only when the destination has none.
-// A workflow or added profile that does not exist is a 422 and nothing
-// changes.
+// A workflow or added profile that does not exist, or that the request body
+// names and the caller may not see, is a 422 and nothing changes.
 func (s *Service) actions(ctx context.Context, v verb, pool, from, to string, r *request) (*actionSet, error) {
 	var names []string
 	var pick []func(*backend.Pool) *backend.PoolTransitionActions
@@ -75,9 +75,23 @@ func (s *Service) actions(ctx context.Context, v verb, pool, from, to string, r 
 	invalid := func(model, key, format string, args ...any) error {
 		return backend.NewError(backend.EINVALID, "ValidationError", model, key, fmt.Sprintf(format, args...))
 	}
+	// What the request body names is the caller's own reference: a
+	// workflow or profile it may not see is answered exactly as one that
+	// does not exist. The pools' own groups were checked when written.
+	hidden := func(prefix, key string, fromBody bool) (bool, error) {
+		if !fromBody {
+			return false, nil
+		}
+		ok, err := backend.CanSee(ctx, prefix, key)
+		return !ok, err
+	}
 	if wfName != "" {
+		h, err := hidden("workflows", wfName, r.Workflow != "")
+		if err != nil {
+			return nil, err
+		}
 		rec, err := s.st.Get(ctx, "workflows", wfName)
-		if backend.IsCode(err, backend.ENOTFOUND) {
+		if h || backend.IsCode(err, backend.ENOTFOUND) {
 			return nil, invalid("pools", pool, "%s: workflow %s does not exist", v, wfName)
 		}
 		if err != nil {
@@ -110,16 +124,22 @@ func (s *Service) actions(ctx context.Context, v verb, pool, from, to string, r 
 		}
 	}
 	checked := map[string]bool{}
-	for _, g := range a.groups {
+	for gi, g := range a.groups {
+		fromBody := gi == len(a.groups)-1
 		for _, prof := range g.AddProfiles {
-			if checked[prof] {
+			if checked[prof] && !fromBody {
 				continue
 			}
 			checked[prof] = true
-			if _, err := s.st.Get(ctx, "profiles", prof); err != nil {
-				if backend.IsCode(err, backend.ENOTFOUND) {
-					return nil, invalid("pools", pool, "%s: profile %s does not exist", v, prof)
-				}
+			h, err := hidden("profiles", prof, fromBody)
+			if err != nil {
+				return nil, err
+			}
+			_, err = s.st.Get(ctx, "profiles", prof)
+			if h || backend.IsCode(err, backend.ENOTFOUND) {
+				return nil, invalid("pools", pool, "%s: profile %s does not exist", v, prof)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}

@@ -856,3 +856,50 @@ func TestWaitRecheck(t *testing.T) {
 		}
 	})
 }
+
+// hiding is a caller who may see everything but the listed scope/key pairs.
+type hiding map[string]bool
+
+func (h hiding) CanSee(_ context.Context, scope, key string) (bool, error) {
+	return !h[scope+"/"+key], nil
+}
+func (h hiding) Can(context.Context, ...backend.Claim) (bool, error) { return true, nil }
+
+// TestHiddenReferences: what a manage body names and the caller may not see
+// is refused exactly as what does not exist; the pools' own groups are not
+// held against the caller.
+func TestHiddenReferences(t *testing.T) {
+	each(t, func(t *testing.T, f *fixture) {
+		f.workflowsAndProfiles()
+		f.put(&backend.Pool{Id: "ok"},
+			&backend.Pool{Id: "grp", AllocateActions: &backend.PoolTransitionActions{Workflow: "wf-alloc", AddProfiles: []string{"prof-b"}}})
+		f.machines(1, 2, "ok", nil)
+		f.machines(3, 3, "grp", nil)
+		ctx := backend.WithAccess(f.ctx, hiding{"workflows/wf-alloc": true, "profiles/prof-b": true})
+		refused := func(b map[string]any) string {
+			t.Helper()
+			before := f.snapshot()
+			_, err := f.svc.Allocate(ctx, "ok", body(b), OpOptions{})
+			f.unchanged(before)
+			if backend.ErrorCode(err) != backend.EINVALID {
+				t.Fatalf("got %v, want a 422", err)
+			}
+			return strings.Join(backend.AsError(err).Messages, "\n")
+		}
+		hidden := refused(map[string]any{"pool/workflow": "wf-alloc"})
+		missing := refused(map[string]any{"pool/workflow": "nope-wf"})
+		if strings.ReplaceAll(missing, "nope-wf", "wf-alloc") != hidden {
+			t.Fatalf("hidden workflow %q, missing %q", hidden, missing)
+		}
+		hidden = refused(map[string]any{"pool/add-profiles": []string{"prof-a", "prof-b"}})
+		missing = refused(map[string]any{"pool/add-profiles": []string{"prof-a", "nope-prof"}})
+		if strings.ReplaceAll(missing, "nope-prof", "prof-b") != hidden {
+			t.Fatalf("hidden profile %q, missing %q", hidden, missing)
+		}
+		// The pool's own group names the same hidden objects: it applies.
+		res, err := f.svc.Allocate(ctx, "grp", nil, OpOptions{})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("pool group: %v %v", res, err)
+		}
+	})
+}

@@ -33,8 +33,11 @@ const (
 	settingSystemSecret = "system_secret"
 	settingTokenKey     = "token_key"
 	settingSecureKey    = "secure_param_key"
-	settingLicense      = "license"
-	prefPrefix          = "pref/"
+	// settingSecureSeal records that every secure param is sealed to its
+	// object (objects.MigrateSecureParams has run to the end).
+	settingSecureSeal = "secure_param_seal"
+	settingLicense    = "license"
+	prefPrefix        = "pref/"
 )
 
 // ensureSetting returns a setting, creating it with mk() when absent.

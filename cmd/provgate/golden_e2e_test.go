@@ -87,9 +87,11 @@ type goldenStep struct {
 	shape bool
 	// after receives the decoded reply (to learn keys for later steps).
 	after func(t *testing.T, body []byte)
+	// before prepares what the step needs; it is not recorded.
+	before func(t *testing.T, s *tserver)
 }
 
-func TestGoldenTranscripts(t *testing.T) {
+func TestE2EGolden(t *testing.T) {
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		var uuid string
 		fixed := func(p string) func() string { return func() string { return p } }
@@ -122,6 +124,26 @@ func TestGoldenTranscripts(t *testing.T) {
 			{name: "error-in-use", method: "DELETE", path: fixed("/roles/superuser")},
 			{name: "error-param-delete", method: "DELETE", path: func() string { return "/machines/" + uuid + "/params/nope" }},
 			{name: "error-no-route", method: "GET", path: fixed("/john")},
+			// The machine validation cases of DRP's own client tests: DRP
+			// refuses each with 422 and these messages.
+			{name: "machine-create-no-name", method: "POST", path: fixed("/machines"), body: drpMachine(``)},
+			{name: "machine-create-missing-stage-bootenv", method: "POST", path: fixed("/machines"),
+				body: drpMachine(`"Name":"foo","BootEnv":"bar","Stage":"baz"`)},
+			{name: "machine-create-missing-profile", method: "POST", path: fixed("/machines"),
+				body: drpMachine(`"Name":"foo","Profiles":["foo"]`)},
+			{name: "machine-create-duplicate-profile", method: "POST", path: fixed("/machines"),
+				body:   drpMachine(`"Name":"foo","Profiles":["jill","jill"]`),
+				before: func(t *testing.T, s *tserver) { obMust(t, s, 201, "POST", "/profiles", `{"Name":"jill"}`) }},
+			{name: "machine-create-bootenv-not-available", method: "POST", path: fixed("/machines"),
+				body: drpMachine(`"Name":"foo","BootEnv":"foo"`),
+				before: func(t *testing.T, s *tserver) {
+					obMust(t, s, 201, "POST", "/bootenvs", `{"Name":"foo","Kernel":"missing-kernel"}`)
+				}},
+			{name: "machine-create-bootenv-only-unknown", method: "POST", path: fixed("/machines"),
+				body: drpMachine(`"Name":"foo","BootEnv":"ignore"`)},
+			{name: "machine-create-missing-task", method: "POST", path: fixed("/machines"),
+				body: drpMachine(`"Name":"foo","Tasks":["foo"]`)},
+			{name: "objects", method: "GET", path: fixed("/objects")},
 			{name: "pool-create", method: "POST", path: fixed("/pools"), body: `{"Id":"gpool"}`},
 			{name: "pool-add-machines", method: "POST", path: fixed("/pools/gpool/addMachines"), body: `{"pool/count":1}`},
 			{name: "pool-status", method: "GET", path: fixed("/pools/gpool/status")},
@@ -135,6 +157,9 @@ func TestGoldenTranscripts(t *testing.T) {
 		}
 		for _, st := range steps {
 			t.Run(st.name, func(t *testing.T) {
+				if st.before != nil {
+					st.before(t, s)
+				}
 				path := st.path()
 				var body any
 				if st.body != "" {
@@ -214,6 +239,16 @@ func TestGoldenTranscripts(t *testing.T) {
 			t.Errorf("golden files without a step: %v", stale)
 		}
 	}, licenseArgs(t)...)
+}
+
+// drpMachine is the machine of DRP's client tests (Uuid
+// 24679e38-53a2-4a82-99dd-5280139de00c) with extra fields.
+func drpMachine(fields string) string {
+	b := `{"Uuid":"24679e38-53a2-4a82-99dd-5280139de00c"`
+	if fields != "" {
+		b += "," + fields
+	}
+	return b + "}"
 }
 
 func compactJSON(t *testing.T, s string) []byte {

@@ -517,7 +517,11 @@ func testList(t *testing.T, s *tserver) {
 	} {
 		obMust(t, s, 201, "POST", "/machines", b)
 	}
-	// Runnable and CurrentTask as a running system would have them.
+	// Runnable and CurrentTask as a running system would have them. The
+	// task list names tasks that exist: DRP refuses a missing one (422).
+	for _, task := range []string{"a1", "a2", "a3"} {
+		obMust(t, s, 201, "POST", "/tasks", `{"Name":"`+task+`"}`)
+	}
 	obMust(t, s, 200, "PATCH", "/machines/Name:lst2", `[{"op":"replace","path":"/Runnable","from":"","value":false}]`)
 	for i, n := range []string{"lst1", "lst2", "lst3"} {
 		obMust(t, s, 200, "PATCH", "/machines/Name:"+n,
@@ -1198,6 +1202,52 @@ func testMisc(t *testing.T, s *tserver) {
 			t.Fatalf("POST //api/v3/profiles: %d %s", r.Status, r.Body)
 		}
 		obMust(t, s, 200, "GET", "/profiles/dslash", nil)
+	})
+	t.Run("objects", func(t *testing.T) {
+		var got []string
+		if err := json.Unmarshal(obMust(t, s, 200, "GET", "/objects", nil).Body, &got); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"bootenvs", "jobs", "machines", "params", "plugins", "pools", "profiles", "reservations",
+			"roles", "stages", "tasks", "tenants", "users", "workflows"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("GET /objects %v, want %v", got, want)
+		}
+		// The claim is DRP's "objects list".
+		s.AddUser("objects-nobody", "objects-pw")
+		obWantErr(t, s.Do("GET", "/objects", nil, basic("objects-nobody", "objects-pw")), 403, "AUTH", "*", "*", "objects list")
+	})
+	t.Run("builtin-bootenvs", func(t *testing.T) {
+		l := obList(t, obMust(t, s, 200, "GET", "/bootenvs?Name=In(local,ignore)&sort=Name", nil))
+		if names := obNames(l); !reflect.DeepEqual(names, []string{"ignore", "local"}) {
+			t.Fatalf("built-in bootenvs %v", names)
+		}
+		for _, b := range l {
+			if b["ReadOnly"] != true || b["Available"] != true || b["OnlyUnknown"] != (b["Name"] == "ignore") {
+				t.Errorf("built-in %v: ReadOnly %v Available %v OnlyUnknown %v", b["Name"], b["ReadOnly"], b["Available"], b["OnlyUnknown"])
+			}
+		}
+		if got := obList(t, obMust(t, s, 200, "GET", "/bootenvs?OnlyUnknown=true", nil)); !reflect.DeepEqual(obNames(got), []string{"ignore"}) {
+			t.Errorf("OnlyUnknown=true: %v", obNames(got))
+		}
+		obWantErr(t, obCall(t, s, "PATCH", "/bootenvs/local", `[{"op":"replace","path":"/Description","from":"","value":"x"}]`),
+			400, "PATCH", "bootenvs", "local", "readonly: local")
+		obWantErr(t, obCall(t, s, "PUT", "/bootenvs/ignore", `{"Name":"ignore","OnlyUnknown":false}`), 400, "PUT", "bootenvs", "ignore", "readonly: ignore")
+		obWantErr(t, obCall(t, s, "DELETE", "/bootenvs/local", nil), 400, "DELETE", "bootenvs", "local", "readonly: local")
+		obWantErr(t, obCall(t, s, "PATCH", "/meta/bootenvs/local", `[{"op":"add","path":"/x","from":"","value":"y"}]`),
+			400, "PATCH", "bootenvs", "local", "readonly: local")
+		obMust(t, s, 200, "GET", "/bootenvs/local", nil)
+		// Machines and stages name them as on DRP.
+		obMust(t, s, 201, "POST", "/stages", `{"Name":"bi-stage","BootEnv":"local"}`)
+		m := obObj(t, obMust(t, s, 201, "POST", "/machines", `{"Name":"bi-m1","BootEnv":"local","Stage":"bi-stage"}`))
+		obWantErr(t, obCall(t, s, "PATCH", "/machines/"+m["Uuid"].(string), `[{"op":"replace","path":"/BootEnv","from":"","value":"ignore"}]`),
+			422, "ValidationError", "machines", "*", "BootEnv ignore does not allow Machine assignments, it has the OnlyUnknown flag.")
+		// A client cannot make an object read-only.
+		b := obObj(t, obMust(t, s, 201, "POST", "/bootenvs", `{"Name":"bi-ro","ReadOnly":true}`))
+		if b["ReadOnly"] != false {
+			t.Errorf("client-made bootenv ReadOnly %v", b["ReadOnly"])
+		}
+		obMust(t, s, 200, "DELETE", "/bootenvs/bi-ro", nil)
 	})
 	t.Run("no-route", func(t *testing.T) {
 		obWantErr(t, obCall(t, s, "GET", "/john", nil), 404, "GET", "*", "*", "No route")

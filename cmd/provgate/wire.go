@@ -137,6 +137,12 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	if err = bootstrap(ctx, cfg, st, obj, stdout, logger); err != nil {
 		return nil, nil, err
 	}
+	if err = obj.InstallBuiltins(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err = migrateSecureParams(ctx, st, obj, logger); err != nil {
+		return nil, nil, err
+	}
 	if err = installContent(ctx, st, obj); err != nil {
 		return nil, nil, err
 	}
@@ -267,6 +273,25 @@ func bootstrap(ctx context.Context, cfg Config, st *store.Store, obj *objects.Se
 	}
 	logger.Info("created role superuser and user rocketskates")
 	return nil
+}
+
+// migrateSecureParams re-seals, once per store, the secure params sealed
+// before seals were bound to their object.
+func migrateSecureParams(ctx context.Context, st *store.Store, obj *objects.Service, logger *slog.Logger) error {
+	const done = "object-bound"
+	if v, _, err := st.GetSetting(ctx, settingSecureSeal); err != nil {
+		return err
+	} else if v == done {
+		return nil
+	}
+	n, err := obj.MigrateSecureParams(ctx)
+	if err != nil {
+		return fmt.Errorf("secure params: %w", err)
+	}
+	if n > 0 {
+		logger.Info("secure params re-sealed to their objects", "count", n)
+	}
+	return st.SetSetting(ctx, settingSecureSeal, done)
 }
 
 // installContent adds the callback plugin's content (task, params, stage)

@@ -186,6 +186,7 @@ func buildTable() *routeTable {
 	// list of every kind asks for nothing more.
 	add("GET", "/indexes", route{h: hFixed, scope: "info", action: "get", op: "get"})
 	add("GET", "/info", route{h: hFixed, scope: "info", action: "get", op: "get"})
+	add("GET", "/objects", route{h: hFixed, scope: "objects", action: "list", op: "list"})
 	add("GET", "/prefs", route{h: hFixed, scope: "preferences", action: "list", op: "list"})
 	add("POST", "/prefs", route{h: hFixed, scope: "preferences", action: "post", op: "post"})
 	add("GET", "/license", route{h: hFixed, scope: "license", action: "get", op: "get"})
