@@ -72,9 +72,9 @@ func TestValidate(t *testing.T) {
 		{"unknown AuthType", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"x": map[string]any{"AuthType": "oauth"}}}, "", []string{`unknown AuthType "oauth"`}},
 		{"exec disabled", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": script}}}, "", []string{"exec auths are disabled"}},
 		{"exec inside dir", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": script}}}, dir, nil},
-		{"exec outside dir", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": outside}}}, dir, []string{"outside the allowed exec directory"}},
-		{"exec dotdot", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": dir + "/../" + filepath.Base(filepath.Dir(outside)) + "/evil.sh"}}}, dir, []string{"outside the allowed exec directory"}},
-		{"exec symlink escape", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": link}}}, dir, []string{"outside the allowed exec directory"}},
+		{"exec outside dir", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": outside}}}, dir, []string{errExecPath.Error()}},
+		{"exec dotdot", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": dir + "/../" + filepath.Base(filepath.Dir(outside)) + "/evil.sh"}}}, dir, []string{errExecPath.Error()}},
+		{"exec symlink escape", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": link}}}, dir, []string{errExecPath.Error()}},
 		{"data-override in config", map[string]any{ParamCallbacks: map[string]any{}, ParamDataOverride: "x"}, "", []string{"only valid as a parameter of the action call"}},
 	}
 	for _, tt := range tests {
