@@ -936,11 +936,12 @@ func (t machineTokens) GenerateInfiniteToken(ctx context.Context, m *backend.Mac
 	return tok, err
 }
 
-// events publishes posted events on the bus.
+// events publishes posted events on the bus, marked as posted: they reach
+// event streams only and drive no server behaviour.
 type events struct{ bus *backend.Bus }
 
 func (e events) PostEvent(ctx context.Context, ev backend.Event) error {
-	e.bus.Publish(ctx, ev)
+	e.bus.PublishPosted(ctx, ev)
 	return nil
 }
 

@@ -168,22 +168,11 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		},
 	})
 
-	// Background work: jobfail deliveries.
+	// Background work: jobfail deliveries. A job's move to failed queues
+	// them inside its own transaction (objects OnJobChange, above); nothing
+	// on the bus does, since clients can post events.
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{}, 1)
-	subDone := make(chan struct{})
-	// Job updates queue their jobfail deliveries inside their own
-	// transaction (objects OnJobChange); only a job created already failed
-	// comes through the bus.
-	sub := bus.Subscribe(1024, func(e backend.Event) bool { return e.Type == "jobs" && e.Action == "create" })
-	go func() {
-		defer close(subDone)
-		for e := range sub.C {
-			if err := cb.HandleEvent(bg, e); err != nil {
-				logger.Warn("jobfail event not queued", "error", err.Error())
-			}
-		}
-	}()
 	go func() { defer func() { done <- struct{}{} }(); cb.RunWorker(bg, time.Second) }()
 	if cfg.PolicyDir != "" {
 		// A file change or SIGHUP recompiles the policy dir and runs its
@@ -208,11 +197,6 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		}()
 	}
 	closers = append(closers, func() {
-		// Job events published before shutdown are queued as durable
-		// deliveries first (bg still live), so that a restart sends them
-		// instead of losing them with the process (design D12).
-		sub.Close()
-		<-subDone
 		stop()
 		<-done
 	})
