@@ -917,6 +917,9 @@ func TestProviderAndContent(t *testing.T) {
 	if !byName[ParamAuths].Secure {
 		t.Error("callback/auths must be Secure")
 	}
+	if !byName[ParamCallbacks].Secure {
+		t.Error("callback/callbacks must be Secure: header values and URLs carry credentials")
+	}
 
 	script := tasks[0].Templates[0].Contents
 	render1 := func(params map[string]any) (string, error) {

@@ -252,7 +252,8 @@ func bootstrap(ctx context.Context, cfg Config, st *store.Store, obj *objects.Se
 }
 
 // installContent adds the callback plugin's content (task, params, stage)
-// when missing, so stages can call callbackDo out of the box.
+// when missing, so stages can call callbackDo out of the box, and brings
+// the Secure flag of content params up to date (sealContentParam).
 func installContent(ctx context.Context, st *store.Store, obj *objects.Service) error {
 	tasks, params, stages := callback.Content()
 	create := func(m backend.Model) error {
@@ -269,6 +270,11 @@ func installContent(ctx context.Context, st *store.Store, obj *objects.Service) 
 		if err := create(p); err != nil {
 			return err
 		}
+		if p.Secure {
+			if err := sealContentParam(ctx, st, obj, p.Name); err != nil {
+				return fmt.Errorf("content params/%s: %w", p.Name, err)
+			}
+		}
 	}
 	for _, t := range tasks {
 		if err := create(t); err != nil {
@@ -281,4 +287,68 @@ func installContent(ctx context.Context, st *store.Store, obj *objects.Service) 
 		}
 	}
 	return nil
+}
+
+// sealContentParam makes the content param name Secure when a data dir
+// made before it was (callback/callbacks, whose header values and URLs
+// carry credentials) still holds it in the clear, and seals the values
+// plugins already hold: a value stored in the clear would otherwise still
+// be shown to every reader. It runs on every start, so a start interrupted
+// halfway finishes the work on the next.
+func sealContentParam(ctx context.Context, st *store.Store, obj *objects.Service, name string) error {
+	rec, err := st.Get(ctx, "params", name)
+	if err != nil {
+		return err
+	}
+	var def backend.Param
+	if err := json.Unmarshal(rec.Data, &def); err != nil {
+		return err
+	}
+	if !def.Secure {
+		if _, err := obj.Patch(ctx, "params", name, []byte(`[{"op":"replace","path":"/Secure","value":true}]`), false); err != nil {
+			return err
+		}
+	}
+	recs, _, _, err := st.List(ctx, "plugins", backend.Query{Limit: -1})
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		var p backend.Plugin
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return fmt.Errorf("plugins/%s: %w", r.Key, err)
+		}
+		v, ok := p.Params[name]
+		if !ok || isSealed(v) {
+			continue
+		}
+		// Unchanged values are not sealed again on save, so the clear value
+		// is removed and set anew, in one transaction.
+		err := obj.InTx(ctx, func(ctx context.Context) error {
+			if _, err := obj.DeleteParam(ctx, "plugins", p.Name, name); err != nil {
+				return err
+			}
+			_, err := obj.SetParam(ctx, "plugins", p.Name, name, v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("sealing plugins/%s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// isSealed reports whether v has the shape of a sealed secure value
+// (objects.SecureData: exactly Key, Nonce and Payload, all strings).
+func isSealed(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 3 {
+		return false
+	}
+	for _, k := range []string{"Key", "Nonce", "Payload"} {
+		if _, ok := m[k].(string); !ok {
+			return false
+		}
+	}
+	return true
 }
