@@ -5,11 +5,17 @@ import (
 	"sync"
 )
 
-// Bus is the internal event bus: object changes, posted events and job state
-// changes are published here; the callback plugin and pool waits subscribe.
-// Delivery is best effort and never blocks a publisher: a subscriber whose
-// buffer is full misses events (deliveries that must not be lost go through
-// a table, not the bus).
+// Bus is the internal event bus: object changes and job state changes made
+// by the server, and events clients post, are published here; long polls of
+// objects and pool waits subscribe. Delivery is best effort and never blocks
+// a publisher: a subscriber whose buffer is full misses events (deliveries
+// that must not be lost go through a table, not the bus).
+//
+// Events clients post are notifications only: anyone holding the events
+// claim could otherwise make up a failed job or a machine change. They
+// reach only subscribers made with SubscribeAll (streams of events to
+// clients); Subscribe, which every piece of server behaviour uses, never
+// sees them.
 type Bus struct {
 	mu   sync.RWMutex
 	subs map[*Subscription]struct{}
@@ -20,6 +26,7 @@ type Subscription struct {
 	C      <-chan Event
 	c      chan Event
 	filter func(Event) bool
+	posted bool // also receives events clients posted
 	bus    *Bus
 	once   sync.Once
 }
@@ -27,10 +34,23 @@ type Subscription struct {
 // NewBus returns an empty bus.
 func NewBus() *Bus { return &Bus{subs: map[*Subscription]struct{}{}} }
 
-// Subscribe registers a subscriber with a buffer of size n; filter may be nil.
+// Subscribe registers a subscriber with a buffer of size n for the events
+// the server itself publishes; filter may be nil. Events clients posted are
+// never delivered to it.
 func (b *Bus) Subscribe(n int, filter func(Event) bool) *Subscription {
+	return b.subscribe(n, filter, false)
+}
+
+// SubscribeAll is Subscribe that also receives the events clients posted
+// (Event.Posted tells them apart). It is meant for streaming events to
+// clients, never for acting on them.
+func (b *Bus) SubscribeAll(n int, filter func(Event) bool) *Subscription {
+	return b.subscribe(n, filter, true)
+}
+
+func (b *Bus) subscribe(n int, filter func(Event) bool, posted bool) *Subscription {
 	c := make(chan Event, n)
-	s := &Subscription{C: c, c: c, filter: filter, bus: b}
+	s := &Subscription{C: c, c: c, filter: filter, posted: posted, bus: b}
 	b.mu.Lock()
 	b.subs[s] = struct{}{}
 	b.mu.Unlock()
@@ -47,11 +67,27 @@ func (s *Subscription) Close() {
 	})
 }
 
-// Publish delivers e to every matching subscriber without blocking.
+// Publish delivers e to every matching subscriber without blocking. An
+// event that came from PublishPosted stays marked when it is published
+// again (relayed), so it never turns into one of the server's own.
 func (b *Bus) Publish(_ context.Context, e Event) {
+	b.publish(e)
+}
+
+// PublishPosted delivers an event a client posted, marked as such, to the
+// matching SubscribeAll subscribers only.
+func (b *Bus) PublishPosted(_ context.Context, e Event) {
+	e.posted = true
+	b.publish(e)
+}
+
+func (b *Bus) publish(e Event) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	for s := range b.subs {
+		if e.posted && !s.posted {
+			continue
+		}
 		if s.filter != nil && !s.filter(e) {
 			continue
 		}

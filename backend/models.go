@@ -531,7 +531,16 @@ type Event struct {
 	Principal string          `json:"Principal"`
 	Object    json.RawMessage `json:"Object"`
 	Original  json.RawMessage `json:"Original"`
+
+	// posted marks an event a client sent (POST /events). Only
+	// Bus.PublishPosted sets it, so neither a request body nor a caller
+	// outside this package can clear or forge it; it is never serialized.
+	posted bool
 }
+
+// Posted reports whether a client posted the event: it is a notification
+// for event streams, never a fact the server acts on.
+func (e Event) Posted() bool { return e.posted }
 
 // Pref is one preference (GET/POST /api/v3/prefs is a map of these).
 type Pref struct {

@@ -72,9 +72,9 @@ func TestValidate(t *testing.T) {
 		{"unknown AuthType", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"x": map[string]any{"AuthType": "oauth"}}}, "", []string{`unknown AuthType "oauth"`}},
 		{"exec disabled", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": script}}}, "", []string{"exec auths are disabled"}},
 		{"exec inside dir", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": script}}}, dir, nil},
-		{"exec outside dir", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": outside}}}, dir, []string{"outside the allowed exec directory"}},
-		{"exec dotdot", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": dir + "/../" + filepath.Base(filepath.Dir(outside)) + "/evil.sh"}}}, dir, []string{"outside the allowed exec directory"}},
-		{"exec symlink escape", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": link}}}, dir, []string{"outside the allowed exec directory"}},
+		{"exec outside dir", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": outside}}}, dir, []string{errExecPath.Error()}},
+		{"exec dotdot", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": dir + "/../" + filepath.Base(filepath.Dir(outside)) + "/evil.sh"}}}, dir, []string{errExecPath.Error()}},
+		{"exec symlink escape", map[string]any{ParamCallbacks: map[string]any{}, ParamAuths: map[string]any{"e": map[string]any{"AuthType": "exec", "Path": link}}}, dir, []string{errExecPath.Error()}},
 		{"data-override in config", map[string]any{ParamCallbacks: map[string]any{}, ParamDataOverride: "x"}, "", []string{"only valid as a parameter of the action call"}},
 	}
 	for _, tt := range tests {
@@ -760,14 +760,13 @@ func TestAttemptsRecorded(t *testing.T) {
 	}
 }
 
-func jobEvent(t *testing.T, action, state, orig string) backend.Event {
-	t.Helper()
-	obj, _ := json.Marshal(backend.Job{Uuid: "job-1", Machine: testMachine().Uuid, Task: "install", State: state})
-	e := backend.Event{Type: "jobs", Action: action, Key: "job-1", Object: obj}
-	if orig != "" {
-		e.Original, _ = json.Marshal(backend.Job{Uuid: "job-1", Machine: testMachine().Uuid, State: orig})
+// testJob is job-1 of the test machine in state; "" gives nil (no previous
+// state).
+func testJob(state string) *backend.Job {
+	if state == "" {
+		return nil
 	}
-	return e
+	return &backend.Job{Uuid: "job-1", Machine: testMachine().Uuid, Task: "install", State: state}
 }
 
 func TestJobFail(t *testing.T) {
@@ -780,15 +779,14 @@ func TestJobFail(t *testing.T) {
 			{Name: "foreign", Provider: "ipmi", Params: map[string]any{ParamCallbacks: map[string]any{JobFail: map[string]any{"Url": rc.URL}}}},
 		}
 		ctx := context.Background()
-		events := []backend.Event{
-			jobEvent(t, "update", backend.JobRunning, backend.JobCreated),
-			jobEvent(t, "update", backend.JobFailed, backend.JobRunning),
-			jobEvent(t, "update", backend.JobFailed, backend.JobFailed), // repeated save
-			jobEvent(t, "save", backend.JobFailed, ""),                  // no Original
-			{Type: "machines", Action: "update", Object: []byte(`{}`)},
+		changes := [][2]string{ // old state, new state
+			{backend.JobCreated, backend.JobRunning},
+			{backend.JobRunning, backend.JobFailed},
+			{backend.JobFailed, backend.JobFailed}, // repeated save
+			{"", backend.JobFailed},                // the same job again: queued once
 		}
-		for _, ev := range events {
-			if err := e.svc.HandleEvent(ctx, ev); err != nil {
+		for _, c := range changes {
+			if err := e.svc.JobChanged(ctx, testJob(c[0]), testJob(c[1])); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -835,7 +833,7 @@ func TestJobFail(t *testing.T) {
 		e.store.now = clock
 		e.plugins.list = []*backend.Plugin{plugin(map[string]any{JobFail: map[string]any{"Url": rc.URL}}, nil)}
 		ctx := context.Background()
-		if err := e.svc.HandleEvent(ctx, jobEvent(t, "update", backend.JobFailed, backend.JobRunning)); err != nil {
+		if err := e.svc.JobChanged(ctx, testJob(backend.JobRunning), testJob(backend.JobFailed)); err != nil {
 			t.Fatal(err)
 		}
 		d := e.store.deliveries[0]
@@ -865,7 +863,7 @@ func TestJobFail(t *testing.T) {
 		e := newEnv(t, nil)
 		e.plugins.list = []*backend.Plugin{plugin(map[string]any{JobFail: map[string]any{"Url": rc.URL}}, nil)}
 		ctx := context.Background()
-		_ = e.svc.HandleEvent(ctx, jobEvent(t, "create", backend.JobFailed, ""))
+		_ = e.svc.JobChanged(ctx, nil, testJob(backend.JobFailed))
 		_, _ = e.svc.WorkOnce(ctx)
 		if d := e.store.deliveries[0]; d.State != DeliveryFailed {
 			t.Errorf("%+v", d)
@@ -878,7 +876,7 @@ func TestJobFail(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { e.svc.RunWorker(ctx, 10*time.Millisecond); close(done) }()
-		_ = e.svc.HandleEvent(ctx, jobEvent(t, "update", backend.JobFailed, backend.JobRunning))
+		_ = e.svc.JobChanged(ctx, testJob(backend.JobRunning), testJob(backend.JobFailed))
 		deadline := time.Now().Add(3 * time.Second)
 		for len(rc.requests()) == 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
@@ -918,6 +916,9 @@ func TestProviderAndContent(t *testing.T) {
 	}
 	if !byName[ParamAuths].Secure {
 		t.Error("callback/auths must be Secure")
+	}
+	if !byName[ParamCallbacks].Secure {
+		t.Error("callback/callbacks must be Secure: header values and URLs carry credentials")
 	}
 
 	script := tasks[0].Templates[0].Contents

@@ -7,6 +7,7 @@ package callback
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -405,30 +406,45 @@ func authList(c *Callback) []string {
 	return l
 }
 
+// errExecPath is the one answer for every exec Path that cannot be used:
+// relative, missing, outside the directory (directly, through "..", or
+// through a symbolic link), a directory, not executable. Telling those
+// apart would let whoever may write a plugin probe which files exist on
+// the server, so plugin Errors, action errors and GetAuthString all say
+// only this.
+var errExecPath = errors.New("exec Path is not an executable file inside the allowed exec directory")
+
 // execPath resolves path (symlinks and ..) and accepts it only if it is a
-// regular executable file under dir, itself resolved.
+// regular executable file under dir, itself resolved. A path that is not
+// lexically under dir is refused before the file system is consulted.
 func execPath(dir, path string) (string, error) {
 	if dir == "" {
 		return "", fmt.Errorf("exec auths are disabled (no --callback-exec-dir configured)")
 	}
 	if !filepath.IsAbs(path) {
-		return "", fmt.Errorf("exec Path must be absolute")
+		return "", errExecPath
 	}
 	root, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return "", fmt.Errorf("exec directory is not usable")
+		return "", errExecPath
 	}
-	resolved, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return "", fmt.Errorf("exec Path does not exist")
+	clean := filepath.Clean(path)
+	if !inside(filepath.Clean(dir), clean) && !inside(root, clean) {
+		return "", errExecPath
 	}
-	rel, err := filepath.Rel(root, resolved)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || rel == "." {
-		return "", fmt.Errorf("exec Path is outside the allowed exec directory")
+	resolved, err := filepath.EvalSymlinks(clean)
+	if err != nil || !inside(root, resolved) {
+		return "", errExecPath
 	}
 	fi, err := os.Stat(resolved)
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return "", fmt.Errorf("exec Path is not an executable file")
+		return "", errExecPath
 	}
 	return resolved, nil
+}
+
+// inside reports whether path is strictly below dir (both clean).
+func inside(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

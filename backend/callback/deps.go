@@ -53,6 +53,16 @@ const (
 	SourceJobFail = "jobfail"
 )
 
+// AttemptQuery selects recorded attempts, newest first (by At, then ID);
+// it is shaped like store.AttemptQuery. A non-zero AfterID continues a
+// listing after the attempt with AfterAt and AfterID.
+type AttemptQuery struct {
+	Plugin, Machine string
+	Limit           int
+	AfterAt         time.Time
+	AfterID         int64
+}
+
 // Store is what the service needs from the durable store.
 //
 // ClaimDeliveries returns up to n pending deliveries whose NextAt has come and
@@ -66,6 +76,7 @@ type Store interface {
 	ClaimDeliveries(ctx context.Context, n int, lease time.Duration) ([]Delivery, error)
 	FinishDelivery(ctx context.Context, id int64, state, lastErr string, nextAt time.Time) error
 	RecordAttempt(ctx context.Context, a Attempt) error
+	ListAttempts(ctx context.Context, q AttemptQuery) ([]Attempt, error)
 }
 
 // Machines reads machines and their params for the service.

@@ -54,6 +54,7 @@ type fakeStore struct {
 	now        func() time.Time
 	deliveries []*Delivery
 	attempts   []Attempt
+	listCalls  int
 }
 
 func (f *fakeStore) EnqueueDelivery(_ context.Context, d Delivery) (int64, error) {
@@ -103,6 +104,30 @@ func (f *fakeStore) RecordAttempt(_ context.Context, a Attempt) error {
 	defer f.mu.Unlock()
 	f.attempts = append(f.attempts, a)
 	return nil
+}
+
+// ListAttempts pages through the recorded attempts newest first; ID is
+// the position of the attempt in the log, so At ties keep their order.
+func (f *fakeStore) ListAttempts(_ context.Context, q AttemptQuery) ([]Attempt, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listCalls++
+	var out []Attempt
+	for i := len(f.attempts) - 1; i >= 0; i-- {
+		a := f.attempts[i]
+		a.ID = int64(i + 1)
+		if (q.Plugin != "" && a.Plugin != q.Plugin) || (q.Machine != "" && a.Machine != q.Machine) {
+			continue
+		}
+		if q.AfterID != 0 && (a.At.After(q.AfterAt) || (a.At.Equal(q.AfterAt) && a.ID >= q.AfterID)) {
+			continue
+		}
+		out = append(out, a)
+		if q.Limit > 0 && len(out) == q.Limit {
+			break
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeStore) Attempts() []Attempt {

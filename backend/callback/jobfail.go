@@ -29,42 +29,13 @@ type JobFailPayload struct {
 	ExitState string `json:"ExitState"`
 }
 
-// HandleEvent is the bus subscriber of the jobfail trigger (D12). It fires
-// on the edge into failed: a jobs event whose Object is failed and whose
-// Original was not (or a job created failed); repeated saves of a job that
-// is already failed do nothing. For every callback plugin holding a jobfail
-// callback it queues one durable delivery; the worker sends it.
-func (s *Service) HandleEvent(ctx context.Context, e backend.Event) error {
-	if e.Type != "jobs" || len(e.Object) == 0 {
-		return nil
-	}
-	var job backend.Job
-	if err := json.Unmarshal(e.Object, &job); err != nil {
-		return fmt.Errorf("jobfail: decoding the job: %w", err)
-	}
-	if job.State != backend.JobFailed {
-		return nil
-	}
-	if len(e.Original) > 0 && string(e.Original) != "null" {
-		var orig backend.Job
-		if err := json.Unmarshal(e.Original, &orig); err != nil {
-			return fmt.Errorf("jobfail: decoding the original job: %w", err)
-		}
-		if orig.State == backend.JobFailed {
-			return nil
-		}
-	} else if e.Action != "create" {
-		// Without Original the edge cannot be seen; firing here would send
-		// again on every save of a failed job.
-		return nil
-	}
-	return s.enqueueJobFail(ctx, &job)
-}
-
-// JobChanged queues jobfail deliveries for a job that just moved to failed.
-// The object service calls it inside the job update's transaction, so the
+// JobChanged queues jobfail deliveries for a job that just moved to failed
+// (the edge: a job saved again while already failed queues nothing). The
+// object service calls it inside the job update's transaction, so the
 // delivery is stored atomically with the failure: a crash can lose neither
-// one without the other.
+// one without the other. It is the only source of jobfail deliveries: the
+// server's own job transitions; events on the bus, which clients can post,
+// never queue one.
 func (s *Service) JobChanged(ctx context.Context, old, job *backend.Job) error {
 	if job.State != backend.JobFailed || (old != nil && old.State == backend.JobFailed) {
 		return nil

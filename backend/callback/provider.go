@@ -87,7 +87,11 @@ func Content() (tasks []*backend.Task, params []*backend.Param, stages []*backen
 			Documentation: "Valid only as a parameter of the action call. A string is rendered as a template and sent " +
 				"as is; any other value is sent JSON-encoded; {} sends an empty JSON object.",
 			Schema: map[string]any{}},
-		{Name: ParamCallbacks, Description: "Callbacks of the plugin, by action name", Schema: callbacksSchema()},
+		// Secure, like callback/auths: header values (API keys) and URLs
+		// (user info, query keys) carry credentials, so the callbacks are
+		// stored sealed and shown only to getSecure holders asking for
+		// ?decode=true.
+		{Name: ParamCallbacks, Description: "Callbacks of the plugin, by action name", Secure: true, Schema: callbacksSchema()},
 		{Name: ParamAuths, Description: "Named authentication methods of the callbacks", Secure: true, Schema: authsSchema()},
 	}
 	stage := &backend.Stage{

@@ -1,21 +1,47 @@
 package callback
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
 
 const masked = "[REDACTED]"
 
-// redactor masks known secret strings (passwords, token-request Data and
-// Query, configured header values, tokens handed out during this call) in
-// any text that leaves the service: errors, recorded attempts, debug logs.
-type redactor struct{ secrets []string }
+// secretClass says which claim lets a caller read a secret itself.
+type secretClass int
+
+const (
+	// configSecret is part of a plugin's configuration or obtained with it:
+	// auth passwords, token-request Data and Query, configured header
+	// values, passwords and query values of URLs, tokens and GetAuthString
+	// output. Readable with "plugins getSecure <plugin>".
+	configSecret secretClass = iota
+	// machineSecret is a decoded secure param value of the machine (a
+	// callback with Decode). Readable with "machines getSecure <machine>".
+	machineSecret
+)
+
+type secret struct {
+	v     string
+	class secretClass
+}
+
+// redactor masks known secret strings in any text that leaves the service:
+// errors, recorded attempts and debug logs always (String, excerpt), and
+// what an action returns to a caller who may not read them (only).
+type redactor struct {
+	mu      sync.Mutex
+	secrets []secret
+}
 
 func newRedactor(secrets ...[]string) *redactor {
 	r := &redactor{}
@@ -25,24 +51,164 @@ func newRedactor(secrets ...[]string) *redactor {
 	return r
 }
 
-func (r *redactor) add(s ...string) {
+// add adds configuration secrets.
+func (r *redactor) add(s ...string) { r.addClass(configSecret, s...) }
+
+// addClass adds secrets of class c, each also in the escaped form it takes
+// inside a JSON string, so that an echo of a JSON body is masked too.
+func (r *redactor) addClass(c secretClass, s ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, v := range s {
 		v = strings.TrimSpace(v)
 		// Very short values would mask ordinary words; they are not worth
 		// treating as secrets anyway.
-		if len(v) >= 4 {
-			r.secrets = append(r.secrets, v)
+		if len(v) < 4 {
+			continue
+		}
+		for _, form := range jsonForms(v) {
+			if !slices.ContainsFunc(r.secrets, func(x secret) bool { return x.v == form && x.class == c }) {
+				r.secrets = append(r.secrets, secret{form, c})
+			}
 		}
 	}
 	// Longest first, so that a secret containing another is masked whole.
-	sort.Slice(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
+	sort.SliceStable(r.secrets, func(i, j int) bool { return len(r.secrets[i].v) > len(r.secrets[j].v) })
+}
+
+// jsonForms is v and v as escaped inside a JSON string, with and without
+// HTML escaping (encoding/json escapes <, > and & by default).
+func jsonForms(v string) []string {
+	out := []string{v}
+	b, _ := json.Marshal(v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	for _, f := range []string{string(b), strings.TrimSuffix(buf.String(), "\n")} {
+		if f = strings.TrimSuffix(strings.TrimPrefix(f, `"`), `"`); !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// only returns a redactor of the secrets whose class mask reports true.
+func (r *redactor) only(mask func(secretClass) bool) *redactor {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := &redactor{}
+	for _, x := range r.secrets {
+		if mask(x.class) {
+			out.secrets = append(out.secrets, x)
+		}
+	}
+	return out
+}
+
+func (r *redactor) has(c secretClass) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.secrets, func(x secret) bool { return x.class == c })
+}
+
+func (r *redactor) empty() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.secrets) == 0
 }
 
 func (r *redactor) String(s string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, sec := range r.secrets {
-		s = strings.ReplaceAll(s, sec, masked)
+		s = strings.ReplaceAll(s, sec.v, masked)
 	}
 	return s
+}
+
+// json masks the secrets in every string (values and keys) of the JSON
+// document b. It returns b itself when nothing was masked, and otherwise
+// the document encoded again (numbers kept as written).
+func (r *redactor) json(b []byte) ([]byte, error) {
+	if r.empty() {
+		return b, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	changed := false
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			if m := r.String(x); m != x {
+				changed = true
+				return m
+			}
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			out := make(map[string]any, len(x))
+			for k, e := range x {
+				mk := r.String(k)
+				if mk != k {
+					changed = true
+				}
+				out[mk] = walk(e)
+			}
+			return out
+		}
+		return v
+	}
+	v = walk(v)
+	if !changed {
+		return b, nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// secretStrings lists what of a decoded secure value may show up in text:
+// the value itself when it is a string, else its JSON encoding and every
+// string inside it.
+func secretStrings(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case map[string]any, []any:
+		b, _ := json.Marshal(x)
+		out := []string{string(b)}
+		var walk func(v any)
+		walk = func(v any) {
+			switch y := v.(type) {
+			case string:
+				out = append(out, y)
+			case []any:
+				for _, e := range y {
+					walk(e)
+				}
+			case map[string]any:
+				for k, e := range y {
+					out = append(out, k)
+					walk(e)
+				}
+			}
+		}
+		walk(x)
+		return out
+	}
+	return nil
 }
 
 // excerpt is a bounded, printable, redacted piece of a response body.
@@ -83,13 +249,28 @@ func safeURL(u *url.URL) string {
 	return c.String()
 }
 
-func urlPassword(raw string) string {
+// urlSecrets are the password and the query values of a configured URL
+// (query parameters often carry API keys). Template actions are left out:
+// what they render is not configuration.
+func urlSecrets(raw string) []string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return ""
+	if err != nil {
+		return nil
 	}
-	p, _ := u.User.Password()
-	return p
+	var out []string
+	if u.User != nil {
+		if p, ok := u.User.Password(); ok {
+			out = append(out, p)
+		}
+	}
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			if !strings.Contains(v, "{{") {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // transportError describes a failed exchange without the request URL that

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -67,7 +68,36 @@ func (s *Service) run(ctx context.Context, st *pluginState, name string, cb *Cal
 	if err != nil {
 		return nil, err
 	}
-	return s.response(req, out)
+	return s.response(req, out, s.callerRedactor(ctx, req))
+}
+
+// callerRedactor masks, in what the action returns, the secrets the caller
+// could not read itself: configuration secrets without "plugins getSecure
+// <plugin>", the machine's decoded secure values without "machines
+// getSecure <machine>" (the claims that govern ?decode=true on GET of the
+// plugin and of the machine). A ctx without an Access is server-internal
+// work (jobfail), whose result goes back to no one. A policy error masks.
+func (s *Service) callerRedactor(ctx context.Context, r *request) *redactor {
+	a := backend.AccessFrom(ctx)
+	if a == nil {
+		return newRedactor()
+	}
+	may := func(c secretClass, claim backend.Claim) bool {
+		if !r.red.has(c) {
+			return true
+		}
+		ok, err := a.Can(ctx, claim)
+		if err != nil {
+			s.log.Warn("callback: checking getSecure failed; the reply is masked", "plugin", r.st.name, "err", err)
+			return false
+		}
+		return ok
+	}
+	config := may(configSecret, backend.Claim{Scope: "plugins", Action: "getSecure", Specific: r.st.name})
+	machine := may(machineSecret, backend.Claim{Scope: "machines", Action: "getSecure", Specific: r.machine})
+	return r.red.only(func(c secretClass) bool {
+		return (c == configSecret && !config) || (c == machineSecret && !machine)
+	})
 }
 
 func (s *Service) build(ctx context.Context, st *pluginState, name string, cb *Callback, m *backend.Machine, override any, hasOverride bool, source string, extra http.Header) (*request, error) {
@@ -93,12 +123,32 @@ func (s *Service) build(ctx context.Context, st *pluginState, name string, cb *C
 		delete(shaped.Params, k)
 	}
 	// .Param always sees the full hierarchy, as on the server; secure values
-	// only in the clear when the callback opted into Decode (reference §11.6).
+	// only in the clear when the callback opted into Decode.
 	var once sync.Once
 	var all map[string]any
 	var allErr error
-	lookup := func(ctx context.Context, k string) (any, bool, error) {
+	load := func(ctx context.Context) {
 		once.Do(func() { all, allErr = s.opts.Machines.MachineParams(ctx, m, true, cb.Decode) })
+	}
+	if cb.Decode {
+		// Every value decoding opens may reach the body, the Url or the
+		// reply: note them all as the machine's secrets.
+		load(ctx)
+		if allErr != nil {
+			return nil, allErr
+		}
+		sealed, err := s.opts.Machines.MachineParams(ctx, m, true, false)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range all {
+			if !reflect.DeepEqual(sealed[k], v) {
+				r.red.addClass(machineSecret, secretStrings(v)...)
+			}
+		}
+	}
+	lookup := func(ctx context.Context, k string) (any, bool, error) {
+		load(ctx)
 		if allErr != nil {
 			return nil, false, allErr
 		}
@@ -107,7 +157,14 @@ func (s *Service) build(ctx context.Context, st *pluginState, name string, cb *C
 	}
 	env := render.Env{Machine: &shaped, Params: lookup, Info: s.info()}
 	cfgEnv := env
-	cfgEnv.AuthString = s.authString(st)
+	authString := s.authString(st)
+	cfgEnv.AuthString = func(ctx context.Context, name string) (string, error) {
+		out, err := authString(ctx, name)
+		if err == nil {
+			r.red.add(out)
+		}
+		return out, err
+	}
 
 	rawURL, err := render.Render(ctx, render.Config, "url", cb.Url, cfgEnv, render.Limits{})
 	if err != nil {
@@ -402,8 +459,9 @@ func (s *Service) client(insecure bool, configured map[string]string) *http.Clie
 // response turns a successful exchange into the action's value (spec,
 // Callback rules 5): JsonResponse → the parsed JSON (an empty body is
 // null); StringResponse → a JSON string of the body; else a JSON string of
-// the body's base64.
-func (s *Service) response(r *request, out *outcome) (json.RawMessage, error) {
+// the body's base64. The secrets of hide are masked first: in every JSON
+// string of a JsonResponse, in the text of the others (before encoding).
+func (s *Service) response(r *request, out *outcome, hide *redactor) (json.RawMessage, error) {
 	switch {
 	case r.cb.JsonResponse:
 		b := bytes.TrimSpace(out.body)
@@ -418,15 +476,16 @@ func (s *Service) response(r *request, out *outcome) (json.RawMessage, error) {
 		if err := json.Compact(&buf, b); err != nil {
 			return nil, invokeError(backend.ECONFLICT, r.st.name, fmt.Sprintf("Callback %q: response is not valid JSON", r.name))
 		}
-		return buf.Bytes(), nil
+		masked, err := hide.json(buf.Bytes())
+		if err != nil {
+			return nil, invokeError(backend.ECONFLICT, r.st.name, fmt.Sprintf("Callback %q: response is not valid JSON", r.name))
+		}
+		return masked, nil
 	case r.cb.StringResponse:
-		b, _ := json.Marshal(string(out.body))
+		b, _ := json.Marshal(hide.String(string(out.body)))
 		return b, nil
 	}
-	body := out.body
-	if body == nil {
-		body = []byte{}
-	}
+	body := []byte(hide.String(string(out.body)))
 	b, _ := json.Marshal(body)
 	return b, nil
 }

@@ -159,16 +159,23 @@ func (s *Service) state(p *backend.Plugin) *pluginState {
 func configSecrets(cfg *Config) []string {
 	var out []string
 	for _, a := range cfg.Auths {
-		out = append(out, a.Password, a.Data, a.Query, urlPassword(a.Url))
+		out = append(out, a.Password, a.Data, a.Query)
+		out = append(out, urlSecrets(a.Url)...)
 	}
 	for _, c := range cfg.Callbacks {
-		for _, v := range c.Headers {
-			out = append(out, v)
+		for h, v := range c.Headers {
+			if !plainHeaders[http.CanonicalHeaderKey(h)] {
+				out = append(out, v)
+			}
 		}
-		out = append(out, urlPassword(c.Url))
+		out = append(out, urlSecrets(c.Url)...)
 	}
 	return out
 }
+
+// plainHeaders are configured headers whose values describe the content
+// rather than grant anything; masking them would only garble replies.
+var plainHeaders = map[string]bool{"Accept": true, "Content-Type": true, "User-Agent": true}
 
 func invokeError(code, plugin string, msgs ...string) *backend.Error {
 	return &backend.Error{Code: code, Type: "INVOKE", Model: "plugins", Key: plugin, Messages: msgs}

@@ -149,9 +149,14 @@ func (d *Data) ParamExists(name string) (bool, error) {
 }
 
 // ParamExpand is Param with every string in the value (also inside maps and
-// lists) rendered as a template of the same mode, so a param can refer to
-// other params. Nesting is bounded so that a param cannot expand itself
-// forever.
+// lists) rendered as a template, so a param can refer to other params.
+// Nesting is bounded so that a param cannot expand itself forever.
+//
+// A param value is written by whoever may update the machine, profile or
+// stage that holds it, not by the operator who wrote the outer template, so
+// it is always rendered with the caller functions: no GetAuthString, no
+// machine tokens, and errors without data, whatever the outer template's
+// mode.
 func (d *Data) ParamExpand(name string) (any, error) {
 	v, _, err := d.lookup(name)
 	if err != nil {
@@ -166,7 +171,9 @@ func (d *Data) ParamExpand(name string) (any, error) {
 func (d *Data) expand(v any) (any, error) {
 	switch v := v.(type) {
 	case string:
-		return renderDepth(d.r.ctx, d.r.mode, "param", v, d.r.env, d.r.lim, d.r.depth+1)
+		env := d.r.env
+		env.AuthString, env.Tokens = nil, nil
+		return renderDepth(d.r.ctx, Caller, "param", v, env, d.r.lim, d.r.depth+1)
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, e := range v {

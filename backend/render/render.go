@@ -23,7 +23,8 @@ type Mode int
 
 const (
 	// Caller templates come from whoever invokes an action
-	// (callback/data-override): no GetAuthString, no token generation, and
+	// (callback/data-override) or sets a param (every value ParamExpand
+	// renders, in any mode): no GetAuthString, no token generation, and
 	// params only as the callback's Decode setting exposes them.
 	Caller Mode = iota
 	// Config templates come from the plugin configuration (callback Url):

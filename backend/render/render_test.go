@@ -231,3 +231,59 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestParamExpandIsCallerMode: param values come from whoever may set a
+// param, so ParamExpand renders them with the caller functions even inside
+// configuration and task templates: they cannot run exec auths or mint
+// machine tokens, directly or through further expansion.
+func TestParamExpandIsCallerMode(t *testing.T) {
+	params := map[string]any{
+		"auth":     `{{.GetAuthString "ex"}}`,
+		"authFunc": `{{GetAuthString "ex"}}`,
+		"token":    `{{.GenerateToken}}`,
+		"infinite": `{{.GenerateInfiniteToken}}`,
+		"nested":   map[string]any{"k": []any{`{{.GetAuthString "ex"}}`}},
+		"indirect": `{{.ParamExpand "auth"}}`,
+		"plain":    `name={{.Machine.Name}}`,
+	}
+	for _, mode := range []Mode{Config, Task} {
+		for _, name := range []string{"auth", "authFunc", "token", "infinite", "nested", "indirect"} {
+			t.Run(mode.String()+"/"+name, func(t *testing.T) {
+				var calls int
+				env := testEnv()
+				env.Params = func(_ context.Context, n string) (any, bool, error) { v, ok := params[n]; return v, ok, nil }
+				env.AuthString = func(context.Context, string) (string, error) { calls++; return "auth-output", nil }
+				env.Tokens = countingTokens{&calls}
+				got, err := Render(context.Background(), mode, "url", `x/{{.ParamExpand "`+name+`"}}`, env, Limits{})
+				if err == nil {
+					t.Fatalf("Render = %q, want an error", got)
+				}
+				if calls != 0 {
+					t.Errorf("a param template reached %d privileged functions", calls)
+				}
+				if strings.Contains(err.Error(), "auth-output") || strings.Contains(err.Error(), "tok-") {
+					t.Errorf("error leaks a value: %v", err)
+				}
+			})
+		}
+		t.Run(mode.String()+"/outer template keeps its functions", func(t *testing.T) {
+			env := testEnv()
+			env.Params = func(_ context.Context, n string) (any, bool, error) { v, ok := params[n]; return v, ok, nil }
+			got, err := Render(context.Background(), mode, "url", `{{.GetAuthString "ex"}} {{.ParamExpand "plain"}}`, env, Limits{})
+			if err != nil || got != "auth-ex name=node1.example.com" {
+				t.Errorf("Render = %q, %v", got, err)
+			}
+		})
+	}
+}
+
+type countingTokens struct{ n *int }
+
+func (c countingTokens) GenerateToken(context.Context, *backend.Machine) (string, error) {
+	*c.n++
+	return "tok-x", nil
+}
+func (c countingTokens) GenerateInfiniteToken(context.Context, *backend.Machine) (string, error) {
+	*c.n++
+	return "tok-inf", nil
+}

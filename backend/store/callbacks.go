@@ -299,26 +299,47 @@ func (s *Store) RecordAttempt(ctx context.Context, a CallbackAttempt) error {
 // ListAttempts returns attempts newest first, filtered by plugin and machine
 // when they are not empty; limit <= 0 means no limit.
 func (s *Store) ListAttempts(ctx context.Context, plugin, machine string, limit int) ([]CallbackAttempt, error) {
-	q := `SELECT id, plugin, callback, machine, source, attempt, status, duration_ms, error, at_us FROM callback_attempts`
+	return s.ListAttemptsPage(ctx, AttemptQuery{Plugin: plugin, Machine: machine, Limit: limit})
+}
+
+// AttemptQuery selects attempts, newest first (by At, then by ID).
+type AttemptQuery struct {
+	Plugin, Machine string // filters, when not empty
+	Limit           int    // <= 0: no limit
+	// After continues a listing: when AfterID is set, only the attempts
+	// listed after the one with AfterAt and AfterID are returned, so pages
+	// neither repeat nor skip rows while new attempts are recorded.
+	AfterAt time.Time
+	AfterID int64
+}
+
+// ListAttemptsPage returns the attempts q selects.
+func (s *Store) ListAttemptsPage(ctx context.Context, q AttemptQuery) ([]CallbackAttempt, error) {
+	sql := `SELECT id, plugin, callback, machine, source, attempt, status, duration_ms, error, at_us FROM callback_attempts`
 	var conds []string
 	var args []any
-	if plugin != "" {
+	if q.Plugin != "" {
 		conds = append(conds, `plugin = ?`)
-		args = append(args, plugin)
+		args = append(args, q.Plugin)
 	}
-	if machine != "" {
+	if q.Machine != "" {
 		conds = append(conds, `machine = ?`)
-		args = append(args, machine)
+		args = append(args, q.Machine)
+	}
+	if q.AfterID != 0 {
+		at := micros(q.AfterAt)
+		conds = append(conds, `(at_us < ? OR (at_us = ? AND id < ?))`)
+		args = append(args, at, at, q.AfterID)
 	}
 	if len(conds) > 0 {
-		q += ` WHERE ` + strings.Join(conds, ` AND `)
+		sql += ` WHERE ` + strings.Join(conds, ` AND `)
 	}
-	q += ` ORDER BY at_us DESC, id DESC`
-	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
+	sql += ` ORDER BY at_us DESC, id DESC`
+	if q.Limit > 0 {
+		sql += ` LIMIT ?`
+		args = append(args, q.Limit)
 	}
-	rows, err := s.conn(ctx).Raw(q, args...).Rows()
+	rows, err := s.conn(ctx).Raw(sql, args...).Rows()
 	if err != nil {
 		return nil, s.dbErr("GET", "attempts", "", err)
 	}

@@ -824,6 +824,40 @@ func TestAttempts(t *testing.T) {
 		if got, _ := s.ListAttempts(ctx, "", "m2", 1); len(got) != 1 || got[0].Attempt != 5 {
 			t.Fatalf("m2 limit 1 = %+v", got)
 		}
+		// Pages continue after the last row they returned, ties on At
+		// broken by ID, and see neither rows recorded since nor repeats.
+		tie := store.CallbackAttempt{Plugin: "p1", Callback: "cb", Machine: "m1", Source: "action", Attempt: 7, At: all[0].At}
+		if err := s.RecordAttempt(ctx, tie); err != nil {
+			t.Fatal(err)
+		}
+		var paged []int
+		q := store.AttemptQuery{Limit: 2}
+		for {
+			page, err := s.ListAttemptsPage(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range page {
+				paged = append(paged, a.Attempt)
+			}
+			if len(page) < q.Limit {
+				break
+			}
+			last := page[len(page)-1]
+			q.AfterAt, q.AfterID = last.At, last.ID
+			if len(paged) == 2 {
+				late := store.CallbackAttempt{Plugin: "p1", Callback: "cb", Machine: "m1", Source: "action", Attempt: 8}
+				if err := s.RecordAttempt(ctx, late); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if fmt.Sprint(paged) != "[7 6 5 4 3 2 1]" {
+			t.Fatalf("paged = %v, want [7 6 5 4 3 2 1]", paged)
+		}
+		if got, _ := s.ListAttemptsPage(ctx, store.AttemptQuery{Machine: "m1", AfterAt: all[0].At, AfterID: all[0].ID}); len(got) != 2 || got[0].Attempt != 4 {
+			t.Fatalf("m1 after the newest = %+v", got)
+		}
 		n, err := s.PruneCallbackHistory(ctx, base.Add(150*time.Second))
 		if err != nil || n != 3 {
 			t.Fatalf("prune = %d %v", n, err)

@@ -719,6 +719,15 @@ func (d cbDeps) RecordAttempt(ctx context.Context, a callback.Attempt) error {
 	return d.st.RecordAttempt(ctx, store.CallbackAttempt(a))
 }
 
+func (d cbDeps) ListAttempts(ctx context.Context, q callback.AttemptQuery) ([]callback.Attempt, error) {
+	at, err := d.st.ListAttemptsPage(ctx, store.AttemptQuery(q))
+	out := make([]callback.Attempt, len(at))
+	for i, a := range at {
+		out[i] = callback.Attempt(a)
+	}
+	return out, err
+}
+
 // actions implements plugin actions (callbackDo) for the gateway.
 type actions struct {
 	st *store.Store
@@ -822,17 +831,7 @@ func (a actions) Attempts(ctx context.Context, plugin, machine string, limit int
 	if _, _, err := a.o.Get(ctx, "plugins", plugin); err != nil {
 		return nil, err
 	}
-	if limit <= 0 || limit > 1000 {
-		limit = 100
-	}
-	at, err := a.st.ListAttempts(ctx, plugin, machine, limit)
-	if err != nil {
-		return nil, err
-	}
-	if at == nil {
-		at = []store.CallbackAttempt{}
-	}
-	return at, nil
+	return a.cb.Attempts(ctx, plugin, machine, limit)
 }
 
 // jobs implements job routes beyond CRUD, including rendering a job's task
@@ -939,11 +938,12 @@ func (t machineTokens) GenerateInfiniteToken(ctx context.Context, m *backend.Mac
 	return tok, err
 }
 
-// events publishes posted events on the bus.
+// events publishes posted events on the bus, marked as posted: they reach
+// event streams only and drive no server behaviour.
 type events struct{ bus *backend.Bus }
 
 func (e events) PostEvent(ctx context.Context, ev backend.Event) error {
-	e.bus.Publish(ctx, ev)
+	e.bus.PublishPosted(ctx, ev)
 	return nil
 }
 

@@ -221,7 +221,7 @@ func TestE2ECallback(t *testing.T) {
 				{"retries_typo", map[string]any{"x": map[string]any{"Url": "http://127.0.0.1/x", "Retries": 3}}, nil, []string{`unknown field "Retries"`, `"Retry"`}},
 				{"missing_auth", map[string]any{"x": map[string]any{"Url": "http://127.0.0.1/x", "Auth": "nope"}}, nil, []string{`auth "nope" is not defined`}},
 				{"exec_outside_dir", map[string]any{"x": map[string]any{"Url": "http://127.0.0.1/x", "Auth": "ex"}},
-					map[string]any{"ex": map[string]any{"AuthType": "exec", "Path": outside}}, []string{`auth "ex"`, "outside the allowed exec directory"}},
+					map[string]any{"ex": map[string]any{"AuthType": "exec", "Path": outside}}, []string{`auth "ex"`, "exec Path is not an executable file inside the allowed exec directory"}},
 				{"several_problems", map[string]any{
 					"a1": map[string]any{"Url": "not a url", "Method": "get"},
 					"b2": map[string]any{"Url": "http://127.0.0.1/x", "Auths": []string{"basic-nopw", "gone"}}},

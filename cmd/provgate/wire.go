@@ -176,22 +176,11 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		},
 	})
 
-	// Background work: jobfail deliveries.
+	// Background work: jobfail deliveries. A job's move to failed queues
+	// them inside its own transaction (objects OnJobChange, above); nothing
+	// on the bus does, since clients can post events.
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{}, 1)
-	subDone := make(chan struct{})
-	// Job updates queue their jobfail deliveries inside their own
-	// transaction (objects OnJobChange); only a job created already failed
-	// comes through the bus.
-	sub := bus.Subscribe(1024, func(e backend.Event) bool { return e.Type == "jobs" && e.Action == "create" })
-	go func() {
-		defer close(subDone)
-		for e := range sub.C {
-			if err := cb.HandleEvent(bg, e); err != nil {
-				logger.Warn("jobfail event not queued", "error", err.Error())
-			}
-		}
-	}()
 	go func() { defer func() { done <- struct{}{} }(); cb.RunWorker(bg, time.Second) }()
 	if cfg.PolicyDir != "" {
 		// A file change or SIGHUP recompiles the policy dir and runs its
@@ -216,11 +205,6 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		}()
 	}
 	closers = append(closers, func() {
-		// Job events published before shutdown are queued as durable
-		// deliveries first (bg still live), so that a restart sends them
-		// instead of losing them with the process (design D12).
-		sub.Close()
-		<-subDone
 		stop()
 		<-done
 	})
@@ -295,7 +279,8 @@ func migrateSecureParams(ctx context.Context, st *store.Store, obj *objects.Serv
 }
 
 // installContent adds the callback plugin's content (task, params, stage)
-// when missing, so stages can call callbackDo out of the box.
+// when missing, so stages can call callbackDo out of the box, and brings
+// the Secure flag of content params up to date (sealContentParam).
 func installContent(ctx context.Context, st *store.Store, obj *objects.Service) error {
 	tasks, params, stages := callback.Content()
 	create := func(m backend.Model) error {
@@ -312,6 +297,11 @@ func installContent(ctx context.Context, st *store.Store, obj *objects.Service) 
 		if err := create(p); err != nil {
 			return err
 		}
+		if p.Secure {
+			if err := sealContentParam(ctx, st, obj, p.Name); err != nil {
+				return fmt.Errorf("content params/%s: %w", p.Name, err)
+			}
+		}
 	}
 	for _, t := range tasks {
 		if err := create(t); err != nil {
@@ -324,4 +314,68 @@ func installContent(ctx context.Context, st *store.Store, obj *objects.Service) 
 		}
 	}
 	return nil
+}
+
+// sealContentParam makes the content param name Secure when a data dir
+// made before it was (callback/callbacks, whose header values and URLs
+// carry credentials) still holds it in the clear, and seals the values
+// plugins already hold: a value stored in the clear would otherwise still
+// be shown to every reader. It runs on every start, so a start interrupted
+// halfway finishes the work on the next.
+func sealContentParam(ctx context.Context, st *store.Store, obj *objects.Service, name string) error {
+	rec, err := st.Get(ctx, "params", name)
+	if err != nil {
+		return err
+	}
+	var def backend.Param
+	if err := json.Unmarshal(rec.Data, &def); err != nil {
+		return err
+	}
+	if !def.Secure {
+		if _, err := obj.Patch(ctx, "params", name, []byte(`[{"op":"replace","path":"/Secure","value":true}]`), false); err != nil {
+			return err
+		}
+	}
+	recs, _, _, err := st.List(ctx, "plugins", backend.Query{Limit: -1})
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		var p backend.Plugin
+		if err := json.Unmarshal(r.Data, &p); err != nil {
+			return fmt.Errorf("plugins/%s: %w", r.Key, err)
+		}
+		v, ok := p.Params[name]
+		if !ok || isSealed(v) {
+			continue
+		}
+		// Unchanged values are not sealed again on save, so the clear value
+		// is removed and set anew, in one transaction.
+		err := obj.InTx(ctx, func(ctx context.Context) error {
+			if _, err := obj.DeleteParam(ctx, "plugins", p.Name, name); err != nil {
+				return err
+			}
+			_, err := obj.SetParam(ctx, "plugins", p.Name, name, v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("sealing plugins/%s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// isSealed reports whether v has the shape of a sealed secure value
+// (objects.SecureData: exactly Key, Nonce and Payload, all strings).
+func isSealed(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 3 {
+		return false
+	}
+	for _, k := range []string{"Key", "Nonce", "Payload"} {
+		if _, ok := m[k].(string); !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,111 @@
+package callback
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// seeOnly is a caller that sees the machines listed, and every other scope.
+type seeOnly struct {
+	machines map[string]bool
+	err      error
+	asked    int
+}
+
+func (a *seeOnly) CanSee(_ context.Context, scope, key string) (bool, error) {
+	a.asked++
+	if a.err != nil {
+		return false, a.err
+	}
+	return scope != "machines" || a.machines[key], nil
+}
+
+func (a *seeOnly) Can(context.Context, ...backend.Claim) (bool, error) { return false, nil }
+
+// TestAttemptsFollowMachineVisibility: a caller lists only the attempts of
+// machines it may see; a hidden machine looks like one without attempts,
+// and the limit counts visible attempts only.
+func TestAttemptsFollowMachineVisibility(t *testing.T) {
+	e := newEnv(t, nil)
+	at := time.Now()
+	record := func(machine string, n int) {
+		for range n {
+			at = at.Add(time.Millisecond)
+			_ = e.store.RecordAttempt(context.Background(), Attempt{Plugin: "cb", Callback: "c", Machine: machine, At: at})
+		}
+	}
+	// The seen machine's attempts sit between more hidden attempts than fit
+	// on one page of the store, and another plugin's attempts.
+	record("hidden", 250)
+	record("seen", 3)
+	_ = e.store.RecordAttempt(context.Background(), Attempt{Plugin: "other", Callback: "c", Machine: "seen", At: at.Add(time.Millisecond)})
+	record("hidden", 150)
+
+	caller := &seeOnly{machines: map[string]bool{"seen": true}}
+	ctx := backend.WithAccess(context.Background(), caller)
+	machines := func(l []Attempt) map[string]int {
+		out := map[string]int{}
+		for _, a := range l {
+			out[a.Machine+"/"+a.Plugin]++
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		machine string
+		limit   int
+		want    int
+	}{
+		{"all", "", 0, 3},
+		{"limit counts visible attempts", "", 2, 2},
+		{"visible machine", "seen", 10, 3},
+		{"hidden machine", "hidden", 10, 0},
+		{"unknown machine", "nope", 10, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := e.svc.Attempts(ctx, "cb", tt.machine, tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == nil || len(got) != tt.want || machines(got)["seen/cb"] != tt.want {
+				t.Fatalf("attempts %v, want %d of seen/cb", machines(got), tt.want)
+			}
+			for i := 1; i < len(got); i++ {
+				if got[i].At.After(got[i-1].At) {
+					t.Fatalf("not newest first: %v", got)
+				}
+			}
+		})
+	}
+	t.Run("hidden machine filter reads nothing", func(t *testing.T) {
+		before := e.store.listCalls
+		if _, err := e.svc.Attempts(ctx, "cb", "hidden", 10); err != nil {
+			t.Fatal(err)
+		}
+		if e.store.listCalls != before {
+			t.Error("the attempts of a hidden machine were read")
+		}
+	})
+	t.Run("server-internal work sees everything", func(t *testing.T) {
+		got, err := e.svc.Attempts(context.Background(), "cb", "", MaxAttemptsLimit)
+		if err != nil || len(got) != 403 {
+			t.Fatalf("got %d attempts, %v; want 403", len(got), err)
+		}
+		if got, _ := e.svc.Attempts(context.Background(), "cb", "", MaxAttemptsLimit+1); len(got) != DefaultAttemptsLimit {
+			t.Fatalf("a limit above the maximum gave %d attempts, want the default %d", len(got), DefaultAttemptsLimit)
+		}
+	})
+	t.Run("visibility errors fail closed", func(t *testing.T) {
+		broken := backend.WithAccess(context.Background(), &seeOnly{err: errors.New("policy down")})
+		for _, m := range []string{"", "seen"} {
+			if got, err := e.svc.Attempts(broken, "cb", m, 10); err == nil || len(got) != 0 {
+				t.Errorf("machine %q: %d attempts, err %v; want an error", m, len(got), err)
+			}
+		}
+	})
+}

@@ -1,0 +1,83 @@
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// TestPostedEventsReachOnlyStreams: events clients post are notifications;
+// the subscribers that drive server behaviour (Subscribe) never see them,
+// streams to clients (SubscribeAll) see them marked.
+func TestPostedEventsReachOnlyStreams(t *testing.T) {
+	ctx := context.Background()
+	bus := NewBus()
+	server := bus.Subscribe(8, nil)
+	defer server.Close()
+	filtered := bus.Subscribe(8, func(e Event) bool { return e.Type == "jobs" })
+	defer filtered.Close()
+	stream := bus.SubscribeAll(8, nil)
+	defer stream.Close()
+
+	posted := Event{Type: "jobs", Action: "create", Key: "j1", Object: json.RawMessage(`{"State":"failed"}`)}
+	bus.PublishPosted(ctx, posted)
+	own := Event{Type: "jobs", Action: "update", Key: "j2"}
+	bus.Publish(ctx, own)
+
+	for name, sub := range map[string]*Subscription{"Subscribe": server, "Subscribe with filter": filtered} {
+		e := receive(t, sub)
+		if e.Key != "j2" || e.Posted() {
+			t.Errorf("%s got %+v (posted %v) first, want only the server's event", name, e, e.Posted())
+		}
+		select {
+		case e := <-sub.C:
+			t.Errorf("%s got a second event %+v", name, e)
+		default:
+		}
+	}
+	if e := receive(t, stream); e.Key != "j1" || !e.Posted() {
+		t.Errorf("stream got %+v (posted %v), want the posted event marked", e, e.Posted())
+	}
+	if e := receive(t, stream); e.Key != "j2" || e.Posted() {
+		t.Errorf("stream got %+v (posted %v), want the server's event unmarked", e, e.Posted())
+	}
+
+	// Relaying a posted event keeps its mark.
+	bus.PublishPosted(ctx, Event{Type: "machines", Key: "m1"})
+	bus.Publish(ctx, receive(t, stream))
+	if e := receive(t, stream); !e.Posted() {
+		t.Error("a relayed posted event lost its mark")
+	}
+	select {
+	case e := <-server.C:
+		t.Errorf("Subscribe got the relayed posted event %+v", e)
+	default:
+	}
+}
+
+// TestPostedMarkNotOnTheWire: the mark is not serialized, so event streams
+// show posted events exactly as they were posted.
+func TestPostedMarkNotOnTheWire(t *testing.T) {
+	bus := NewBus()
+	stream := bus.SubscribeAll(1, nil)
+	defer stream.Close()
+	bus.PublishPosted(context.Background(), Event{Type: "machines", Action: "update", Key: "m1"})
+	e := receive(t, stream)
+	got, _ := json.Marshal(e)
+	want, _ := json.Marshal(Event{Type: "machines", Action: "update", Key: "m1"})
+	if string(got) != string(want) {
+		t.Errorf("posted event encodes as %s, want %s", got, want)
+	}
+}
+
+func receive(t *testing.T, s *Subscription) Event {
+	t.Helper()
+	select {
+	case e := <-s.C:
+		return e
+	case <-time.After(time.Second):
+		t.Fatal("no event")
+		return Event{}
+	}
+}
