@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sort"
 
 	"github.com/provgate/provgate/backend"
 )
@@ -32,7 +34,9 @@ type actionSet struct {
 // last group that names one; so on add and remove the enter workflow wins
 // over the exit workflow, which runs only when the destination has none.
 // A workflow or added profile that does not exist is a 422 and nothing
-// changes.
+// changes; so is one the body names that the caller cannot see
+// (backend.CanSee), with the same message. The pools' own groups were
+// checked when the pools were written.
 func (s *Service) actions(ctx context.Context, v verb, pool, from, to string, r *request) (*actionSet, error) {
 	var names []string
 	var pick []func(*backend.Pool) *backend.PoolTransitionActions
@@ -77,6 +81,9 @@ func (s *Service) actions(ctx context.Context, v verb, pool, from, to string, r 
 	}
 	if wfName != "" {
 		rec, err := s.st.Get(ctx, "workflows", wfName)
+		if err == nil && wfName == r.Workflow {
+			err = hiddenAsMissing(ctx, "workflows", wfName)
+		}
 		if backend.IsCode(err, backend.ENOTFOUND) {
 			return nil, invalid("pools", pool, "%s: workflow %s does not exist", v, wfName)
 		}
@@ -116,7 +123,11 @@ func (s *Service) actions(ctx context.Context, v verb, pool, from, to string, r 
 				continue
 			}
 			checked[prof] = true
-			if _, err := s.st.Get(ctx, "profiles", prof); err != nil {
+			_, err := s.st.Get(ctx, "profiles", prof)
+			if err == nil && contains(r.AddProfiles, prof) {
+				err = hiddenAsMissing(ctx, "profiles", prof)
+			}
+			if err != nil {
 				if backend.IsCode(err, backend.ENOTFOUND) {
 					return nil, invalid("pools", pool, "%s: profile %s does not exist", v, prof)
 				}
@@ -125,6 +136,88 @@ func (s *Service) actions(ctx context.Context, v verb, pool, from, to string, r 
 		}
 	}
 	return a, nil
+}
+
+// hiddenAsMissing is ENOTFOUND when the caller cannot see scope/key, so
+// that a hidden object is refused exactly as a missing one.
+func hiddenAsMissing(ctx context.Context, scope, key string) error {
+	ok, err := backend.CanSee(ctx, scope, key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return backend.NotFound("POST", scope, key)
+	}
+	return nil
+}
+
+// machineClaims are the claims the body's own action group needs on each
+// machine it changes: what a PATCH of the same fields needs. The pools'
+// configured groups need none here; they were authorized when the pools
+// were written (pools update).
+func (r *request) machineClaims(uuid string) []backend.Claim {
+	var actions []string
+	params := make([]string, 0, len(r.AddParams)+len(r.RemoveParams))
+	for name := range r.AddParams {
+		params = append(params, name)
+	}
+	params = append(params, r.RemoveParams...)
+	sort.Strings(params)
+	for _, name := range params {
+		actions = append(actions, "update:/Params/"+backend.EscapePointer(name))
+	}
+	if len(r.AddProfiles) > 0 || len(r.RemoveProf) > 0 {
+		actions = append(actions, "update:/Profiles")
+	}
+	if r.Workflow != "" {
+		actions = append(actions, "update:/Workflow")
+	}
+	out := make([]backend.Claim, 0, len(actions))
+	seen := map[string]bool{}
+	for _, a := range actions {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, backend.Claim{Scope: "machines", Action: a, Specific: uuid})
+		}
+	}
+	return out
+}
+
+// authorizeChanges checks, for the caller of ctx (backend.AccessFrom), the
+// claims the body's changes need on every machine the operation claimed.
+// A refusal is 403 naming the first missing claim (machines in key order);
+// the caller's transaction then rolls everything back. Server-internal work
+// (no Access) is not restricted.
+func authorizeChanges(ctx context.Context, r *request, keys []string) error {
+	acc := backend.AccessFrom(ctx)
+	if acc == nil || len(keys) == 0 {
+		return nil
+	}
+	keys = slices.Sorted(slices.Values(keys))
+	var all []backend.Claim
+	for _, k := range keys {
+		all = append(all, r.machineClaims(k)...)
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	ok, err := acc.Can(ctx, all...)
+	if err != nil || ok {
+		return err
+	}
+	for _, c := range all {
+		ok, err := acc.Can(ctx, c)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Model: "machines", Key: c.Specific,
+				Messages: []string{"Cannot change machine " + c.Specific, "Requires: " + c.String()}}
+		}
+	}
+	// Each claim alone is held but not all together: refuse as a whole.
+	return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Model: "machines",
+		Messages: []string{"Cannot change the machines: the pool operation's claims are not all held"}}
 }
 
 // applyTo changes m for verb v, to being the pool m ends in, and sets its
