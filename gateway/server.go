@@ -95,7 +95,7 @@ func (s *Server) recoverer(c *fiber.Ctx) (err error) {
 // requestMeta assigns the request id, sets the JSON content type every DRP
 // client requires, logs the request and records metrics.
 func (s *Server) requestMeta(c *fiber.Ctx) error {
-	id := c.Get("X-Request-Id")
+	id := strings.Clone(c.Get("X-Request-Id"))
 	if id == "" || len(id) > 64 || strings.ContainsAny(id, "\r\n") {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -113,12 +113,9 @@ func (s *Server) requestMeta(c *fiber.Ctx) error {
 		}
 	}
 	status := c.Response().StatusCode()
-	route := "unmatched"
-	if r := c.Route(); r != nil && r.Path != "/" && r.Path != "" {
-		route = r.Path
-	}
+	route := routeLabel(c)
 	d := time.Since(start)
-	s.metrics.observe(c.Method(), route, status, d)
+	s.metrics.observe(methodLabel(c.Method()), route, status, d)
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelError
