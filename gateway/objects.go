@@ -43,7 +43,7 @@ func (s *Server) isParam(ctx context.Context, name string) bool {
 // against the same value.
 func etagOf(m backend.Model, rev int64) string { return objects.ModelETag(m, rev) }
 
-// kindOf resolves the collection prefix of the current route.
+// kindOf is the kind the request's claims were derived for.
 func kindOf(c *fiber.Ctx) (*backend.Kind, error) {
 	k := backend.KindOf(routePrefix(c))
 	if k == nil {
@@ -52,47 +52,13 @@ func kindOf(c *fiber.Ctx) (*backend.Kind, error) {
 	return k, nil
 }
 
-// routePrefix is the kind prefix of the route (set explicitly for routes
-// whose path does not carry it as a parameter).
-func routePrefix(c *fiber.Ctx) string {
-	if v, ok := c.Locals("route_prefix").(string); ok {
-		return v
-	}
-	return strings.Clone(c.Params("prefix"))
-}
+// routePrefix is the scope (kind prefix) the request was authorized for.
+func routePrefix(c *fiber.Ctx) string { return accessOf(c).Scope }
 
-// routeKey is the object key of the route, percent-decoded.
-func routeKey(c *fiber.Ctx) string {
-	if v, ok := c.Locals("route_key").(string); ok {
-		return v
-	}
-	return rawParam(c, "key")
-}
-
-// withParamKey serves /params/<name with slashes> with the generic handlers.
-func (s *Server) withParamKey(h fiber.Handler) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		key := paramName(c)
-		if key == "" {
-			// Fiber's "/params/*" also matches "/params": that is the
-			// collection, served by the generic /:prefix routes.
-			return c.Next()
-		}
-		c.Locals("route_prefix", "params")
-		c.Locals("route_key", key)
-		return h(c)
-	}
-}
-
-// rawParam returns a route parameter copied out of Fiber's reused buffers
-// and percent-decoded.
-func rawParam(c *fiber.Ctx, name string) string {
-	v := strings.Clone(c.Params(name))
-	if d, err := url.PathUnescape(v); err == nil {
-		return d
-	}
-	return v
-}
+// routeKey is the native key of the object the request was authorized for.
+// Handlers use it, never the path: the path's key, percent-decoded, was
+// turned into this key once (gateway/claims) and authorized as such.
+func routeKey(c *fiber.Ctx) string { return accessOf(c).Key }
 
 func (s *Server) objectsReady() error {
 	if s.Objects == nil {
@@ -324,13 +290,8 @@ func (s *Server) paramsTarget(c *fiber.Ctx) (*backend.Kind, string, error) {
 	return k, routeKey(c), nil
 }
 
-func paramName(c *fiber.Ctx) string {
-	n := strings.Clone(c.Params("*"))
-	if d, err := url.PathUnescape(n); err == nil {
-		n = d
-	}
-	return strings.Trim(n, "/")
-}
+// paramName is the param name the request was authorized for.
+func paramName(c *fiber.Ctx) string { return accessOf(c).Name }
 
 func (s *Server) handleGetParams(c *fiber.Ctx) error {
 	k, key, err := s.paramsTarget(c)

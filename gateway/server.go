@@ -37,6 +37,8 @@ type Server struct {
 	started time.Time
 	metrics *metrics
 	reg     *prometheus.Registry
+	// servedBy maps each claims route to the Fiber route serving it.
+	servedBy map[string]string
 	Deps
 }
 
@@ -74,6 +76,11 @@ func New(opts Options) *Server {
 	})
 	s.app.Use(s.recoverer, s.requestMeta, s.collapseSlashes, s.jsonBodies)
 	s.routes()
+	served, err := servedBy(s.app)
+	if err != nil {
+		panic("gateway: " + err.Error())
+	}
+	s.servedBy = served
 	return s
 }
 
