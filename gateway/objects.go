@@ -167,6 +167,9 @@ func (s *Server) handleCreate(c *fiber.Ctx) error {
 
 // handleGet serves GET and HEAD of one object, with DRP's long poll:
 // If-None-Match plus Prefer: wait=<dur> answers 304 when nothing changed.
+// A long poll is authorized again when it wakes (reauthorize): a caller
+// that lost access to the object while waiting gets the answer for a
+// missing object, not the object or its ETag.
 func (s *Server) handleGet(c *fiber.Ctx) error {
 	if err := s.objectsReady(); err != nil {
 		return err
@@ -192,6 +195,9 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 		if err != nil {
 			return err
 		}
+		if err := s.reauthorize(c); err != nil {
+			return s.lostAccess(c, err)
+		}
 		if !changed {
 			c.Set(fiber.HeaderETag, etag)
 			return c.SendStatus(fiber.StatusNotModified)
@@ -215,6 +221,18 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(sanitize(m))
+}
+
+// lostAccess is the answer to a request whose access ended while it waited:
+// a refusal of any kind answers as a missing object would; a failure to
+// decide stays that failure.
+func (s *Server) lostAccess(c *fiber.Ctx, err error) error {
+	switch backend.ErrorCode(err) {
+	case backend.EFORBIDDEN, backend.ENOTFOUND, backend.EUNAUTHORIZED, backend.EINVALID:
+		a := accessOf(c)
+		return backend.NotFound(strings.Clone(c.Method()), a.Scope, a.Ref)
+	}
+	return err
 }
 
 // preferWait parses "wait=<duration>" from a Prefer header (bounded).
