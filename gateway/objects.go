@@ -156,7 +156,15 @@ func (s *Server) write(c *fiber.Ctx, status int, do func(ctx context.Context, pr
 		return err
 	}
 	s.afterWrite(c, k.Prefix)
-	return c.Status(status).JSON(sanitize(m))
+	if c.Method() == fiber.MethodPost {
+		// The caller wrote the new object; it sees it as created.
+		return c.Status(status).JSON(sanitize(m))
+	}
+	view, err := s.replyView(c, sanitize(m), "")
+	if err != nil {
+		return err
+	}
+	return c.Status(status).JSON(view)
 }
 
 func (s *Server) handleCreate(c *fiber.Ctx) error {
@@ -357,7 +365,11 @@ func (s *Server) handleSetParam(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return writeJSONValue(c, v)
+	view, err := s.replyView(c, v, "/Params/"+escapePointer(paramName(c)))
+	if err != nil {
+		return err
+	}
+	return writeJSONValue(c, view)
 }
 
 func (s *Server) handleSetParams(c *fiber.Ctx) error {
@@ -373,7 +385,11 @@ func (s *Server) handleSetParams(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(p)
+	view, err := s.replyView(c, p, "/Params")
+	if err != nil {
+		return err
+	}
+	return c.JSON(view)
 }
 
 func (s *Server) handlePatchParams(c *fiber.Ctx) error {
@@ -385,7 +401,11 @@ func (s *Server) handlePatchParams(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(p)
+	view, err := s.replyView(c, p, "/Params")
+	if err != nil {
+		return err
+	}
+	return c.JSON(view)
 }
 
 func (s *Server) handleDeleteParam(c *fiber.Ctx) error {
@@ -397,7 +417,12 @@ func (s *Server) handleDeleteParam(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return writeJSONValue(c, v)
+	// The old value is a read: the caller wrote nothing it could be shown.
+	view, err := s.replyView(c, v, "/Params/"+escapePointer(paramName(c)))
+	if err != nil {
+		return err
+	}
+	return writeJSONValue(c, view)
 }
 
 // meta sub-resource.
@@ -442,7 +467,11 @@ func (s *Server) handlePatchMeta(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(m.Env().Meta)
+	view, err := s.replyView(c, m.Env().Meta, "/Meta")
+	if err != nil {
+		return err
+	}
+	return c.JSON(view)
 }
 
 // writeJSONValue writes any JSON value, including a bare null.
