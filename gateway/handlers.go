@@ -120,7 +120,13 @@ func (s *Server) handleUserPassword(c *fiber.Ctx) error {
 		return err
 	}
 	s.afterWrite(c, "users")
-	return c.JSON(sanitize(u))
+	// Like any write's reply: the user itself only for a caller that may
+	// get it (its self claim does), else only its Name.
+	view, err := s.replyView(c, sanitize(u), "")
+	if err != nil {
+		return err
+	}
+	return c.JSON(view)
 }
 
 func (s *Server) handleUserSecret(c *fiber.Ctx) error {

@@ -103,3 +103,23 @@ func TestWriteReplyWithoutGet(t *testing.T) {
 		t.Errorf("reply with get: %s", ctx.Response.Body())
 	}
 }
+
+type passwordUsers struct{ recUsers }
+
+func (passwordUsers) ChangePassword(_ context.Context, name, _ string) (backend.Model, error) {
+	u := &backend.User{Name: name, Roles: []string{"ops", "admin"}, Description: "private"}
+	u.Fill()
+	return u, nil
+}
+
+// TestPasswordReplyWithoutGet: changing another user's password does not
+// read that user.
+func TestPasswordReplyWithoutGet(t *testing.T) {
+	dec := &denyGet{}
+	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{},
+		Users: passwordUsers{recUsers{&recorder{}}}}})
+	ctx := serve(s, "PUT", "/api/v3/users/bob/password", []byte(`{"Password":"n3w-Pa55"}`))
+	if got := string(ctx.Response.Body()); ctx.Response.StatusCode() != 200 || got != `{"Name":"bob"}` {
+		t.Fatalf("password reply without get: %d %s", ctx.Response.StatusCode(), got)
+	}
+}
