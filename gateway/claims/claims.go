@@ -60,7 +60,7 @@ type Result struct {
 	// name Ref, exactly as for a missing object, never Key.
 	Ref string
 	// Specific is the claim specific of the addressed object: Key, or the
-	// machine's UUID for a job (reference §4.3, authKey).
+	// machine's UUID for a job (jobs are authorized by their machine).
 	Specific string
 	// Name is the param name of a params sub-resource
 	// (/<prefix>/<key>/params/<name...>), decoded segment by segment.

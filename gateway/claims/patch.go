@@ -44,7 +44,7 @@ var errTooManyOps = fmt.Errorf("a patch may hold at most %d operations", MaxPatc
 // patch is what a JSON Patch (RFC 6902) does, for authorization.
 type patch struct {
 	// changed are the pointers it changes, in op order: path of every op
-	// but test, and also from of move (reference §3.7, assureAuthUpdate).
+	// but test, and also from of move (which removes its from).
 	changed []string
 	// reads is set when an op reads a value: test compares one, copy
 	// copies its from.
