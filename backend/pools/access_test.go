@@ -2,6 +2,7 @@ package pools
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -88,6 +89,34 @@ func TestBodyChangesNeedMachineClaims(t *testing.T) {
 			if m.Params["ok"] == nil || m.Params["from-pool"] != true || !slices.Contains(m.Profiles, "prof-a") ||
 				!slices.Contains(m.Profiles, "prof-b") || m.Workflow != "wf-alloc" {
 				t.Fatalf("machine after allocate %+v", m)
+			}
+		})
+		t.Run("claims on every machine decide once", func(t *testing.T) {
+			f.machines(4, 8, "p1", nil)
+			acc := &fakeAccess{held: holds([]string{"*"}, "update:/Params/ok")}
+			ctx := backend.WithAccess(f.ctx, acc)
+			_, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/count": 5, "pool/add-parameters": map[string]any{"ok": 2}}), OpOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(acc.asked) != 1 {
+				t.Errorf("%d decisions, want 1: %v", len(acc.asked), acc.asked)
+			}
+		})
+		t.Run("many params need update:/Params", func(t *testing.T) {
+			f.machines(9, 9, "p1", nil)
+			params := map[string]any{}
+			for i := 0; i <= maxParamClaims; i++ {
+				params[fmt.Sprintf("k%03d", i)] = i
+			}
+			acc := &fakeAccess{held: holds([]string{uuidFor(9)}, "update:/Params/k000")}
+			ctx := backend.WithAccess(f.ctx, acc)
+			_, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/machine-list": []string{"Name:m009"}, "pool/add-parameters": params}), OpOptions{})
+			wantCode(t, err, backend.EFORBIDDEN, "Requires: machines update:/Params "+uuidFor(9))
+			for _, cs := range acc.asked {
+				if len(cs) > 1 {
+					t.Errorf("asked %d claims at once", len(cs))
+				}
 			}
 		})
 		t.Run("pool groups alone need nothing", func(t *testing.T) {

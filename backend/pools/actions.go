@@ -151,8 +151,12 @@ func hiddenAsMissing(ctx context.Context, scope, key string) error {
 	return nil
 }
 
-// machineClaims are the claims the body's own action group needs on each
-// machine it changes: what a PATCH of the same fields needs. The pools'
+// maxParamClaims bounds the param claims of one operation: a body naming
+// more params needs update:/Params, which covers each of them.
+const maxParamClaims = 100
+
+// machineClaims are the claims the body's own action group needs on the
+// machine uuid: what a PATCH of the same fields needs. The pools'
 // configured groups need none here; they were authorized when the pools
 // were written (pools update).
 func (r *request) machineClaims(uuid string) []backend.Claim {
@@ -163,8 +167,13 @@ func (r *request) machineClaims(uuid string) []backend.Claim {
 	}
 	params = append(params, r.RemoveParams...)
 	sort.Strings(params)
-	for _, name := range params {
-		actions = append(actions, "update:/Params/"+backend.EscapePointer(name))
+	params = slices.Compact(params)
+	if len(params) > maxParamClaims {
+		actions = append(actions, "update:/Params")
+	} else {
+		for _, name := range params {
+			actions = append(actions, "update:/Params/"+backend.EscapePointer(name))
+		}
 	}
 	if len(r.AddProfiles) > 0 || len(r.RemoveProf) > 0 {
 		actions = append(actions, "update:/Profiles")
@@ -173,12 +182,8 @@ func (r *request) machineClaims(uuid string) []backend.Claim {
 		actions = append(actions, "update:/Workflow")
 	}
 	out := make([]backend.Claim, 0, len(actions))
-	seen := map[string]bool{}
 	for _, a := range actions {
-		if !seen[a] {
-			seen[a] = true
-			out = append(out, backend.Claim{Scope: "machines", Action: a, Specific: uuid})
-		}
+		out = append(out, backend.Claim{Scope: "machines", Action: a, Specific: uuid})
 	}
 	return out
 }
@@ -188,36 +193,46 @@ func (r *request) machineClaims(uuid string) []backend.Claim {
 // A refusal is 403 naming the first missing claim (machines in key order);
 // the caller's transaction then rolls everything back. Server-internal work
 // (no Access) is not restricted.
+//
+// Holding the claims on every machine ("*") settles it in one decision;
+// otherwise each machine is decided on its own, stopping at the first
+// refused, so the cost is bounded by the machines the caller's claims name.
 func authorizeChanges(ctx context.Context, r *request, keys []string) error {
 	acc := backend.AccessFrom(ctx)
 	if acc == nil || len(keys) == 0 {
 		return nil
 	}
-	keys = slices.Sorted(slices.Values(keys))
-	var all []backend.Claim
-	for _, k := range keys {
-		all = append(all, r.machineClaims(k)...)
-	}
-	if len(all) == 0 {
+	if len(r.machineClaims("*")) == 0 {
 		return nil
 	}
-	ok, err := acc.Can(ctx, all...)
+	ok, err := acc.Can(ctx, r.machineClaims("*")...)
 	if err != nil || ok {
 		return err
 	}
-	for _, c := range all {
-		ok, err := acc.Can(ctx, c)
+	for _, k := range slices.Sorted(slices.Values(keys)) {
+		cs := r.machineClaims(k)
+		ok, err := acc.Can(ctx, cs...)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Model: "machines", Key: c.Specific,
-				Messages: []string{"Cannot change machine " + c.Specific, "Requires: " + c.String()}}
+		if ok {
+			continue
 		}
+		missing := cs[0]
+		for _, c := range cs {
+			ok, err := acc.Can(ctx, c)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				missing = c
+				break
+			}
+		}
+		return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Model: "machines", Key: k,
+			Messages: []string{"Cannot change machine " + k, "Requires: " + missing.String()}}
 	}
-	// Each claim alone is held but not all together: refuse as a whole.
-	return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Model: "machines",
-		Messages: []string{"Cannot change the machines: the pool operation's claims are not all held"}}
+	return nil
 }
 
 // applyTo changes m for verb v, to being the pool m ends in, and sets its
