@@ -52,6 +52,7 @@ FUZZ_TARGETS := \
 	./policies/opa:FuzzClaimContains \
 	./gateway/claims:FuzzDerive \
 	./gateway/claims:FuzzPatchPointers \
+	./gateway:FuzzHandlerKeys \
 	./gateway/auth:FuzzAuthenticate \
 	./backend:FuzzParseQuery \
 	./backend/objects:FuzzPatch \

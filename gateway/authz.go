@@ -22,11 +22,18 @@ const (
 	accessKey    = "access"
 )
 
-// access is what authorization established for the handler.
+// access is what authorization established for the handler: the derived
+// claims with the object, param name and command they name (handlers act
+// on these, never on the path again), and the list visibility.
 type access struct {
 	claims.Result
 	// Visible restricts a list (tenant and per-object get rules); nil = all.
 	Visible []string
+	// in is the policy input the request was allowed with; authz and ip
+	// authenticate the caller again (reauthorize).
+	in    policies.Input
+	authz string
+	ip    string
 }
 
 func principalOf(c *fiber.Ctx) *Principal {
@@ -44,17 +51,19 @@ func accessOf(c *fiber.Ctx) *access {
 
 // guard authenticates the request, derives the claims it needs and asks the
 // policies (design §1 steps 1-3). Everything under /api/v3 passes here.
+//
+// Fiber's strings (method, path, headers) live in buffers the next request
+// on the connection reuses: what the guard keeps for the handler is copied.
 func (s *Server) guard(c *fiber.Ctx) error {
 	if s.Auth == nil || s.Policy == nil || s.Resolver == nil {
 		return backend.Errorf(backend.EUNAVAILABLE, "authorization is not configured")
 	}
 	ctx := userContext(c)
-	if s.Fresh != nil {
-		if err := s.Fresh.Check(ctx); err != nil {
-			return &backend.Error{Code: backend.EUNAVAILABLE, Type: "AUTH", Messages: []string{"authorization data unavailable"}, Err: err}
-		}
+	if err := s.fresh(ctx); err != nil {
+		return err
 	}
-	p, err := s.Auth.Authenticate(ctx, c.Get(fiber.HeaderAuthorization), c.IP())
+	authz, ip := strings.Clone(c.Get(fiber.HeaderAuthorization)), c.IP()
+	p, err := s.Auth.Authenticate(ctx, authz, ip)
 	if err != nil {
 		if backend.IsCode(err, backend.ETOOMANY) {
 			// A refused login flood is answered slowly: each attacking
@@ -84,14 +93,22 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	if err != nil {
 		return backend.NewError(backend.EBADREQUEST, c.Method(), "", c.OriginalURL(), "malformed query string")
 	}
-	res, err := claims.Derive(ctx, claims.Request{Method: c.Method(), Path: c.Path(), Query: q, Body: c.Body()}, s.Resolver)
+	method, path := strings.Clone(c.Method()), strings.Clone(c.Path())
+	res, err := claims.Derive(ctx, claims.Request{Method: method, Path: path, Query: q, Body: c.Body()}, s.Resolver)
 	if err != nil {
+		if res.Ref != "" {
+			// Only the body is at fault: an object the caller may not
+			// see is still not found, as a missing one would be.
+			if herr := s.hidden(c, p, res); herr != nil {
+				return herr
+			}
+		}
 		// The resolver reads the object to authorize it (PUT diffs, index
 		// keys); a missing object is still this request's 404, whose Type
 		// DRP sets to the method (reference §2.2: "PUT: users/jill").
 		var be *backend.Error
 		if errors.As(err, &be) && be.Code == backend.ENOTFOUND && be.Type == fiber.MethodGet {
-			be.Type = c.Method()
+			be.Type = method
 		}
 		return err
 	}
@@ -99,8 +116,8 @@ func (s *Server) guard(c *fiber.Ctx) error {
 		Principal: p.policyPrincipal(),
 		Required:  res.Claims,
 		Operation: res.Operation,
-		Method:    c.Method(),
-		Path:      c.Path(),
+		Method:    method,
+		Path:      path,
 	}
 	if res.Key != "" && res.Scope != "" {
 		in.Object = &policies.Object{Scope: res.Scope, Key: res.Key}
@@ -108,26 +125,11 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	if res.List {
 		in.List = &policies.ListRequest{Scope: res.Scope}
 	}
-	d, err := s.Policy.Decide(ctx, in)
+	d, err := s.decide(c, p, res, in)
 	if err != nil {
-		s.metrics.decisions.WithLabelValues("error").Inc()
-		return &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
-	}
-	if d.NotFound {
-		s.metrics.decisions.WithLabelValues("hidden").Inc()
-		return backend.NotFound(c.Method(), res.Scope, res.Key)
-	}
-	if err := s.jobMachineHidden(c, p, res); err != nil {
-		s.metrics.decisions.WithLabelValues("hidden").Inc()
 		return err
 	}
-	if !d.Allow {
-		s.metrics.decisions.WithLabelValues("deny").Inc()
-		msgs := append([]string{"Cannot access " + c.Path()}, d.Reasons...)
-		return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Messages: msgs}
-	}
-	s.metrics.decisions.WithLabelValues("allow").Inc()
-	a := &access{Result: res}
+	a := &access{Result: res, in: in, authz: authz, ip: ip}
 	if d.Visible != nil && d.Visible.Restricted {
 		a.Visible = append([]string{}, d.Visible.Keys...)
 		if a.Visible == nil {
@@ -138,15 +140,102 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	return c.Next()
 }
 
+// fresh brings cached authorization data up to date (Deps.Fresh).
+func (s *Server) fresh(ctx context.Context) error {
+	if s.Fresh == nil {
+		return nil
+	}
+	if err := s.Fresh.Check(ctx); err != nil {
+		return &backend.Error{Code: backend.EUNAVAILABLE, Type: "AUTH", Messages: []string{"authorization data unavailable"}, Err: err}
+	}
+	return nil
+}
+
+// decide asks the policies about in for principal p and turns the decision
+// into the request's answer: a hidden object is not found (named as the
+// caller named it), a refusal is 403 with the policy's reasons.
+func (s *Server) decide(c *fiber.Ctx, p *Principal, res claims.Result, in policies.Input) (policies.Decision, error) {
+	d, err := s.Policy.Decide(userContext(c), in)
+	if err != nil {
+		s.metrics.decisions.WithLabelValues("error").Inc()
+		return d, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
+	}
+	if d.NotFound {
+		s.metrics.decisions.WithLabelValues("hidden").Inc()
+		return d, backend.NotFound(in.Method, res.Scope, res.Ref)
+	}
+	if err := s.jobMachineHidden(c, p, res); err != nil {
+		s.metrics.decisions.WithLabelValues("hidden").Inc()
+		return d, err
+	}
+	if !d.Allow {
+		s.metrics.decisions.WithLabelValues("deny").Inc()
+		msgs := append([]string{"Cannot access " + in.Path}, d.Reasons...)
+		return d, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Messages: msgs}
+	}
+	s.metrics.decisions.WithLabelValues("allow").Inc()
+	return d, nil
+}
+
+// hidden answers whether the object res names is hidden from p, as the
+// not-found error the request then gets (nil when it is visible).
+// Visibility does not depend on claims: the policy decides it first.
+func (s *Server) hidden(c *fiber.Ctx, p *Principal, res claims.Result) error {
+	in := policies.Input{
+		Principal: p.policyPrincipal(),
+		Required:  []backend.Claim{{Scope: res.Scope, Action: "get", Specific: res.Specific}},
+		Operation: res.Operation,
+		Method:    strings.Clone(c.Method()),
+		Path:      strings.Clone(c.Path()),
+		Object:    &policies.Object{Scope: res.Scope, Key: res.Key},
+	}
+	d, err := s.Policy.Decide(userContext(c), in)
+	if err != nil {
+		return &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
+	}
+	if d.NotFound {
+		s.metrics.decisions.WithLabelValues("hidden").Inc()
+		return backend.NotFound(in.Method, res.Scope, res.Ref)
+	}
+	if err := s.jobMachineHidden(c, p, res); err != nil {
+		s.metrics.decisions.WithLabelValues("hidden").Inc()
+		return err
+	}
+	return nil
+}
+
+// reauthorize repeats the request's authorization with the data as it is
+// now: the caller is authenticated again (its roles, Secrets and tenant may
+// have changed) and the same claims on the same object are decided again.
+// A request that waited (a long poll) answers only if this still holds.
+func (s *Server) reauthorize(c *fiber.Ctx) error {
+	a := accessOf(c)
+	ctx := userContext(c)
+	if err := s.fresh(ctx); err != nil {
+		return err
+	}
+	p, err := s.Auth.Authenticate(ctx, a.authz, a.ip)
+	if err != nil {
+		return err
+	}
+	in := a.in
+	in.Principal = p.policyPrincipal()
+	_, err = s.decide(c, p, a.Result, in)
+	return err
+}
+
 // jobMachineHidden applies the tenant's machine visibility to a job request:
 // jobs follow their machine (reference §4.6), so the job of a machine the
 // tenant hides is not found, and a job cannot be created for it. A job's
 // claims name its machine as their specific (reference §4.3).
 func (s *Server) jobMachineHidden(c *fiber.Ctx, p *Principal, res claims.Result) error {
-	if res.Scope != "jobs" || res.List || p.Kind != "user" || len(res.Claims) == 0 {
+	if res.Scope != "jobs" || res.List || p.Kind != "user" {
 		return nil
 	}
-	machine := res.Claims[0].Specific
+	machine := res.Specific
+	if res.Key == "" && len(res.Claims) > 0 {
+		machine = res.Claims[0].Specific
+	}
 	if machine == "" || machine == "*" {
 		return nil
 	}
@@ -158,7 +247,7 @@ func (s *Server) jobMachineHidden(c *fiber.Ctx, p *Principal, res claims.Result)
 		// Job creation: the same answer as for a machine that does not exist.
 		return backend.NewError(backend.EINVALID, "ValidationError", "jobs", "", "Machine "+machine+" does not exist")
 	}
-	return backend.NotFound(c.Method(), res.Scope, res.Key)
+	return backend.NotFound(strings.Clone(c.Method()), res.Scope, res.Ref)
 }
 
 // isDecode reports whether the request asks for decoded secure values.

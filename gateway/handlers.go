@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"strings"
 	"time"
 
@@ -83,10 +84,12 @@ func (s *Server) handleUserToken(c *fiber.Ctx) error {
 	if s.Users == nil {
 		return unavailable("token service")
 	}
-	req := TokenRequest{TTL: c.Query("ttl"), Scope: c.Query("scope"), Action: c.Query("action"), Specific: c.Query("specific")}
+	// Copied: the values become the token's restriction.
+	req := TokenRequest{TTL: strings.Clone(c.Query("ttl")), Scope: strings.Clone(c.Query("scope")),
+		Action: strings.Clone(c.Query("action")), Specific: strings.Clone(c.Query("specific"))}
 	if c.Request().URI().QueryArgs().Has("roles") {
 		req.Roles = []string{}
-		for _, r := range strings.Split(c.Query("roles"), ",") {
+		for _, r := range strings.Split(strings.Clone(c.Query("roles")), ",") {
 			if r = strings.TrimSpace(r); r != "" {
 				req.Roles = append(req.Roles, r)
 			}
@@ -117,7 +120,13 @@ func (s *Server) handleUserPassword(c *fiber.Ctx) error {
 		return err
 	}
 	s.afterWrite(c, "users")
-	return c.JSON(sanitize(u))
+	// Like any write's reply: the user itself only for a caller that may
+	// get it (its self claim does), else only its Name.
+	view, err := s.replyView(c, sanitize(u), "")
+	if err != nil {
+		return err
+	}
+	return c.JSON(view)
 }
 
 func (s *Server) handleUserSecret(c *fiber.Ctx) error {
@@ -133,7 +142,7 @@ func (s *Server) handleUserSecret(c *fiber.Ctx) error {
 // handleSystemAction runs system actions; rotateSecret replaces the system
 // Secret, which invalidates every token.
 func (s *Server) handleSystemAction(c *fiber.Ctx) error {
-	switch cmd := c.Params("cmd"); cmd {
+	switch cmd := accessOf(c).Cmd; cmd {
 	case "rotateSecret":
 		if s.Users == nil {
 			return unavailable("user service")
@@ -143,7 +152,7 @@ func (s *Server) handleSystemAction(c *fiber.Ctx) error {
 		}
 		return c.JSON(fiber.Map{"Rotated": "system"})
 	default:
-		return backend.NewError(backend.ENOTFOUND, "INVOKE", "system", "global", "Action "+strings.Clone(cmd)+" on system: Not Found")
+		return backend.NewError(backend.ENOTFOUND, "INVOKE", "system", "global", "Action "+cmd+" on system: Not Found")
 	}
 }
 
@@ -287,7 +296,8 @@ func (s *Server) handlePoolOp(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	verb := strings.TrimSuffix(strings.Clone(c.Params("verb")), "Machines")
+	// The verb is the one the request was authorized for (action:<verb>).
+	verb := strings.TrimSuffix(strings.TrimPrefix(accessOf(c).Operation, "action:"), "Machines")
 	res, err := s.Pools.Op(userContext(c), verb, routeKey(c), c.Body(), strings.Clone(c.Query("source-pool")),
 		c.QueryBool("force"), vis)
 	if err != nil {
@@ -321,7 +331,7 @@ func (s *Server) handleListProviders(c *fiber.Ctx) error {
 }
 
 func (s *Server) handleGetProvider(c *fiber.Ctx) error {
-	name := rawParam(c, "name")
+	name := routeKey(c)
 	if s.Actions != nil {
 		for _, p := range s.Actions.Providers() {
 			if p.Name == name {
@@ -350,7 +360,7 @@ func (s *Server) handleGetAction(c *fiber.Ctx) error {
 	if s.Actions == nil {
 		return unavailable("plugin actions")
 	}
-	cmd := rawParam(c, "cmd")
+	cmd := accessOf(c).Cmd
 	acts, err := s.Actions.List(userContext(c), routePrefix(c), routeKey(c), strings.Clone(c.Query("plugin")))
 	if err != nil {
 		return err
@@ -374,7 +384,7 @@ func (s *Server) handleRunAction(c *fiber.Ctx) error {
 				"action parameters must be a JSON object: "+err.Error())
 		}
 	}
-	out, err := s.Actions.Run(userContext(c), routePrefix(c), routeKey(c), rawParam(c, "cmd"), strings.Clone(c.Query("plugin")), params)
+	out, err := s.Actions.Run(userContext(c), routePrefix(c), routeKey(c), accessOf(c).Cmd, strings.Clone(c.Query("plugin")), params)
 	if err != nil {
 		return err
 	}
@@ -445,7 +455,7 @@ func (s *Server) handleJobActions(c *fiber.Ctx) error {
 	if s.Jobs == nil {
 		return unavailable("jobs")
 	}
-	out, err := s.Jobs.JobActions(userContext(c), routeKey(c), c.Query("os", "linux"))
+	out, err := s.Jobs.JobActions(userContext(c), routeKey(c), strings.Clone(c.Query("os", "linux")))
 	if err != nil {
 		return err
 	}
@@ -458,7 +468,11 @@ func (s *Server) handleBenchPool(c *fiber.Ctx) error {
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
-	m, _, err := s.Objects.Get(userContext(c), "pools", routeKey(c))
+	key := strings.Clone(c.Params("key"))
+	if d, err := url.PathUnescape(key); err == nil {
+		key = d
+	}
+	m, _, err := s.Objects.Get(userContext(c), "pools", key)
 	if err != nil {
 		return err
 	}

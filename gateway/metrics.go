@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -35,6 +36,45 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	_ = reg.Register(collectors.NewGoCollector())
 	_ = reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// Label values outlive the request (the registry keeps them), while Fiber's
+// strings point into buffers the next request on the connection reuses: a
+// label kept from c.Method() turns into another method later, and /metrics
+// then fails. So labels are never request strings: methods are constants of
+// a fixed set, routes are copied, statuses are formatted here.
+
+// methodLabel is the label of method: a constant for the standard methods,
+// "other" for any other, which also bounds the label's values.
+func methodLabel(method string) string {
+	switch method {
+	case fiber.MethodGet:
+		return fiber.MethodGet
+	case fiber.MethodHead:
+		return fiber.MethodHead
+	case fiber.MethodPost:
+		return fiber.MethodPost
+	case fiber.MethodPut:
+		return fiber.MethodPut
+	case fiber.MethodPatch:
+		return fiber.MethodPatch
+	case fiber.MethodDelete:
+		return fiber.MethodDelete
+	case fiber.MethodOptions:
+		return fiber.MethodOptions
+	}
+	return "other"
+}
+
+// routeLabel is the registered route that served the request, copied, or
+// "unmatched". A request no route took keeps no route of its own: Fiber
+// then reports the raw path, which must not become a label.
+func routeLabel(c *fiber.Ctx) string {
+	r := c.Route()
+	if r == nil || r.Path == "/" || r.Path == "" || len(r.Handlers) == 0 {
+		return "unmatched"
+	}
+	return strings.Clone(r.Path)
 }
 
 func (m *metrics) observe(method, route string, status int, d time.Duration) {

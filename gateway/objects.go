@@ -43,7 +43,7 @@ func (s *Server) isParam(ctx context.Context, name string) bool {
 // against the same value.
 func etagOf(m backend.Model, rev int64) string { return objects.ModelETag(m, rev) }
 
-// kindOf resolves the collection prefix of the current route.
+// kindOf is the kind the request's claims were derived for.
 func kindOf(c *fiber.Ctx) (*backend.Kind, error) {
 	k := backend.KindOf(routePrefix(c))
 	if k == nil {
@@ -52,47 +52,13 @@ func kindOf(c *fiber.Ctx) (*backend.Kind, error) {
 	return k, nil
 }
 
-// routePrefix is the kind prefix of the route (set explicitly for routes
-// whose path does not carry it as a parameter).
-func routePrefix(c *fiber.Ctx) string {
-	if v, ok := c.Locals("route_prefix").(string); ok {
-		return v
-	}
-	return strings.Clone(c.Params("prefix"))
-}
+// routePrefix is the scope (kind prefix) the request was authorized for.
+func routePrefix(c *fiber.Ctx) string { return accessOf(c).Scope }
 
-// routeKey is the object key of the route, percent-decoded.
-func routeKey(c *fiber.Ctx) string {
-	if v, ok := c.Locals("route_key").(string); ok {
-		return v
-	}
-	return rawParam(c, "key")
-}
-
-// withParamKey serves /params/<name with slashes> with the generic handlers.
-func (s *Server) withParamKey(h fiber.Handler) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		key := paramName(c)
-		if key == "" {
-			// Fiber's "/params/*" also matches "/params": that is the
-			// collection, served by the generic /:prefix routes.
-			return c.Next()
-		}
-		c.Locals("route_prefix", "params")
-		c.Locals("route_key", key)
-		return h(c)
-	}
-}
-
-// rawParam returns a route parameter copied out of Fiber's reused buffers
-// and percent-decoded.
-func rawParam(c *fiber.Ctx, name string) string {
-	v := strings.Clone(c.Params(name))
-	if d, err := url.PathUnescape(v); err == nil {
-		return d
-	}
-	return v
-}
+// routeKey is the native key of the object the request was authorized for.
+// Handlers use it, never the path: the path's key, percent-decoded, was
+// turned into this key once (gateway/claims) and authorized as such.
+func routeKey(c *fiber.Ctx) string { return accessOf(c).Key }
 
 func (s *Server) objectsReady() error {
 	if s.Objects == nil {
@@ -190,7 +156,15 @@ func (s *Server) write(c *fiber.Ctx, status int, do func(ctx context.Context, pr
 		return err
 	}
 	s.afterWrite(c, k.Prefix)
-	return c.Status(status).JSON(sanitize(m))
+	if c.Method() == fiber.MethodPost {
+		// The caller wrote the new object; it sees it as created.
+		return c.Status(status).JSON(sanitize(m))
+	}
+	view, err := s.replyView(c, sanitize(m), "")
+	if err != nil {
+		return err
+	}
+	return c.Status(status).JSON(view)
 }
 
 func (s *Server) handleCreate(c *fiber.Ctx) error {
@@ -201,6 +175,9 @@ func (s *Server) handleCreate(c *fiber.Ctx) error {
 
 // handleGet serves GET and HEAD of one object, with DRP's long poll:
 // If-None-Match plus Prefer: wait=<dur> answers 304 when nothing changed.
+// A long poll is authorized again when it wakes (reauthorize): a caller
+// that lost access to the object while waiting gets the answer for a
+// missing object, not the object or its ETag.
 func (s *Server) handleGet(c *fiber.Ctx) error {
 	if err := s.objectsReady(); err != nil {
 		return err
@@ -226,6 +203,9 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 		if err != nil {
 			return err
 		}
+		if err := s.reauthorize(c); err != nil {
+			return s.lostAccess(c, err)
+		}
 		if !changed {
 			c.Set(fiber.HeaderETag, etag)
 			return c.SendStatus(fiber.StatusNotModified)
@@ -249,6 +229,18 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(sanitize(m))
+}
+
+// lostAccess is the answer to a request whose access ended while it waited:
+// a refusal of any kind answers as a missing object would; a failure to
+// decide stays that failure.
+func (s *Server) lostAccess(c *fiber.Ctx, err error) error {
+	switch backend.ErrorCode(err) {
+	case backend.EFORBIDDEN, backend.ENOTFOUND, backend.EUNAUTHORIZED, backend.EINVALID:
+		a := accessOf(c)
+		return backend.NotFound(strings.Clone(c.Method()), a.Scope, a.Ref)
+	}
+	return err
 }
 
 // preferWait parses "wait=<duration>" from a Prefer header (bounded).
@@ -330,13 +322,8 @@ func (s *Server) paramsTarget(c *fiber.Ctx) (*backend.Kind, string, error) {
 	return k, routeKey(c), nil
 }
 
-func paramName(c *fiber.Ctx) string {
-	n := strings.Clone(c.Params("*"))
-	if d, err := url.PathUnescape(n); err == nil {
-		n = d
-	}
-	return strings.Trim(n, "/")
-}
+// paramName is the param name the request was authorized for.
+func paramName(c *fiber.Ctx) string { return accessOf(c).Name }
 
 func (s *Server) handleGetParams(c *fiber.Ctx) error {
 	k, key, err := s.paramsTarget(c)
@@ -384,7 +371,11 @@ func (s *Server) handleSetParam(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return writeJSONValue(c, v)
+	view, err := s.replyView(c, v, "/Params/"+escapePointer(paramName(c)))
+	if err != nil {
+		return err
+	}
+	return writeJSONValue(c, view)
 }
 
 func (s *Server) handleSetParams(c *fiber.Ctx) error {
@@ -400,7 +391,11 @@ func (s *Server) handleSetParams(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(p)
+	view, err := s.replyView(c, p, "/Params")
+	if err != nil {
+		return err
+	}
+	return c.JSON(view)
 }
 
 func (s *Server) handlePatchParams(c *fiber.Ctx) error {
@@ -412,7 +407,11 @@ func (s *Server) handlePatchParams(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(p)
+	view, err := s.replyView(c, p, "/Params")
+	if err != nil {
+		return err
+	}
+	return c.JSON(view)
 }
 
 func (s *Server) handleDeleteParam(c *fiber.Ctx) error {
@@ -424,7 +423,12 @@ func (s *Server) handleDeleteParam(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return writeJSONValue(c, v)
+	// The old value is a read: the caller wrote nothing it could be shown.
+	view, err := s.replyView(c, v, "/Params/"+escapePointer(paramName(c)))
+	if err != nil {
+		return err
+	}
+	return writeJSONValue(c, view)
 }
 
 // meta sub-resource.
@@ -469,7 +473,11 @@ func (s *Server) handlePatchMeta(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(m.Env().Meta)
+	view, err := s.replyView(c, m.Env().Meta, "/Meta")
+	if err != nil {
+		return err
+	}
+	return c.JSON(view)
 }
 
 // writeJSONValue writes any JSON value, including a bare null.

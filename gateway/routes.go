@@ -6,7 +6,9 @@ import "github.com/gofiber/fiber/v2"
 // per-kind ones, which Fiber matches in registration order. Every route
 // under /api/v3 passes the guard (authentication, claims, policies); the
 // claims each one needs are derived in gateway/claims, whose route table
-// must list exactly these routes (checked by TestRoutesMatchClaims).
+// must list exactly these routes (checked by TestRoutesMatchClaims), and
+// each handler serves only the requests whose claims were derived for its
+// route (serves).
 func (s *Server) routes() {
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	s.app.Get("/metrics", s.metricsHandler())
@@ -15,7 +17,7 @@ func (s *Server) routes() {
 		s.app.Get("/bench/pools/:key", s.handleBenchPool)
 	}
 
-	api := s.app.Group("/api/v3", s.guard)
+	api := apiGroup{s: s, r: s.app.Group(apiBase, s.guard)}
 	api.Get("/info", s.handleInfo)
 	api.Get("/prefs", s.handleGetPrefs)
 	api.Post("/prefs", s.handleSetPrefs)
@@ -26,8 +28,8 @@ func (s *Server) routes() {
 	api.Get("/indexes", s.handleAllIndexes)
 	api.Get("/indexes/:prefix", s.handleIndexes)
 	// Param names hold '/': their meta key is the rest of the path.
-	api.Get("/meta/params/*", s.withParamKey(s.handleGetMeta))
-	api.Patch("/meta/params/*", s.withParamKey(s.handlePatchMeta))
+	api.Get("/meta/params/*", s.handleGetMeta)
+	api.Patch("/meta/params/*", s.handlePatchMeta)
 	api.Get("/meta/:prefix/:key", s.handleGetMeta)
 	api.Patch("/meta/:prefix/:key", s.handlePatchMeta)
 	api.Post("/events", s.handlePostEvent)
@@ -52,12 +54,14 @@ func (s *Server) routes() {
 	api.Put("/jobs/:key/log", s.handlePutJobLog)
 	api.Get("/jobs/:key/actions", s.handleJobActions)
 
-	// Param definitions have slashes in their names: the key is the rest of the path.
-	api.Get("/params/*", s.withParamKey(s.handleGet))
-	api.Head("/params/*", s.withParamKey(s.handleGet))
-	api.Put("/params/*", s.withParamKey(s.handlePut))
-	api.Patch("/params/*", s.withParamKey(s.handlePatch))
-	api.Delete("/params/*", s.withParamKey(s.handleDelete))
+	// Param definitions have slashes in their names: the key is the rest
+	// of the path. "/params/*" also takes "/params", the collection, which
+	// serves() passes on to the generic /:prefix routes.
+	api.Get("/params/*", s.handleGet)
+	api.Head("/params/*", s.handleGet)
+	api.Put("/params/*", s.handlePut)
+	api.Patch("/params/*", s.handlePatch)
+	api.Delete("/params/*", s.handleDelete)
 
 	api.Get("/:prefix/:key/actions", s.handleListActions)
 	api.Get("/:prefix/:key/actions/:cmd", s.handleGetAction)
@@ -80,4 +84,25 @@ func (s *Server) routes() {
 	api.Put("/:prefix/:key", s.handlePut)
 	api.Patch("/:prefix/:key", s.handlePatch)
 	api.Delete("/:prefix/:key", s.handleDelete)
+}
+
+const apiBase = "/api/v3"
+
+// apiGroup registers /api/v3 routes, each wrapped by serves.
+type apiGroup struct {
+	s *Server
+	r fiber.Router
+}
+
+func (g apiGroup) Get(path string, h fiber.Handler) { g.r.Get(path, g.s.serves(apiBase+path, h)) }
+func (g apiGroup) Head(path string, h fiber.Handler) {
+	g.r.Head(path, g.s.serves(apiBase+path, h))
+}
+func (g apiGroup) Post(path string, h fiber.Handler) { g.r.Post(path, g.s.serves(apiBase+path, h)) }
+func (g apiGroup) Put(path string, h fiber.Handler)  { g.r.Put(path, g.s.serves(apiBase+path, h)) }
+func (g apiGroup) Patch(path string, h fiber.Handler) {
+	g.r.Patch(path, g.s.serves(apiBase+path, h))
+}
+func (g apiGroup) Delete(path string, h fiber.Handler) {
+	g.r.Delete(path, g.s.serves(apiBase+path, h))
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"regexp"
 	"strings"
 	"testing"
 
@@ -10,82 +9,6 @@ import (
 	"github.com/provgate/provgate/gateway/claims"
 )
 
-// fiberRoute is one route Fiber registered under /api/v3, split into
-// segments for matching the way Fiber's router does.
-type fiberRoute struct {
-	method, path string
-	segs         []fiberSeg
-}
-
-type fiberSeg struct {
-	lit   string         // literal segment
-	param bool           // ":name", optionally constrained
-	re    *regexp.Regexp // the param's regex constraint, if any
-	rest  bool           // "*": the rest of the path
-}
-
-var constraintRe = regexp.MustCompile(`^:[A-Za-z0-9_]+<regex\((.*)\)>$`)
-
-func parseFiberPath(t *testing.T, p string) []fiberSeg {
-	t.Helper()
-	var out []fiberSeg
-	for _, s := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
-		switch {
-		case s == "*":
-			out = append(out, fiberSeg{rest: true})
-		case strings.HasPrefix(s, ":"):
-			fs := fiberSeg{param: true}
-			if m := constraintRe.FindStringSubmatch(s); m != nil {
-				fs.re = regexp.MustCompile(m[1])
-			} else if strings.ContainsAny(s, "<>?+") {
-				t.Fatalf("route %s: parameter form %q not understood by this test", p, s)
-			}
-			out = append(out, fs)
-		default:
-			out = append(out, fiberSeg{lit: s})
-		}
-	}
-	return out
-}
-
-// matches reports whether the route takes the concrete path.
-func (r fiberRoute) matches(path string) bool {
-	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	for i, s := range r.segs {
-		if s.rest {
-			return i < len(segs)
-		}
-		if i >= len(segs) {
-			return false
-		}
-		switch {
-		case s.param:
-			if s.re != nil && !s.re.MatchString(segs[i]) {
-				return false
-			}
-		case s.lit != segs[i]:
-			return false
-		}
-	}
-	return len(segs) == len(r.segs)
-}
-
-// sample turns a claims route pattern (Fiber form) into a concrete path.
-func sample(fiberPath string) string {
-	segs := strings.Split(fiberPath, "/")
-	for i, s := range segs {
-		switch {
-		case s == "*":
-			segs[i] = "a/b"
-		case s == ":cmd":
-			segs[i] = "someCmd"
-		case strings.HasPrefix(s, ":"):
-			segs[i] = "k1"
-		}
-	}
-	return strings.Join(segs, "/")
-}
-
 // TestRoutesMatchClaims checks that the gateway serves exactly the routes
 // whose claims gateway/claims derives: a served route without a claims
 // route would answer "No route" from the guard (or worse, be reachable
@@ -93,12 +16,9 @@ func sample(fiberPath string) string {
 // does not serve is dead policy surface.
 func TestRoutesMatchClaims(t *testing.T) {
 	app := New(Options{}).App()
-	var served []fiberRoute
-	for _, r := range app.GetRoutes(true) {
-		if !strings.HasPrefix(r.Path, "/api/v3/") {
-			continue
-		}
-		served = append(served, fiberRoute{method: r.Method, path: r.Path, segs: parseFiberPath(t, r.Path)})
+	served, err := apiRoutes(app)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(served) == 0 {
 		t.Fatal("no routes under /api/v3")
@@ -115,7 +35,7 @@ func TestRoutesMatchClaims(t *testing.T) {
 	}
 	reached := map[string]bool{}
 	for _, ri := range claims.Routes() {
-		p := sample(ri.FiberPath())
+		p := samplePath(ri.FiberPath())
 		t.Run("claims "+ri.Method+" "+ri.Pattern, func(t *testing.T) {
 			r, ok := first(ri.Method, p)
 			if !ok {

@@ -37,6 +37,8 @@ type Server struct {
 	started time.Time
 	metrics *metrics
 	reg     *prometheus.Registry
+	// servedBy maps each claims route to the Fiber route serving it.
+	servedBy map[string]string
 	Deps
 }
 
@@ -74,6 +76,11 @@ func New(opts Options) *Server {
 	})
 	s.app.Use(s.recoverer, s.requestMeta, s.collapseSlashes, s.jsonBodies)
 	s.routes()
+	served, err := servedBy(s.app)
+	if err != nil {
+		panic("gateway: " + err.Error())
+	}
+	s.servedBy = served
 	return s
 }
 
@@ -95,7 +102,7 @@ func (s *Server) recoverer(c *fiber.Ctx) (err error) {
 // requestMeta assigns the request id, sets the JSON content type every DRP
 // client requires, logs the request and records metrics.
 func (s *Server) requestMeta(c *fiber.Ctx) error {
-	id := c.Get("X-Request-Id")
+	id := strings.Clone(c.Get("X-Request-Id"))
 	if id == "" || len(id) > 64 || strings.ContainsAny(id, "\r\n") {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -113,12 +120,9 @@ func (s *Server) requestMeta(c *fiber.Ctx) error {
 		}
 	}
 	status := c.Response().StatusCode()
-	route := "unmatched"
-	if r := c.Route(); r != nil && r.Path != "/" && r.Path != "" {
-		route = r.Path
-	}
+	route := routeLabel(c)
 	d := time.Since(start)
-	s.metrics.observe(c.Method(), route, status, d)
+	s.metrics.observe(methodLabel(c.Method()), route, status, d)
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelError

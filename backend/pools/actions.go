@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sort"
 
 	"github.com/provgate/provgate/backend"
 )
@@ -145,6 +147,90 @@ func (s *Service) actions(ctx context.Context, v verb, pool, from, to string, r 
 		}
 	}
 	return a, nil
+}
+
+// maxParamClaims bounds the param claims of one operation: a body naming
+// more params needs update:/Params, which covers each of them.
+const maxParamClaims = 100
+
+// machineClaims are the claims the body's own action group needs on the
+// machine uuid: what a PATCH of the same fields needs. The pools'
+// configured groups need none here; they were authorized when the pools
+// were written (pools update).
+func (r *request) machineClaims(uuid string) []backend.Claim {
+	var actions []string
+	params := make([]string, 0, len(r.AddParams)+len(r.RemoveParams))
+	for name := range r.AddParams {
+		params = append(params, name)
+	}
+	params = append(params, r.RemoveParams...)
+	sort.Strings(params)
+	params = slices.Compact(params)
+	if len(params) > maxParamClaims {
+		actions = append(actions, "update:/Params")
+	} else {
+		for _, name := range params {
+			actions = append(actions, "update:/Params/"+backend.EscapePointer(name))
+		}
+	}
+	if len(r.AddProfiles) > 0 || len(r.RemoveProf) > 0 {
+		actions = append(actions, "update:/Profiles")
+	}
+	if r.Workflow != "" {
+		actions = append(actions, "update:/Workflow")
+	}
+	out := make([]backend.Claim, 0, len(actions))
+	for _, a := range actions {
+		out = append(out, backend.Claim{Scope: "machines", Action: a, Specific: uuid})
+	}
+	return out
+}
+
+// authorizeChanges checks, for the caller of ctx (backend.AccessFrom), the
+// claims the body's changes need on every machine the operation claimed.
+// A refusal is 403 naming the first missing claim (machines in key order);
+// the caller's transaction then rolls everything back. Server-internal work
+// (no Access) is not restricted.
+//
+// Holding the claims on every machine ("*") settles it in one decision;
+// otherwise each machine is decided on its own, stopping at the first
+// refused, so the cost is bounded by the machines the caller's claims name.
+func authorizeChanges(ctx context.Context, r *request, keys []string) error {
+	acc := backend.AccessFrom(ctx)
+	if acc == nil || len(keys) == 0 {
+		return nil
+	}
+	if len(r.machineClaims("*")) == 0 {
+		return nil
+	}
+	ok, err := acc.Can(ctx, r.machineClaims("*")...)
+	if err != nil || ok {
+		return err
+	}
+	for _, k := range slices.Sorted(slices.Values(keys)) {
+		cs := r.machineClaims(k)
+		ok, err := acc.Can(ctx, cs...)
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		missing := cs[0]
+		for _, c := range cs {
+			ok, err := acc.Can(ctx, c)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				missing = c
+				break
+			}
+		}
+		return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Model: "machines", Key: k,
+			Messages: []string{"Cannot change machine " + k, "Requires: " + missing.String()}}
+	}
+	return nil
 }
 
 // applyTo changes m for verb v, to being the pool m ends in, and sets its

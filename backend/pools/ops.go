@@ -304,6 +304,14 @@ func (s *Service) apply(ctx context.Context, v verb, pool, from, to string, r *r
 			fmt.Sprintf("%s: wanted %s machines (minimum %d) from pool %s, found %d that are %s",
 				v, want, sel.minimum, from, len(recs), describeEligible(v, opts.Force)))
 	}
+	// Only now is it known which machines the body's changes reach.
+	keys := make([]string, len(recs))
+	for i, rec := range recs {
+		keys[i] = rec.Key
+	}
+	if err := authorizeChanges(ctx, r, keys); err != nil {
+		return nil, err
+	}
 	changes := make([]change, 0, len(recs))
 	for _, rec := range recs {
 		orig, err := decodeMachine(rec.Data)

@@ -530,7 +530,11 @@ func accessClaimForms(t *testing.T, s *tserver) {
 		{"update:/Params not Description", [][3]string{{"machines", "update:/Params", "*"}}, "PATCH", "/machines/" + u1, accPatch("replace", "/Description", "d2"), 403, "Requires: machines update:/Description " + u1},
 		{"update:/Params/a/b not /Params/a", [][3]string{{"machines", "update:/Params/a/b", "*"}}, "PATCH", "/machines/" + u1, accPatch("replace", "/Params/a", map[string]any{}), 403, "Requires: machines update:/Params/a " + u1},
 		{"update covers Params", [][3]string{{"machines", "update", "*"}}, "PATCH", "/machines/" + u1, accPatch("add", "/Params/x", 3), 200, ""},
-		{"update: test ops need nothing", [][3]string{{"machines", "update:/Description", "*"}}, "PATCH", "/machines/" + u2,
+		// A test op reads the value it compares (a failed test answers
+		// what get would), so it needs get on the object.
+		{"update: test ops need get", [][3]string{{"machines", "update:/Description", "*"}}, "PATCH", "/machines/" + u2,
+			[]map[string]any{{"op": "test", "path": "/Name", "value": "c-m2"}, {"op": "replace", "path": "/Description", "value": "t"}}, 403, "Requires: machines get " + u2},
+		{"update: test ops with get", [][3]string{{"machines", "get,update:/Description", "*"}}, "PATCH", "/machines/" + u2,
 			[]map[string]any{{"op": "test", "path": "/Name", "value": "c-m2"}, {"op": "replace", "path": "/Description", "value": "t"}}, 200, ""},
 		{"update:x params route", [][3]string{{"machines", "update:/Params", "*"}}, "POST", "/machines/" + u2 + "/params/y", 5, 200, ""},
 		{"update:/Description not params route", [][3]string{{"machines", "update:/Description", "*"}}, "POST", "/machines/" + u2 + "/params/y", 5, 403, "Requires: machines update:/Params/y " + u2},

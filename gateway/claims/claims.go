@@ -10,6 +10,8 @@ package claims
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
@@ -41,7 +43,10 @@ type Resolver interface {
 	Current(ctx context.Context, prefix, key string) ([]byte, error)
 }
 
-// Result is what a request requires and addresses.
+// Result is what a request requires and addresses. It is also what the
+// handler acts on: the gateway reads the object's scope, key, param name and
+// command from here rather than from the path again, so that what was
+// authorized and what is served are one value.
 type Result struct {
 	// Claims are the required claims, deduplicated, in a stable order.
 	Claims []backend.Claim
@@ -50,6 +55,24 @@ type Result struct {
 	// Key is the native key of the addressed object; "" for collections and
 	// non-object routes.
 	Key string
+	// Ref is the object as the caller named it (the path's key, decoded):
+	// "Name:m2" or a UUID. Answers about an object the caller may not see
+	// name Ref, exactly as for a missing object, never Key.
+	Ref string
+	// Specific is the claim specific of the addressed object: Key, or the
+	// machine's UUID for a job (jobs are authorized by their machine).
+	Specific string
+	// Name is the param name of a params sub-resource
+	// (/<prefix>/<key>/params/<name...>), decoded segment by segment.
+	Name string
+	// Cmd is the command of an action route (/actions/<cmd>,
+	// /system/actions/<cmd>), decoded.
+	Cmd string
+	// Written are the values the request writes into the addressed object
+	// (PATCH add and replace ops, a PUT's changed fields, a param set), by
+	// pointer into the object's JSON, as the caller sent them. Write
+	// replies to a caller without get on the object show only these.
+	Written []Write
 	// List is set for collection reads, whose tenant visibility the gateway
 	// pushes into the store query.
 	List bool
@@ -65,9 +88,28 @@ type Result struct {
 	Pattern string
 }
 
+// Write is one value a request writes: Value (JSON, as sent) at Pointer, an
+// RFC 6901 pointer into the addressed object's JSON.
+type Write struct {
+	Pointer string
+	Value   json.RawMessage
+}
+
+// MaxPatchOps bounds the operations of one JSON Patch. Each op can need a
+// claim of its own; a larger patch is refused (413) before any is derived.
+const MaxPatchOps = 1000
+
+// maxPutPointers bounds the claims a PUT derives: a PUT that changes more
+// leaves is authorized by its changed top-level fields instead (update:/F
+// covers every pointer under /F, so this only ever asks for more).
+const maxPutPointers = MaxPatchOps
+
 // Derive returns the claims r requires. Errors are *backend.Error: an
-// unknown route is ENOTFOUND "No route", a malformed body EBADREQUEST, and
-// Resolver errors pass through.
+// unknown route is ENOTFOUND "No route", a malformed body EBADREQUEST, a
+// patch of more than MaxPatchOps ops ETOOLARGE, and Resolver errors pass
+// through. When the request addresses an object and only its body is at
+// fault, the Result still names the object (Scope, Key, Ref, Specific), so
+// that the gateway can decide visibility before reporting the body error.
 func Derive(ctx context.Context, r Request, res Resolver) (Result, error) {
 	rt, caps, err := match(r.Method, r.Path)
 	if err != nil {
@@ -78,27 +120,33 @@ func Derive(ctx context.Context, r Request, res Resolver) (Result, error) {
 }
 
 type deriver struct {
-	ctx    context.Context
-	r      *Request
-	res    Resolver
-	rt     *route
-	caps   captures
-	claims []backend.Claim
+	ctx     context.Context
+	r       *Request
+	res     Resolver
+	rt      *route
+	caps    captures
+	claims  []backend.Claim
+	seen    map[backend.Claim]struct{}
+	written []Write
 }
 
+// add appends a claim once. A map keeps it linear in the number of claims
+// (a patch may hold MaxPatchOps of them).
 func (d *deriver) add(action, specific string) {
 	c := backend.Claim{Scope: d.rt.scope, Action: action, Specific: specific}
-	for _, have := range d.claims {
-		if have == c {
-			return
-		}
+	if d.seen == nil {
+		d.seen = map[backend.Claim]struct{}{}
 	}
+	if _, ok := d.seen[c]; ok {
+		return
+	}
+	d.seen[c] = struct{}{}
 	d.claims = append(d.claims, c)
 }
 
 func (d *deriver) derive() (Result, error) {
 	rt := d.rt
-	out := Result{Scope: rt.scope, Operation: rt.op, List: rt.list, Pattern: rt.pattern}
+	out := Result{Scope: rt.scope, Operation: rt.op, List: rt.list, Pattern: rt.pattern, Name: d.caps.name, Cmd: d.caps.cmd}
 	switch rt.h {
 	case hFixed:
 		d.add(rt.action, rt.specific)
@@ -107,6 +155,8 @@ func (d *deriver) derive() (Result, error) {
 		if rt.secure && decodeRequested(d.r.Query) {
 			d.add("getSecure", "")
 		}
+	case hCreate:
+		d.add("create", createSpecific(rt.scope, d.r.Body))
 	case hJobCreate:
 		m, err := d.jobMachine()
 		if err != nil {
@@ -122,12 +172,13 @@ func (d *deriver) derive() (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		out.Key = key
+		out.Key, out.Ref, out.Specific = key, d.caps.key, specific
 		if err := d.objectClaims(&out, key, specific); err != nil {
-			return Result{}, err
+			return out, err
 		}
 	}
 	out.Claims = d.claims
+	out.Written = d.written
 	return out, nil
 }
 
@@ -135,21 +186,34 @@ func (d *deriver) objectClaims(out *Result, key, specific string) error {
 	rt := d.rt
 	switch rt.h {
 	case hPatch:
-		ptrs, err := patchPointers(d.r.Body)
+		p, err := parsePatch(d.r.Body)
 		if err != nil {
-			return backend.NewError(backend.EBADREQUEST, "PATCH", rt.scope, key, err.Error())
+			return patchError(rt.scope, key, err)
 		}
-		d.updates(ptrs, specific)
+		d.updates(p.changed, specific)
+		if p.reads {
+			// A test op reads the value it compares, and copy reads its
+			// from: both reveal what get would (a failed test is an
+			// oracle), so they need get as well.
+			d.add("get", specific)
+		}
+		for _, w := range p.written {
+			d.written = append(d.written, Write{Pointer: rt.ptrPrefix + w.Pointer, Value: w.Value})
+		}
 	case hPut:
 		cur, err := d.res.Current(d.ctx, rt.scope, key)
 		if err != nil {
 			return err
 		}
-		ptrs, err := putPointers(rt.scope, key, cur, d.r.Body)
+		ptrs, written, err := putPointers(rt.scope, key, cur, d.r.Body)
 		if err != nil {
 			return err
 		}
+		if len(ptrs) > maxPutPointers {
+			ptrs = topLevel(ptrs)
+		}
 		d.updates(ptrs, specific)
+		d.written = written
 	default:
 		action := rt.action
 		switch rt.from {
@@ -157,7 +221,15 @@ func (d *deriver) objectClaims(out *Result, key, specific string) error {
 			action = "action:" + d.caps.cmd
 			out.Operation = action
 		case fromParam:
-			action = "update:/Params/" + escapePointer(d.caps.name)
+			ptr := "/Params/" + escapePointer(d.caps.name)
+			action = "update:" + ptr
+			if d.r.Method != "DELETE" && len(d.r.Body) > 0 {
+				d.written = append(d.written, Write{Pointer: ptr, Value: json.RawMessage(d.r.Body)})
+			}
+		}
+		if rt.action == "update:/Params" && len(d.r.Body) > 0 {
+			// POST /<prefix>/<key>/params replaces the whole map.
+			d.written = append(d.written, Write{Pointer: "/Params", Value: json.RawMessage(d.r.Body)})
 		}
 		d.add(action, specific)
 		if rt.secure && decodeRequested(d.r.Query) {
@@ -165,6 +237,13 @@ func (d *deriver) objectClaims(out *Result, key, specific string) error {
 		}
 	}
 	return nil
+}
+
+func patchError(scope, key string, err error) error {
+	if errors.Is(err, errTooManyOps) {
+		return backend.NewError(backend.ETOOLARGE, "PATCH", scope, key, err.Error())
+	}
+	return backend.NewError(backend.EBADREQUEST, "PATCH", scope, key, err.Error())
 }
 
 // updates adds one update claim per changed pointer, under the route's
@@ -185,6 +264,31 @@ func (d *deriver) updates(ptrs []string, specific string) {
 		// callers who may not see it.
 		d.add("get", specific)
 	}
+}
+
+// createSpecific is the claim specific of a create: the key the object
+// service will give the new object, read from the body the way it reads it
+// (decoded into the kind's model, so field names match case-insensitively
+// and the last of two spellings wins). A claim naming one key thus creates
+// exactly that object. A body that names no key (a machine without Uuid,
+// whose key the server generates), that does not decode (the object service
+// answers it), or whose key no claim can name on its own (a list, "*",
+// surrounding space) gives "*": only a claim on every object covers it.
+func createSpecific(scope string, body []byte) string {
+	k := backend.KindOf(scope)
+	if k == nil {
+		return "*"
+	}
+	m := k.New()
+	if err := json.Unmarshal(body, m); err != nil {
+		return "*"
+	}
+	m.Fill()
+	key := m.Key()
+	if key == "" || key == "*" || strings.ContainsRune(key, ',') || strings.TrimSpace(key) != key {
+		return "*"
+	}
+	return key
 }
 
 // object resolves the addressed key. It returns the native key and the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -92,6 +93,10 @@ type golden struct {
 	Claims    []string `json:"claims"`
 	Scope     string   `json:"scope"`
 	Key       string   `json:"key,omitempty"`
+	Ref       string   `json:"ref,omitempty"`
+	Specific  string   `json:"specific,omitempty"`
+	Param     string   `json:"param,omitempty"`
+	Cmd       string   `json:"cmd,omitempty"`
 	List      bool     `json:"list,omitempty"`
 	Operation string   `json:"operation"`
 	Pattern   string   `json:"pattern"`
@@ -169,12 +174,28 @@ var edgeCases = []testCase{
 	{Name: "param object with encoded slash", Method: "PATCH", Path: "/api/v3/params/callback%2Fcallbacks",
 		Body: `[{"op":"replace","path":"/Secure","value":true}]`},
 	{Name: "param object named like a sub-resource", Method: "GET", Path: "/api/v3/params/foo/actions"},
+	{Name: "param object with encoded trailing slash", Method: "DELETE", Path: "/api/v3/params/sec/pw%2F"},
+	{Name: "meta of param with encoded trailing slash", Method: "PATCH", Path: "/api/v3/meta/params/sec/pw%2F",
+		Body: `[{"op":"add","path":"/color","value":"red"}]`},
+	{Name: "params set encoded trailing slash", Method: "POST", Path: "/api/v3/machines/" + m1 + "/params/pub%2F", Body: `"x"`},
+	{Name: "create names its key", Method: "POST", Path: "/api/v3/profiles", Body: `{"Name":"a1","Description":"x"}`},
+	{Name: "create key field in any case, last wins", Method: "POST", Path: "/api/v3/profiles", Body: `{"Name":"a1","name":"b2"}`},
+	{Name: "create machine with Uuid", Method: "POST", Path: "/api/v3/machines", Body: `{"Name":"m9","Uuid":"` + m2 + `"}`},
+	{Name: "create machine without Uuid needs star", Method: "POST", Path: "/api/v3/machines", Body: `{"Name":"m9","Uuid":""}`},
+	{Name: "create with a list as key needs star", Method: "POST", Path: "/api/v3/users", Body: `{"Name":"a,b"}`},
+	{Name: "create with a spaced key needs star", Method: "POST", Path: "/api/v3/users", Body: `{"Name":" a"}`},
+	{Name: "create with star key needs star", Method: "POST", Path: "/api/v3/pools", Body: `{"Id":"*"}`},
+	{Name: "create malformed body needs star", Method: "POST", Path: "/api/v3/pools", Body: `{"Id":`},
+	{Name: "patch test op needs get", Method: "PATCH", Path: "/api/v3/machines/" + m1,
+		Body: `[{"op":"test","path":"/Params/secret","value":"guess"},{"op":"replace","path":"/Description","value":"x"}]`},
+	{Name: "params patch test op needs get", Method: "PATCH", Path: "/api/v3/machines/" + m1 + "/params",
+		Body: `[{"op":"test","path":"/secret","value":"guess"},{"op":"add","path":"/pub","value":1}]`},
 	{Name: "trailing slash", Method: "GET", Path: "/api/v3/machines/"},
 	{Name: "patch escaped pointers", Method: "PATCH", Path: "/api/v3/machines/" + m1,
 		Body: `[{"op":"add","path":"/Params/callback~1callbacks/a","from":"","value":{"Url":"http://x"}},{"op":"add","path":"/Params/a~0b","value":1}]`},
 	{Name: "patch move needs path and from", Method: "PATCH", Path: "/api/v3/machines/" + m1,
 		Body: `[{"op":"move","from":"/Params/old","path":"/Params/new"}]`},
-	{Name: "patch copy needs only path", Method: "PATCH", Path: "/api/v3/machines/" + m1,
+	{Name: "patch copy needs path and get", Method: "PATCH", Path: "/api/v3/machines/" + m1,
 		Body: `[{"op":"copy","from":"/Params/a","path":"/Params/b"}]`},
 	{Name: "patch remove add replace", Method: "PATCH", Path: "/api/v3/machines/" + m1,
 		Body: `[{"op":"remove","path":"/Params/a"},{"op":"add","path":"/Profiles/-","value":"p2"},{"op":"replace","path":"/Runnable","value":false}]`},
@@ -185,7 +206,7 @@ var edgeCases = []testCase{
 	{Name: "patch empty asks get", Method: "PATCH", Path: "/api/v3/machines/Name:m1", Body: `[]`},
 	{Name: "patch only tests asks get", Method: "PATCH", Path: "/api/v3/roles/ops",
 		Body: `[{"op":"test","path":"/Description","value":"x"}]`},
-	{Name: "patch whole-document test is free", Method: "PATCH", Path: "/api/v3/bootenvs/local",
+	{Name: "patch whole-document test needs get", Method: "PATCH", Path: "/api/v3/bootenvs/local",
 		Body: `[{"op":"test","path":"","from":"","value":{"Name":"local"}},{"op":"replace","path":"/Description","from":"","value":"x"}]`},
 	{Name: "patch whole-document replace needs bare update", Method: "PATCH", Path: "/api/v3/bootenvs/local",
 		Body: `[{"op":"replace","path":"","value":{"Name":"local"}}]`},
@@ -278,7 +299,7 @@ func TestDeriveGolden(t *testing.T) {
 			continue
 		}
 		got = append(got, golden{testCase: tc, Claims: claimStrings(r.Claims), Scope: r.Scope, Key: r.Key,
-			List: r.List, Operation: r.Operation, Pattern: r.Pattern, Lookups: res.calls})
+			Ref: r.Ref, Specific: r.Specific, Param: r.Name, Cmd: r.Cmd, List: r.List, Operation: r.Operation, Pattern: r.Pattern, Lookups: res.calls})
 	}
 	file := filepath.Join("..", "..", "testdata", "claims", "derive.golden.json")
 	gotJSON, err := json.MarshalIndent(got, "", "  ")
@@ -425,6 +446,10 @@ func TestDeriveErrors(t *testing.T) {
 		{name: "put trailing data", tc: testCase{Method: "PUT", Path: "/api/v3/machines/" + m1, Body: `{} {}`}, code: backend.EBADREQUEST, msg: "JSON object"},
 		{name: "put unparsable", tc: testCase{Method: "PUT", Path: "/api/v3/machines/" + m1, Body: `{"a":`}, code: backend.EBADREQUEST, msg: "JSON object"},
 		{name: "put object not found", tc: testCase{Method: "PUT", Path: "/api/v3/machines/Name:nope", Body: `{}`}, code: backend.ENOTFOUND, msg: "Not Found"},
+		{name: "patch over the op limit", tc: testCase{Method: "PATCH", Path: "/api/v3/machines/" + m1, Body: patchOfN(MaxPatchOps + 1)},
+			code: backend.ETOOLARGE, msg: "at most 1000 operations; this one holds 1001", typ: "PATCH", model: "machines"},
+		{name: "params patch over the op limit", tc: testCase{Method: "PATCH", Path: "/api/v3/machines/" + m1 + "/params", Body: patchOfN(5000)},
+			code: backend.ETOOLARGE, msg: "at most 1000 operations"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -447,6 +472,119 @@ func TestDeriveErrors(t *testing.T) {
 				t.Errorf("got Key %q, want the path %q", be.Key, tt.tc.Path)
 			}
 		})
+	}
+}
+
+// patchOfN is a patch of n add ops on distinct params.
+func patchOfN(n int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"op":"add","path":"/Params/p%d","value":%d}`, i, i)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// TestDeriveBodyErrorNamesObject: when only the body is at fault, the
+// Result still names the object (as the caller named it), so the gateway
+// can answer a hidden object as a missing one before any body error.
+func TestDeriveBodyErrorNamesObject(t *testing.T) {
+	for _, tc := range []testCase{
+		{Method: "PATCH", Path: "/api/v3/machines/Name:m1", Body: `{`},
+		{Method: "PATCH", Path: "/api/v3/machines/Name:m1/params", Body: `[{"op":"nope"}]`},
+		{Method: "PATCH", Path: "/api/v3/machines/Name:m1", Body: patchOfN(MaxPatchOps + 1)},
+		{Method: "PUT", Path: "/api/v3/machines/Name:m1", Body: `[]`},
+		{Method: "PATCH", Path: "/api/v3/jobs/" + j1, Body: `"x"`},
+	} {
+		r, err := Derive(context.Background(), tc.request(t), &fakeResolver{})
+		if err == nil {
+			t.Fatalf("%s %s %q: no error", tc.Method, tc.Path, tc.Body)
+		}
+		wantRef, wantKey, wantSpecific := "Name:m1", m1, m1
+		if strings.Contains(tc.Path, "/jobs/") {
+			wantRef, wantKey, wantSpecific = j1, j1, m1
+		}
+		if r.Ref != wantRef || r.Key != wantKey || r.Specific != wantSpecific || r.Scope == "" || len(r.Claims) != 0 {
+			t.Errorf("%s %s: Result %+v", tc.Method, tc.Path, r)
+		}
+	}
+}
+
+// TestDeriveWritten: the values a request writes, by pointer into the
+// object, as sent.
+func TestDeriveWritten(t *testing.T) {
+	tests := []struct {
+		tc   testCase
+		want []string // pointer=value
+	}{
+		{testCase{Method: "PATCH", Path: "/api/v3/machines/" + m1,
+			Body: `[{"op":"test","path":"/Name","value":"m1"},{"op":"replace","path":"/Description","value":"d"},{"op":"remove","path":"/Params/a"},
+				{"op":"move","from":"/Params/x","path":"/Params/y"},{"op":"add","path":"/Params/a~1b","value":{"k":1}}]`},
+			[]string{`/Description="d"`, `/Params/a~1b={"k":1}`}},
+		{testCase{Method: "PATCH", Path: "/api/v3/machines/" + m1 + "/params", Body: `[{"op":"add","path":"/pub","value":2}]`},
+			[]string{`/Params/pub=2`}},
+		{testCase{Method: "PATCH", Path: "/api/v3/meta/roles/ops", Body: `[{"op":"add","path":"/color","value":"red"}]`},
+			[]string{`/Meta/color="red"`}},
+		{testCase{Method: "POST", Path: "/api/v3/machines/" + m1 + "/params/a/b", Body: `[1]`}, []string{`/Params/a~1b=[1]`}},
+		{testCase{Method: "PUT", Path: "/api/v3/machines/" + m1 + "/params/pub", Body: `"v"`}, []string{`/Params/pub="v"`}},
+		{testCase{Method: "DELETE", Path: "/api/v3/machines/" + m1 + "/params/pub"}, nil},
+		{testCase{Method: "POST", Path: "/api/v3/machines/" + m1 + "/params", Body: `{"a":1}`}, []string{`/Params={"a":1}`}},
+		{testCase{Method: "PUT", Path: "/api/v3/pools/p1", Body: `{"Id":"p1","Description":"x","EnterActions":{"Workflow":"wf2"},"description":"y"}`},
+			[]string{`/EnterActions/Workflow="wf2"`}},
+		{testCase{Method: "DELETE", Path: "/api/v3/machines/" + m1}, nil},
+	}
+	for _, tt := range tests {
+		r, err := Derive(context.Background(), tt.tc.request(t), &fakeResolver{})
+		if err != nil {
+			t.Fatalf("%s %s: %v", tt.tc.Method, tt.tc.Path, err)
+		}
+		var got []string
+		for _, w := range r.Written {
+			got = append(got, w.Pointer+"="+string(w.Value))
+		}
+		if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+			t.Errorf("%s %s: written %q, want %q", tt.tc.Method, tt.tc.Path, got, tt.want)
+		}
+	}
+}
+
+// TestDerivePutManyLeaves: a PUT changing more leaves than a patch may
+// hold ops is authorized by its changed top-level fields, which cover them.
+func TestDerivePutManyLeaves(t *testing.T) {
+	params := map[string]any{}
+	for i := 0; i < MaxPatchOps+1; i++ {
+		params[fmt.Sprintf("p%d", i)] = i
+	}
+	body, _ := json.Marshal(map[string]any{"Uuid": m1, "Name": "m1", "Description": "new", "Params": params,
+		"Meta": map[string]string{"color": "blue"}, "Profiles": []string{"p1"}, "Runnable": true})
+	r, err := Derive(context.Background(), Request{Method: "PUT", Path: "/api/v3/machines/" + m1, Body: body}, &fakeResolver{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := claimStrings(r.Claims)
+	want := []string{"machines update:/Description " + m1, "machines update:/Params " + m1}
+	if strings.Join(got, ";") != strings.Join(want, ";") {
+		t.Errorf("claims %q, want %q", got, want)
+	}
+}
+
+// TestDeriveLargePatchIsLinear: deriving a patch of the largest size
+// allowed with every pointer distinct stays cheap (deduplication is a map
+// lookup, not a scan of the claims so far).
+func TestDeriveLargePatchIsLinear(t *testing.T) {
+	body := []byte(patchOfN(MaxPatchOps))
+	req := Request{Method: "PATCH", Path: "/api/v3/machines/" + m1, Body: body}
+	r, err := Derive(context.Background(), req, &fakeResolver{})
+	if err != nil || len(r.Claims) != MaxPatchOps {
+		t.Fatalf("%d claims, %v", len(r.Claims), err)
+	}
+	allocs := testing.AllocsPerRun(3, func() { _, _ = Derive(context.Background(), req, &fakeResolver{}) })
+	if allocs > 40*MaxPatchOps {
+		t.Errorf("%v allocations for %d ops", allocs, MaxPatchOps)
 	}
 }
 

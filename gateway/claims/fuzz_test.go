@@ -62,7 +62,7 @@ func FuzzDerive(f *testing.F) {
 				t.Fatalf("error is %T: %v", err, err)
 			}
 			switch be.Code {
-			case backend.EBADREQUEST, backend.ENOTFOUND, backend.EINVALID:
+			case backend.EBADREQUEST, backend.ENOTFOUND, backend.EINVALID, backend.ETOOLARGE:
 			default:
 				t.Fatalf("code %s: %v", be.Code, err)
 			}
@@ -114,6 +114,13 @@ func FuzzPatchPointers(f *testing.F) {
 			return
 		}
 		ptrs, err := patchPointers(body)
+		if len(ops) > MaxPatchOps {
+			// Refused before any claim is derived (413).
+			if !errors.Is(err, errTooManyOps) {
+				t.Fatalf("patch of %d ops: %v, want the op limit", len(ops), err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("object service accepts %q, claims refuse it: %v", body, err)
 		}

@@ -38,53 +38,87 @@ func validPointer(p string) bool {
 	return true
 }
 
-// patchPointers returns the pointers a JSON Patch (RFC 6902) changes, in op
-// order: path of every op but test, and also from of move (reference §3.7,
-// assureAuthUpdate). copy only reads from. Ops are decoded as exact-case maps,
-// as json-patch reads them: a struct decode would fold "Path" into "path" and
-// authorize a different pointer than the one applied.
+// errTooManyOps refuses a patch of more than MaxPatchOps operations.
+var errTooManyOps = fmt.Errorf("a patch may hold at most %d operations", MaxPatchOps)
+
+// patch is what a JSON Patch (RFC 6902) does, for authorization.
+type patch struct {
+	// changed are the pointers it changes, in op order: path of every op
+	// but test, and also from of move (which removes its from).
+	changed []string
+	// reads is set when an op reads a value: test compares one, copy
+	// copies its from.
+	reads bool
+	// written are the values of add and replace ops, at their path.
+	written []Write
+}
+
+// parsePatch reads a JSON Patch the way the object service applies it. Ops
+// are decoded as exact-case maps, as json-patch reads them: a struct decode
+// would fold "Path" into "path" and authorize a different pointer than the
+// one applied. The ops are counted before any is decoded, so an oversized
+// patch costs one pass over the array.
 //
 // An empty body and null are the empty patch, as the object service reads
 // them.
-func patchPointers(body []byte) ([]string, error) {
+func parsePatch(body []byte) (patch, error) {
+	var p patch
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil
+		return p, nil
 	}
-	var ops []map[string]json.RawMessage
-	if err := json.Unmarshal(body, &ops); err != nil {
-		return nil, errors.New("patch must be a JSON array of operations")
+	var raw []json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return p, errors.New("patch must be a JSON array of operations")
 	}
-	out := make([]string, 0, len(ops))
-	for i, op := range ops {
-		if op == nil {
-			return nil, fmt.Errorf("op %d: not an object", i)
+	if len(raw) > MaxPatchOps {
+		return p, fmt.Errorf("%w; this one holds %d", errTooManyOps, len(raw))
+	}
+	p.changed = make([]string, 0, len(raw))
+	for i, r := range raw {
+		var op map[string]json.RawMessage
+		if err := json.Unmarshal(r, &op); err != nil || op == nil {
+			return p, fmt.Errorf("op %d: not an object", i)
 		}
 		var name string
 		if err := json.Unmarshal(op["op"], &name); err != nil {
-			return nil, fmt.Errorf("op %d: missing or malformed op", i)
+			return p, fmt.Errorf("op %d: missing or malformed op", i)
 		}
 		path, err := opPointer(op, "path")
 		if err != nil {
-			return nil, fmt.Errorf("op %d: %w", i, err)
+			return p, fmt.Errorf("op %d: %w", i, err)
 		}
 		switch name {
 		case "test":
-		case "add", "remove", "replace":
-			out = append(out, path)
+			p.reads = true
+		case "add", "replace":
+			p.changed = append(p.changed, path)
+			if v, ok := op["value"]; ok {
+				p.written = append(p.written, Write{Pointer: path, Value: v})
+			}
+		case "remove":
+			p.changed = append(p.changed, path)
 		case "move", "copy":
 			from, err := opPointer(op, "from")
 			if err != nil {
-				return nil, fmt.Errorf("op %d: %w", i, err)
+				return p, fmt.Errorf("op %d: %w", i, err)
 			}
-			out = append(out, path)
+			p.changed = append(p.changed, path)
 			if name == "move" {
-				out = append(out, from)
+				p.changed = append(p.changed, from)
+			} else {
+				p.reads = true
 			}
 		default:
-			return nil, fmt.Errorf("op %d: unknown op %q", i, name)
+			return p, fmt.Errorf("op %d: unknown op %q", i, name)
 		}
 	}
-	return out, nil
+	return p, nil
+}
+
+// patchPointers returns the pointers a patch changes (parsePatch).
+func patchPointers(body []byte) ([]string, error) {
+	p, err := parsePatch(body)
+	return p.changed, err
 }
 
 func opPointer(op map[string]json.RawMessage, field string) (string, error) {
@@ -161,22 +195,23 @@ func collectFields(t reflect.Type, names map[string]bool) {
 }
 
 // putPointers compares a PUT body with the stored object and returns the
-// pointers of the changed leaves, sorted. Objects recurse; arrays and
-// scalars are leaves; a member present on one side only is changed.
+// pointers of the changed leaves, sorted, with the body's values at those
+// of them it spells exactly. Objects recurse; arrays and scalars are
+// leaves; a member present on one side only is changed.
 //
 // The top level follows how the object service reads a PUT body: it decodes
 // it into the model struct, so an absent field equals its zero value, fields
 // the model lacks are dropped, a field name differing only in case sets that
 // field (required as a whole, since which spelling wins depends on document
 // order), and an empty key field keeps the stored key.
-func putPointers(scope, key string, cur, body []byte) ([]string, error) {
+func putPointers(scope, key string, cur, body []byte) ([]string, []Write, error) {
 	b, ok := decodeObject(body)
 	if !ok {
-		return nil, backend.NewError(backend.EBADREQUEST, "PUT", scope, key, "body must be a JSON object")
+		return nil, nil, backend.NewError(backend.EBADREQUEST, "PUT", scope, key, "body must be a JSON object")
 	}
 	c, ok := decodeObject(cur)
 	if !ok {
-		return nil, &backend.Error{Code: backend.EINTERNAL, Type: "PUT", Model: scope, Key: key,
+		return nil, nil, &backend.Error{Code: backend.EINTERNAL, Type: "PUT", Model: scope, Key: key,
 			Messages: []string{"internal error"}, Err: errors.New("stored object is not a JSON object")}
 	}
 	kind := backend.KindOf(scope)
@@ -211,7 +246,76 @@ func putPointers(scope, key string, cur, body []byte) ([]string, error) {
 		out = append(out, p)
 	}
 	sort.Strings(out)
-	return out, nil
+	var written []Write
+	for _, p := range out {
+		if spellings(b, p) != 1 {
+			// Which spelling the model keeps depends on document order.
+			continue
+		}
+		if v, ok := lookup(b, p); ok {
+			if raw, err := json.Marshal(v); err == nil {
+				written = append(written, Write{Pointer: p, Value: raw})
+			}
+		}
+	}
+	return out, written, nil
+}
+
+// spellings counts the body's top-level members naming the field of p in
+// any case.
+func spellings(b map[string]any, p string) int {
+	field, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	field = unescapePointer(field)
+	n := 0
+	for k := range b {
+		if strings.EqualFold(k, field) {
+			n++
+		}
+	}
+	return n
+}
+
+// lookup returns the value at pointer p of a decoded document, through
+// objects only.
+func lookup(doc map[string]any, p string) (any, bool) {
+	var cur any = doc
+	for _, tok := range strings.Split(p, "/")[1:] {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[unescapePointer(tok)]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+var pointerUnescaper = strings.NewReplacer("~1", "/", "~0", "~")
+
+func unescapePointer(tok string) string {
+	if strings.IndexByte(tok, '~') < 0 {
+		return tok
+	}
+	return pointerUnescaper.Replace(tok)
+}
+
+// topLevel reduces pointers to their top-level fields ("/Params/a" to
+// "/Params"), deduplicated and sorted.
+func topLevel(ptrs []string) []string {
+	set := map[string]bool{}
+	for _, p := range ptrs {
+		if i := strings.IndexByte(p[min(1, len(p)):], '/'); i >= 0 {
+			p = p[:i+1]
+		}
+		set[p] = true
+	}
+	out := make([]string, 0, len(set))
+	for p := range set {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func decodeObject(data []byte) (map[string]any, bool) {

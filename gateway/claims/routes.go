@@ -44,6 +44,7 @@ type handler uint8
 const (
 	hFixed        handler = iota // one fixed claim
 	hList                        // P list "" (+ getSecure with decode)
+	hCreate                      // P create <key of the body>
 	hJobCreate                   // jobs create <Machine of body>
 	hSystemAction                // system action:<cmd> global
 	hObject                      // one claim on the addressed object
@@ -136,7 +137,7 @@ func buildTable() *routeTable {
 		if p == "jobs" {
 			add("POST", "/jobs", route{h: hJobCreate, scope: p, op: "create"})
 		} else {
-			add("POST", "/"+p, route{h: hFixed, scope: p, action: "create", op: "create"})
+			add("POST", "/"+p, route{h: hCreate, scope: p, op: "create"})
 		}
 		add("GET", obj, route{h: hObject, scope: p, action: "get", op: "get", secure: secure, resolve: true})
 		add("PATCH", obj, route{h: hPatch, scope: p, op: "patch", resolve: true})

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/provgate/provgate/policies"
 )
@@ -38,7 +39,8 @@ type logEvent struct {
 }
 
 // logLine is one decision-log entry (OPA's names; "erased" lists the
-// JSON pointers of input fields removed because they look secret).
+// JSON pointers of input fields removed because they look secret, and
+// "truncated" how many entries each cut list lost, by its pointer).
 type logLine struct {
 	DecisionID string            `json:"decision_id"`
 	Path       string            `json:"path"`
@@ -47,7 +49,17 @@ type logLine struct {
 	Timestamp  time.Time         `json:"timestamp"`
 	Metrics    map[string]int64  `json:"metrics,omitempty"`
 	Erased     []string          `json:"erased,omitempty"`
+	Truncated  map[string]int    `json:"truncated,omitempty"`
 }
+
+// What one decision-log line holds at most: a request can need a claim per
+// patch op, and each claim a refusal reason, so lists are cut to their first
+// maxLogList entries (the line says how many it left out, under
+// "truncated") and strings to maxLogString bytes.
+const (
+	maxLogList   = 32
+	maxLogString = 1024
+)
 
 func startDecisionLog(w io.Writer, size int, logger *slog.Logger) *decisionLog {
 	l := &decisionLog{w: w, logger: logger, ch: make(chan logEvent, size), done: make(chan struct{})}
@@ -103,13 +115,33 @@ func encodeLine(ev logEvent) ([]byte, error) {
 	var erased []string
 	input = erase(input, "/input", &erased)
 	sort.Strings(erased)
+	truncated := map[string]int{}
+	input = bound(input, "/input", truncated)
+	result := ev.result
+	if n := len(result.Reasons); n > maxLogList {
+		result.Reasons = result.Reasons[:maxLogList]
+		truncated["/result/reasons"] = n - maxLogList
+	}
+	for i, r := range result.Reasons {
+		result.Reasons[i] = boundString(r)
+	}
+	if result.Visible != nil && len(result.Visible.Keys) > maxLogList {
+		v := *result.Visible
+		truncated["/result/visible/keys"] = len(v.Keys) - maxLogList
+		v.Keys = v.Keys[:maxLogList]
+		result.Visible = &v
+	}
+	if len(truncated) == 0 {
+		truncated = nil
+	}
 	line := logLine{
 		DecisionID: newDecisionID(),
 		Path:       "provgate/authz/decision",
 		Input:      input,
-		Result:     ev.result,
+		Result:     result,
 		Timestamp:  ev.at.UTC(),
 		Erased:     erased,
+		Truncated:  truncated,
 	}
 	if ev.eval > 0 {
 		line.Metrics = map[string]int64{"timer_rego_query_eval_ns": ev.eval.Nanoseconds()}
@@ -139,6 +171,41 @@ func erase(v any, path string, erased *[]string) any {
 		}
 	}
 	return v
+}
+
+// bound cuts every list of v longer than maxLogList and every string longer
+// than maxLogString, recording in truncated how many entries each list lost.
+func bound(v any, path string, truncated map[string]int) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, val := range x {
+			x[k] = bound(val, path+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"), truncated)
+		}
+	case []any:
+		if len(x) > maxLogList {
+			truncated[path] = len(x) - maxLogList
+			x = x[:maxLogList]
+		}
+		for i, val := range x {
+			x[i] = bound(val, fmt.Sprintf("%s/%d", path, i), truncated)
+		}
+		return x
+	case string:
+		return boundString(x)
+	}
+	return v
+}
+
+// boundString cuts s to maxLogString bytes (on a rune boundary), saying so.
+func boundString(s string) string {
+	if len(s) <= maxLogString {
+		return s
+	}
+	cut := maxLogString
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s...(%d more bytes)", s[:cut], len(s)-cut)
 }
 
 func secretName(k string) bool {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -455,6 +456,61 @@ func TestDecisionLogErasesSecretLookingFields(t *testing.T) {
 	}
 	if !strings.Contains(s, `"erased":["/input/principal/Password","/input/principal/x/0/api_token","/input/secret"]`) {
 		t.Errorf("erased list: %s", s)
+	}
+}
+
+// A decision with many claims (a large patch) logs a bounded line: lists
+// keep their first entries and the line says how many it left out; long
+// strings are cut.
+func TestDecisionLogBoundsLongLists(t *testing.T) {
+	var buf syncBuffer
+	e := newTestEngine(t, Options{DecisionLog: &buf})
+	const n = 1000
+	in := request(user("olga", "operator"))
+	for i := 0; i < n; i++ {
+		in.Required = append(in.Required, claim("machines", fmt.Sprintf("update:/Params/p%d", i), "m1"))
+	}
+	in.Path = "/api/v3/machines/" + strings.Repeat("x", 5000)
+	d, err := e.Decide(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Allow || len(d.Reasons) != n {
+		t.Fatalf("decision %v with %d reasons, want a refusal naming all %d claims", d.Allow, len(d.Reasons), n)
+	}
+	_ = e.Close()
+	line := strings.TrimSpace(buf.b.String())
+	if strings.Count(line, "\n") > 0 || len(line) > 16<<10 {
+		t.Fatalf("one decision logged as %d bytes", len(line))
+	}
+	var entry struct {
+		Input struct {
+			Required []backend.Claim `json:"required"`
+			Path     string          `json:"path"`
+		} `json:"input"`
+		Result    policies.Decision `json:"result"`
+		Truncated map[string]int    `json:"truncated"`
+	}
+	if err := json.Unmarshal([]byte(line), &entry); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(entry.Input.Required); got != maxLogList || entry.Truncated["/input/required"] != n-maxLogList {
+		t.Errorf("logged %d claims, truncated %v; want %d and %d left out", got, entry.Truncated, maxLogList, n-maxLogList)
+	}
+	if entry.Input.Required[0] != in.Required[0] || entry.Input.Required[maxLogList-1] != in.Required[maxLogList-1] {
+		t.Errorf("kept claims %v are not the first ones", entry.Input.Required[:2])
+	}
+	if got := len(entry.Result.Reasons); got != maxLogList || entry.Truncated["/result/reasons"] != n-maxLogList {
+		t.Errorf("logged %d reasons, truncated %v", got, entry.Truncated)
+	}
+	if !strings.HasPrefix(entry.Input.Path, "/api/v3/machines/xxx") || !strings.HasSuffix(entry.Input.Path, "more bytes)") ||
+		len(entry.Input.Path) > maxLogString+32 {
+		t.Errorf("long path logged as %d bytes: %.80s...", len(entry.Input.Path), entry.Input.Path)
+	}
+	// A small decision is logged whole, with no truncated member.
+	small, err := encodeLine(logEvent{input: []byte(`{"required":[{"scope":"a"}]}`), at: time.Now()})
+	if err != nil || strings.Contains(string(small), "truncated") {
+		t.Errorf("small line %s, %v", small, err)
 	}
 }
 
