@@ -229,7 +229,11 @@ func (s *Server) reauthorize(c *fiber.Ctx) error {
 // tenant hides is not found, and a job cannot be created for it. A job's
 // claims name its machine as their specific (reference §4.3).
 func (s *Server) jobMachineHidden(c *fiber.Ctx, p *Principal, res claims.Result) error {
-	if res.Scope != "jobs" || res.List || p.Kind != "user" {
+	if res.Scope != "jobs" || res.List {
+		return nil
+	}
+	operations := p.Kind == "machine" && p.MachineToken == "operations"
+	if p.Kind != "user" && !operations {
 		return nil
 	}
 	machine := res.Specific
@@ -239,9 +243,17 @@ func (s *Server) jobMachineHidden(c *fiber.Ctx, p *Principal, res claims.Result)
 	if machine == "" || machine == "*" {
 		return nil
 	}
-	vis, err := s.machineVisibility(c)
-	if err != nil || vis == nil || slices.Contains(vis, machine) {
-		return err
+	if operations {
+		// A machine's operations token sees only its own machine's jobs
+		// (docs/design.md §6.1), as the policy sees only its machine.
+		if machine == p.Name {
+			return nil
+		}
+	} else {
+		vis, err := s.machineVisibility(c)
+		if err != nil || vis == nil || slices.Contains(vis, machine) {
+			return err
+		}
 	}
 	if res.Key == "" {
 		// Job creation: the same answer as for a machine that does not exist.

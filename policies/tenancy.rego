@@ -52,6 +52,16 @@ hidden if {
 	not searched_member(name)
 }
 
+# A machine's operations token sees one machine, its own: any other is not
+# found, as a machine its tenant hides would be, so that neither the answer
+# nor its message tells another machine's UUID from a missing one
+# (docs/design.md §6.1).
+hidden if {
+	operations_machine
+	input.object.scope == "machines"
+	input.object.key != input.principal.name
+}
+
 # searched_member(name): data without member_set lists the object in the
 # tenant's Members.
 searched_member(name) if {

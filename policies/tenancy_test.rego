@@ -100,6 +100,17 @@ test_machine_tenant_list_keys_restricted if {
 
 test_machine_in_no_tenant_unrestricted_allowed if on(fixtures.machine("mt9", "operations"), "stages", "s3", [c("stages", "get", "s3")]).allow
 
+# An operations token sees its own machine only: another is not found,
+# whatever the token's claims, and the answer names the key as asked.
+test_machine_operations_other_machine_not_found if {
+	on(mt9op, "machines", "mt9", [c("machines", "get", "mt9")]).allow
+	d := on(mt9op, "machines", "m2", [c("machines", "get", "m2")])
+	d == {"allow": false, "not_found": true, "reasons": ["machines m2: Not Found"]}
+	on(mt9op, "machines", "m2", [c("machines", "update:/Description", "m2")]).not_found
+}
+
+mt9op := fixtures.machine("mt9", "operations")
+
 # Discovery tokens name no machine and belong to no tenant, even if a
 # tenant happened to list their name.
 test_machine_discovery_no_tenant_allowed if {

@@ -259,6 +259,39 @@ func penMachineToken(t *testing.T, s *tserver) {
 		}
 	})
 
+	t.Run("another machine is missing to the token, by UUID and by Name", func(t *testing.T) {
+		s := s.accOn(t)
+		other := s.accMachine("pen-other", map[string]any{"Workflow": "pen-wf"})
+		otherJob := penJob(t, s, other, adm)
+		for _, tk := range []string{bearer(op), bearer(inf)} {
+			for _, c := range []struct{ method, path string }{
+				{"GET", "/machines/" + other},
+				{"GET", "/machines/Name:pen-other"},
+				{"GET", "/machines/Name:pen-nowhere"},
+				{"GET", "/machines/" + other + "/params"},
+				{"GET", "/machines/Name:pen-other/params?aggregate=true"},
+				{"PATCH", "/machines/Name:pen-other"},
+				{"DELETE", "/machines/Name:pen-other"},
+				{"GET", "/machines/Name:pen-other/token"},
+				{"GET", "/jobs/" + otherJob},
+				{"GET", "/jobs/" + otherJob + "/log"},
+				{"PATCH", "/jobs/" + otherJob},
+			} {
+				var body any
+				if c.method == "PATCH" {
+					body = accPatch("replace", "/Description", "x")
+				}
+				r := s.Do(c.method, c.path, body, tk)
+				if r.Status != 404 {
+					t.Errorf("%s %s with the machine token of %s: got %s, want 404", c.method, c.path, own, r)
+				}
+				if !strings.Contains(c.path, other) && strings.Contains(string(r.Body), other) {
+					t.Errorf("%s %s: the reply names the other machine's UUID: %s", c.method, c.path, r)
+				}
+			}
+		}
+	})
+
 	t.Run("a tenant's machine token sees no more than its tenant", func(t *testing.T) {
 		s := s.accOn(t)
 		s.Must(201, "POST", "/stages", map[string]any{"Name": "pen-hidden-stage"}, adm)
