@@ -28,6 +28,9 @@ const (
 
 var ops = map[string]string{}
 
+// queryLabel names the numeric query parameters in error messages.
+var queryLabel = map[string]string{"offset": "Offset", "limit": "Limit"}
+
 func init() {
 	for _, o := range []string{OpEq, OpNe, OpLt, OpLte, OpGt, OpGte, OpIn, OpNin, OpRe, OpBetween, OpExcept} {
 		ops[strings.ToLower(o)] = o
@@ -105,10 +108,10 @@ func ParseQuery(kind *Kind, v url.Values, isParam func(string) bool) (Query, err
 		case "offset", "limit":
 			n, err := strconv.Atoi(val)
 			if err != nil {
-				return q, bad("%s must be an integer: %q", strings.Title(k), val) //nolint:staticcheck
+				return q, bad("%s must be an integer: %q", queryLabel[k], val)
 			}
 			if n < 0 {
-				return q, bad("%s cannot be negative", strings.Title(k)) //nolint:staticcheck
+				return q, bad("%s cannot be negative", queryLabel[k])
 			}
 			if k == "offset" {
 				q.Offset = n

@@ -99,7 +99,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 			"method", c.Method(), "path", c.Path(), "error", err.Error())
 		out.Messages = []string{"internal error (request " + requestID(c) + ")"}
 	}
-	if out.Messages == nil || len(out.Messages) == 0 {
+	if len(out.Messages) == 0 {
 		out.Messages = []string{strings.ToLower(http.StatusText(out.Code))}
 	}
 	if out.Code == http.StatusUnauthorized {

@@ -468,7 +468,10 @@ func (s *Server) handlePatchMeta(c *fiber.Ctx) error {
 			}
 		}
 	}
-	body, _ := json.Marshal(ops)
+	body, err := json.Marshal(ops)
+	if err != nil {
+		return backend.NewError(backend.EBADREQUEST, "PATCH", k.Prefix, routeKey(c), "patch cannot be encoded: "+err.Error())
+	}
 	m, err := s.Objects.Patch(userContext(c), k.Prefix, routeKey(c), body, false)
 	if err != nil {
 		return err

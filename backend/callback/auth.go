@@ -185,7 +185,7 @@ func (s *Service) fetchToken(ctx context.Context, st *pluginState, name string, 
 			}
 			return result{}, backoff.Permanent(perr)
 		}
-		return result{tokenRes.token, tokenRes.ttl}, nil
+		return result(tokenRes), nil
 	}
 	r, err := backoff.Retry(ctx, op,
 		backoff.WithBackOff(backoff.NewConstantBackOff(time.Duration(a.Delay)*time.Second)),

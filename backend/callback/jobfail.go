@@ -51,8 +51,11 @@ func (s *Service) enqueueJobFail(ctx context.Context, job *backend.Job) error {
 	if err != nil {
 		return fmt.Errorf("jobfail: listing plugins: %w", err)
 	}
-	payload, _ := json.Marshal(JobFailPayload{Job: job.Uuid, Machine: job.Machine, Task: job.Task,
+	payload, err := json.Marshal(JobFailPayload{Job: job.Uuid, Machine: job.Machine, Task: job.Task,
 		Stage: job.Stage, State: job.State, ExitState: job.ExitState})
+	if err != nil {
+		return fmt.Errorf("jobfail: encoding the payload of job %s: %w", job.Uuid, err)
+	}
 	now := s.opts.Now()
 	var errs []error
 	for _, p := range plugins {

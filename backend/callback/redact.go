@@ -80,12 +80,19 @@ func (r *redactor) addClass(c secretClass, s ...string) {
 // HTML escaping (encoding/json escapes <, > and & by default).
 func jsonForms(v string) []string {
 	out := []string{v}
-	b, _ := json.Marshal(v)
+	var forms []string
+	// Encoding a string cannot fail; a form that did would only be left
+	// out, and the plain value is always masked.
+	if b, err := json.Marshal(v); err == nil {
+		forms = append(forms, string(b))
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	for _, f := range []string{string(b), strings.TrimSuffix(buf.String(), "\n")} {
+	if err := enc.Encode(v); err == nil {
+		forms = append(forms, strings.TrimSuffix(buf.String(), "\n"))
+	}
+	for _, f := range forms {
 		if f = strings.TrimSuffix(strings.TrimPrefix(f, `"`), `"`); !slices.Contains(out, f) {
 			out = append(out, f)
 		}
@@ -187,8 +194,12 @@ func secretStrings(v any) []string {
 	case string:
 		return []string{x}
 	case map[string]any, []any:
-		b, _ := json.Marshal(x)
-		out := []string{string(b)}
+		var out []string
+		// x was decoded from JSON, so it encodes; every string inside it
+		// is listed below in any case.
+		if b, err := json.Marshal(x); err == nil {
+			out = append(out, string(b))
+		}
 		var walk func(v any)
 		walk = func(v any) {
 			switch y := v.(type) {

@@ -482,10 +482,7 @@ func (s *Service) response(r *request, out *outcome, hide *redactor) (json.RawMe
 		}
 		return masked, nil
 	case r.cb.StringResponse:
-		b, _ := json.Marshal(hide.String(string(out.body)))
-		return b, nil
+		return json.Marshal(hide.String(string(out.body)))
 	}
-	body := []byte(hide.String(string(out.body)))
-	b, _ := json.Marshal(body)
-	return b, nil
+	return json.Marshal([]byte(hide.String(string(out.body))))
 }

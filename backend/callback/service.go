@@ -142,17 +142,21 @@ func (s *Service) Validate(params map[string]any) []string {
 }
 
 func (s *Service) state(p *backend.Plugin) *pluginState {
-	b, _ := json.Marshal([]any{p.Params[ParamCallbacks], p.Params[ParamAuths], p.Params[ParamDataOverride] != nil, s.opts.ExecDir})
+	b, err := json.Marshal([]any{p.Params[ParamCallbacks], p.Params[ParamAuths], p.Params[ParamDataOverride] != nil, s.opts.ExecDir})
 	h := sha256.Sum256(b)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st, ok := s.states[p.Name]; ok && st.hash == h {
+	if st, ok := s.states[p.Name]; ok && st.hash == h && err == nil {
 		return st
 	}
 	cfg, errs := Parse(p.Params, ValidateOptions{ExecDir: s.opts.ExecDir})
 	st := &pluginState{name: p.Name, hash: h, cfg: cfg, errs: errs, tokens: newTokenCache()}
 	st.redact = configSecrets(cfg)
-	s.states[p.Name] = st
+	if err == nil {
+		// Params that do not encode (they never do, coming from JSON) have
+		// no hash to find them by: their state is built at every use.
+		s.states[p.Name] = st
+	}
 	return st
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -419,41 +420,42 @@ func number(n json.Number) any {
 
 func (b *builder) paramFilter(f backend.Filter) (frag, error) {
 	vals := make([]any, len(f.Values))
+	canon := make([]string, len(f.Values))
 	numeric := true
 	for i, s := range f.Values {
 		vals[i] = jsonValue(s)
 		if _, ok := vals[i].(json.Number); !ok {
 			numeric = false
 		}
+		c, err := json.Marshal(vals[i])
+		if err != nil {
+			return frag{}, notAcceptable(b.kind.Prefix, "filter value %q of %s cannot be encoded: %v", s, f.Name, err)
+		}
+		canon[i] = string(c)
 	}
 	if b.s.pg() {
-		return b.paramFilterPG(f, vals, numeric)
+		return b.paramFilterPG(f, vals, canon, numeric)
 	}
-	return b.paramFilterSQLite(f, vals, numeric)
-}
-
-func canonicalJSON(v any) string {
-	out, _ := json.Marshal(v)
-	return string(out)
+	return b.paramFilterSQLite(f, vals, canon, numeric)
 }
 
 // textForm is a filter value as text for range comparisons: strings as
-// themselves, anything else as its JSON text.
-func textForm(v any) string {
+// themselves, anything else as its canonical JSON text.
+func textForm(v any, canon string) string {
 	if s, ok := v.(string); ok {
 		return s
 	}
-	return canonicalJSON(v)
+	return canon
 }
 
-func (b *builder) paramFilterPG(f backend.Filter, vals []any, numeric bool) (frag, error) {
+func (b *builder) paramFilterPG(f backend.Filter, vals []any, canon []string, numeric bool) (frag, error) {
 	name := f.Name
 	pj := cat(`(data->'Params'->CAST(`, arg{name}, ` AS text))`)
 	ptext := cat(`(data->'Params'->>CAST(`, arg{name}, ` AS text))`)
 	eqs := func() []frag {
 		out := make([]frag, len(vals))
-		for i, v := range vals {
-			out[i] = cat("CAST(", arg{canonicalJSON(v)}, " AS jsonb)")
+		for i := range vals {
+			out[i] = cat("CAST(", arg{canon[i]}, " AS jsonb)")
 		}
 		return out
 	}
@@ -479,7 +481,7 @@ func (b *builder) paramFilterPG(f backend.Filter, vals []any, numeric bool) (fra
 	} else {
 		e = cat("(", ptext, ` COLLATE "C")`)
 		for i, v := range vals {
-			typed[i] = textForm(v)
+			typed[i] = textForm(v, canon[i])
 		}
 	}
 	return scalar(f.Op, e, typed), nil
@@ -488,12 +490,12 @@ func (b *builder) paramFilterPG(f backend.Filter, vals []any, numeric bool) (fra
 // paramFilterSQLite reads the param through json_each, which exposes each
 // value's JSON type; the key is bound, so names with '/' or '.' need no
 // JSON-path quoting.
-func (b *builder) paramFilterSQLite(f backend.Filter, vals []any, numeric bool) (frag, error) {
+func (b *builder) paramFilterSQLite(f backend.Filter, vals []any, canon []string, numeric bool) (frag, error) {
 	exists := func(cond frag) frag {
 		return cat(`EXISTS (SELECT 1 FROM json_each(data, '$.Params') AS p WHERE p.key = `, arg{f.Name}, ` AND (`, cond, `))`)
 	}
-	eq := func(v any) frag {
-		switch v := v.(type) {
+	eq := func(i int) frag {
+		switch v := vals[i].(type) {
 		case string:
 			return cat(`p.type = 'text' AND p.value = `, arg{v})
 		case json.Number:
@@ -506,12 +508,12 @@ func (b *builder) paramFilterSQLite(f backend.Filter, vals []any, numeric bool) 
 		case nil:
 			return raw(`p.type = 'null'`)
 		}
-		return cat(`p.type IN ('object', 'array') AND json(p.value) = json(`, arg{canonicalJSON(v)}, `)`)
+		return cat(`p.type IN ('object', 'array') AND json(p.value) = json(`, arg{canon[i]}, `)`)
 	}
 	anyEq := func() frag {
 		out := make([]frag, len(vals))
-		for i, v := range vals {
-			out[i] = cat("(", eq(v), ")")
+		for i := range vals {
+			out[i] = cat("(", eq(i), ")")
 		}
 		return join(out, " OR ")
 	}
@@ -536,7 +538,7 @@ func (b *builder) paramFilterSQLite(f backend.Filter, vals []any, numeric bool) 
 		e = ptext
 		guard = raw(`p.type <> 'null'`)
 		for i, v := range vals {
-			typed[i] = textForm(v)
+			typed[i] = textForm(v, canon[i])
 		}
 	}
 	switch f.Op {
@@ -548,18 +550,21 @@ func (b *builder) paramFilterSQLite(f backend.Filter, vals []any, numeric bool) 
 
 // visible restricts rows to keys; the keys travel as one bound JSON array so
 // that any number of them fits in one parameter.
-func (b *builder) visible(keys []string) frag {
+func (b *builder) visible(keys []string) (frag, error) {
 	if keys == nil {
-		return frag{}
+		return frag{}, nil
 	}
 	if len(keys) == 0 {
-		return raw("1 = 0")
+		return raw("1 = 0"), nil
 	}
-	js, _ := json.Marshal(keys)
+	js, err := json.Marshal(keys)
+	if err != nil {
+		return frag{}, fmt.Errorf("encoding visible keys: %w", err)
+	}
 	if b.s.pg() {
-		return cat(`"key" IN (SELECT jsonb_array_elements_text(CAST(`, arg{string(js)}, ` AS jsonb)))`)
+		return cat(`"key" IN (SELECT jsonb_array_elements_text(CAST(`, arg{string(js)}, ` AS jsonb)))`), nil
 	}
-	return cat(`"key" IN (SELECT value FROM json_each(`, arg{string(js)}, `))`)
+	return cat(`"key" IN (SELECT value FROM json_each(`, arg{string(js)}, `))`), nil
 }
 
 // where builds the filter conditions (without Visible) of q.
@@ -652,7 +657,10 @@ func (s *Store) List(ctx context.Context, prefix string, q backend.Query) (recs 
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	vis := b.visible(q.Visible)
+	vis, err := b.visible(q.Visible)
+	if err != nil {
+		return nil, 0, 0, err
+	}
 	order, err := b.orderBy(q)
 	if err != nil {
 		return nil, 0, 0, err
@@ -723,7 +731,11 @@ func (s *Store) ClaimForUpdate(ctx context.Context, prefix string, q backend.Que
 	if err != nil {
 		return nil, err
 	}
-	w := whereClause(and(b.visible(q.Visible), filters))
+	vis, err := b.visible(q.Visible)
+	if err != nil {
+		return nil, err
+	}
+	w := whereClause(and(vis, filters))
 	// The random choice sorts keys only, not whole documents: the candidate
 	// set can be thousands of rows, and carrying each JSON document through
 	// the sort made the claim CPU-bound in the database. The inner select

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -837,13 +836,10 @@ func (a actions) Attempts(ctx context.Context, plugin, machine string, limit int
 // jobs implements job routes beyond CRUD, including rendering a job's task
 // templates with machine tokens (reference §8.3).
 type jobs struct {
-	o      *objects.Service
-	authn  *auth.Authenticator
-	prefs  prefs
-	info   func() render.Info
-	logger interface {
-		Warn(msg string, args ...any)
-	}
+	o     *objects.Service
+	authn *auth.Authenticator
+	prefs prefs
+	info  func() render.Info
 }
 
 func (j jobs) CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error) {
@@ -946,5 +942,3 @@ func (e events) PostEvent(ctx context.Context, ev backend.Event) error {
 	e.bus.PublishPosted(ctx, ev)
 	return nil
 }
-
-var errNoUsers = errors.New("no users")

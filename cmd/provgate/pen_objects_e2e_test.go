@@ -429,9 +429,10 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 	t.Run("jobfail_goes_only_to_the_own_machine", func(t *testing.T) {
 		s.Must(200, "PATCH", job, accPatch("replace", "/State", "running"), p.user)
 		s.Must(200, "PATCH", job, accPatch("replace", "/State", "failed"), p.user)
-		hits := rc.waitFor(t, "/jobfail", 1, 15*time.Second)
+		rc.waitFor(t, "/jobfail", 1, 15*time.Second)
 		time.Sleep(1500 * time.Millisecond)
-		if hits = rc.on("/jobfail"); len(hits) != 1 {
+		hits := rc.on("/jobfail")
+		if len(hits) != 1 {
 			t.Fatalf("jobfail sent %d times, want 1", len(hits))
 		}
 		var m struct{ Uuid string }

@@ -97,9 +97,10 @@ func penPostedEvents(t *testing.T, s *tserver) {
 	// the plugin and the worker do work.
 	failing := jobMachine(t, s, "pen6-real")
 	failJob(t, s, failing)
-	hits := rc.waitFor(t, "/jobfail", 1, 10*time.Second)
+	rc.waitFor(t, "/jobfail", 1, 10*time.Second)
 	time.Sleep(1500 * time.Millisecond)
-	if hits = rc.on("/jobfail"); len(hits) != 1 || !strings.Contains(string(hits[0].Body), failing) {
+	hits := rc.on("/jobfail")
+	if len(hits) != 1 || !strings.Contains(string(hits[0].Body), failing) {
 		t.Fatalf("after one real failure: %d jobfail requests", len(hits))
 	}
 	for _, h := range hits {

@@ -145,14 +145,6 @@ func drpcliBody(count, minimum int, wait, workflow string, extra map[string]any)
 	return b
 }
 
-func statuses(pr []poolResult) []string {
-	out := make([]string, len(pr))
-	for i, r := range pr {
-		out[i] = r.Status
-	}
-	return out
-}
-
 func wantAll(t testing.TB, what string, pr []poolResult, n int, status string, allocated bool) {
 	t.Helper()
 	if len(pr) != n {

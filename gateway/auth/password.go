@@ -137,15 +137,15 @@ func parseHash(hash []byte) (sp scryptParams, salt, dk []byte, err error) {
 	sp.n, sp.r, sp.p = nums[0], nums[1], nums[2]
 	switch {
 	case sp.n < minN || sp.n > maxN || sp.n&(sp.n-1) != 0:
-		return sp, nil, nil, fmt.Errorf("N must be a power of two from %d to %d", minN, maxN)
+		return sp, nil, nil, fmt.Errorf("scrypt N must be a power of two from %d to %d", minN, maxN)
 	case sp.r < 1 || sp.r > maxR:
 		return sp, nil, nil, fmt.Errorf("r must be from 1 to %d", maxR)
 	case sp.p < 1 || sp.p > maxP:
 		return sp, nil, nil, fmt.Errorf("p must be from 1 to %d", maxP)
 	case 128*sp.n*sp.r > maxMemory:
-		return sp, nil, nil, fmt.Errorf("N and r need more than %d MiB", maxMemory>>20)
+		return sp, nil, nil, fmt.Errorf("scrypt N and r need more than %d MiB", maxMemory>>20)
 	case sp.n*sp.r*sp.p > maxWork:
-		return sp, nil, nil, fmt.Errorf("N, r and p cost too much")
+		return sp, nil, nil, fmt.Errorf("scrypt N, r and p cost too much")
 	}
 	if salt, err = hex.DecodeString(parts[3]); err != nil {
 		return sp, nil, nil, fmt.Errorf("bad salt hex")
