@@ -4,12 +4,14 @@ GO       ?= go
 GOBIN    := $(shell $(GO) env GOPATH)/bin
 OPA_VERSION := 1.22.2
 OPA      ?= $(GOBIN)/opa
+STATICCHECK_VERSION := 0.8.2
+STATICCHECK ?= $(GOBIN)/staticcheck
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 30s
 ARGS     ?=
 
-.PHONY: run build test tools lint bench fuzz clean
+.PHONY: run build test tools lint-tools lint bench fuzz clean
 
 ## run: start the server on https://127.0.0.1:8092 with data in ./provgate-data
 run:
@@ -26,16 +28,24 @@ tools:
 		$(GO) install github.com/open-policy-agent/opa@v$(OPA_VERSION); \
 	fi
 
+## lint-tools: install the pinned staticcheck into $(GOBIN) through the Go toolchain
+lint-tools:
+	@if ! "$(STATICCHECK)" -version 2>/dev/null | grep -q '($(STATICCHECK_VERSION))'; then \
+		echo "installing staticcheck v$(STATICCHECK_VERSION) into $(GOBIN)"; \
+		$(GO) install honnef.co/go/tools/cmd/staticcheck@v$(STATICCHECK_VERSION); \
+	fi
+
 ## test: Go tests with the race detector, then the Rego test suites
 test: tools
 	$(GO) test -race -count=1 -timeout 40m ./...
 	"$(OPA)" test policies/
 
-## lint: formatting and static checks for Go and Rego
-lint: tools
+## lint: formatting and static checks for Go (gofmt, vet, staticcheck) and Rego
+lint: tools lint-tools
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; \
 		if [ -n "$$out" ]; then echo "gofmt -l reports unformatted files:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	"$(STATICCHECK)" ./...
 	@out="$$("$(OPA)" fmt --list policies)"; \
 		if [ -n "$$out" ]; then echo "opa fmt --list reports unformatted files:"; echo "$$out"; exit 1; fi
 	"$(OPA)" check --strict policies
