@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Envelope is the set of fields every DRP object carries (reference §3.1).
+// Envelope is the set of fields every DRP object carries (docs/design.md §4.1).
 // Validated, Available and Errors are computed by the server; clients' values
 // are advisory and overwritten.
 type Envelope struct {
@@ -48,7 +48,7 @@ type Model interface {
 	Fill() // nil lists and maps to empty ones
 }
 
-// Claim is one grant: Scope, Action, Specific (reference §4.5; JSON keys are
+// Claim is one grant: Scope, Action, Specific (docs/design.md §5.1; JSON keys are
 // lower-case on the wire).
 type Claim struct {
 	Scope    string `json:"scope"`
@@ -190,7 +190,7 @@ func (m *Machine) Sanitize() { m.Secret = "" }
 // DefaultPool is the root pool every machine starts in.
 const DefaultPool = "default"
 
-// PoolStatus values (reference §5.3).
+// PoolStatus values (docs/design.md §11.5).
 const (
 	PoolJoining     = "Joining"
 	PoolHoldJoin    = "HoldJoin"
@@ -364,7 +364,7 @@ func (t *Task) Fill() {
 	t.Prerequisites = nonNilStrings(t.Prerequisites)
 }
 
-// Job states and exit states (reference §8.1).
+// Job states and exit states (docs/design.md §10.3).
 const (
 	JobCreated    = "created"
 	JobRunning    = "running"
@@ -410,7 +410,7 @@ type PoolTransitionActions struct {
 	RemoveParameters []string       `json:"RemoveParameters,omitempty"`
 }
 
-// PoolAutoFill is stored and returned, never acted on (reference §5.1).
+// PoolAutoFill is stored and returned, never acted on (docs/design.md §11).
 type PoolAutoFill struct {
 	UseAutoFill      bool           `json:"UseAutoFill"`
 	MinFree          int            `json:"MinFree"`

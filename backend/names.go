@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Name rules of DRP's client models (reference §3.3). Each needs at least two
+// Name rules of DRP's client models (docs/design.md §4.2). Each needs at least two
 // characters.
 var (
 	nameRe    = regexp.MustCompile(`^\pL+([- _.]+|\pN+|\pL+)+$`)

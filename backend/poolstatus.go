@@ -1,6 +1,6 @@
 package backend
 
-// Pool status moves driven by a machine's workflow (reference §5.3). The
+// Pool status moves driven by a machine's workflow (docs/design.md §11.5). The
 // objects service calls these when a machine's workflow completes or one of
 // its jobs fails; pool operations (backend/pools) set the transitional
 // statuses: Joining (add, remove), Building (allocate), Destroying

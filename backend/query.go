@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Filter operators of DRP list queries (reference §3.4).
+// Filter operators of DRP list queries (docs/design.md §3.5).
 const (
 	OpEq      = "Eq"
 	OpNe      = "Ne"

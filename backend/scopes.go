@@ -2,7 +2,7 @@ package backend
 
 import "sort"
 
-// Scopes is every claim scope and the actions valid in it (reference §4.5,
+// Scopes is every claim scope and the actions valid in it (docs/design.md §5.1,
 // DRP's allScopes). A claim's "*" action means exactly these actions.
 var Scopes = map[string][]string{}
 

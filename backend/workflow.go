@@ -1,7 +1,7 @@
 package backend
 
 // BuildTaskList expands a workflow into a machine's task list the way DRP
-// does (reference §8.2): each stage becomes "stage:<name>", then
+// does (docs/design.md §10.1): each stage becomes "stage:<name>", then
 // "bootenv:<bootenv>" when the stage has one, then the stage's tasks.
 // stage returns nil for a stage that does not exist (it is skipped).
 func BuildTaskList(wf *Workflow, stage func(name string) *Stage) []string {

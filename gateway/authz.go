@@ -50,7 +50,7 @@ func accessOf(c *fiber.Ctx) *access {
 }
 
 // guard authenticates the request, derives the claims it needs and asks the
-// policies (design §1 steps 1-3). Everything under /api/v3 passes here.
+// policies (docs/design.md §2.1 steps 1-3). Everything under /api/v3 passes here.
 //
 // Fiber's strings (method, path, headers) live in buffers the next request
 // on the connection reuses: what the guard keeps for the handler is copied.
@@ -83,7 +83,7 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	ctx = backend.WithAccess(ctx, &requestAccess{s: s, p: p})
 	if p.Kind == "user" && s.TenantOf != nil {
 		if t := s.TenantOf(p.Name); t != "" {
-			// Objects a tenant user creates join its tenant (reference §4.6).
+			// Objects a tenant user creates join its tenant (docs/design.md §6).
 			ctx = objects.WithTenant(ctx, t)
 		}
 	}
@@ -105,7 +105,7 @@ func (s *Server) guard(c *fiber.Ctx) error {
 		}
 		// The resolver reads the object to authorize it (PUT diffs, index
 		// keys); a missing object is still this request's 404, whose Type
-		// DRP sets to the method (reference §2.2: "PUT: users/jill").
+		// DRP sets to the method (docs/design.md §3.2: "PUT: users/jill").
 		var be *backend.Error
 		if errors.As(err, &be) && be.Code == backend.ENOTFOUND && be.Type == fiber.MethodGet {
 			be.Type = method
@@ -225,9 +225,9 @@ func (s *Server) reauthorize(c *fiber.Ctx) error {
 }
 
 // jobMachineHidden applies the tenant's machine visibility to a job request:
-// jobs follow their machine (reference §4.6), so the job of a machine the
+// jobs follow their machine (docs/design.md §6), so the job of a machine the
 // tenant hides is not found, and a job cannot be created for it. A job's
-// claims name its machine as their specific (reference §4.3).
+// claims name its machine as their specific (docs/design.md §5.5).
 func (s *Server) jobMachineHidden(c *fiber.Ctx, p *Principal, res claims.Result) error {
 	if res.Scope != "jobs" || res.List {
 		return nil
@@ -283,7 +283,7 @@ func tarpit(ctx context.Context, d time.Duration) {
 
 // requestAccess is the backend.Access of one request: the caller's
 // visibility and claims, decided by the same policies as the request itself
-// (design §1). Visibility is decided once per scope per request.
+// (docs/design.md §6.2). Visibility is decided once per scope per request.
 type requestAccess struct {
 	s  *Server
 	p  *Principal

@@ -40,12 +40,12 @@ func (p *Principal) policyPrincipal() policies.Principal {
 		Restrict: p.Restrict, MachineToken: p.MachineToken}
 }
 
-// Authenticator checks credentials (design D7).
+// Authenticator checks credentials (docs/design.md §8).
 type Authenticator interface {
 	Authenticate(ctx context.Context, header, clientIP string) (*Principal, error)
 }
 
-// Decider evaluates the policies (design D8). It fails closed: an error is
+// Decider evaluates the policies (docs/design.md §9). It fails closed: an error is
 // a refusal with status 500.
 type Decider interface {
 	Decide(ctx context.Context, in policies.Input) (policies.Decision, error)
@@ -97,7 +97,7 @@ type PolicySync interface {
 	Refresh(ctx context.Context) error
 }
 
-// Licenser reports and replaces the license (design D13, issue: license).
+// Licenser reports and replaces the license (docs/design.md §7).
 type Licenser interface {
 	LicenseState(ctx context.Context) LicenseState
 	LoadLicense(ctx context.Context, doc string) (LicenseState, error)

@@ -14,8 +14,8 @@ import (
 
 // Users covers the user routes beyond CRUD: tokens, passwords, Secrets.
 type Users interface {
-	// Token issues a token for user name, granted by the caller (spec:
-	// token request rules; reference §1.4, §4.4).
+	// Token issues a token for user name, granted by the caller (token request
+	// rules: docs/design.md §8.5, §5.6).
 	Token(ctx context.Context, name string, grantor *Principal, req TokenRequest) (string, error)
 	ChangePassword(ctx context.Context, name, password string) (backend.Model, error)
 	RotateSecret(ctx context.Context, name string) error

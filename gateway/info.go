@@ -44,7 +44,7 @@ type infoStat struct {
 	Count int    `json:"count"`
 }
 
-// info is DRP's models.Info (mostly lower-case keys, reference §1.8).
+// info is DRP's models.Info (mostly lower-case keys, docs/design.md §3.10).
 type info struct {
 	Arch            string         `json:"arch"`
 	OS              string         `json:"os"`

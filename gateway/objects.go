@@ -116,7 +116,7 @@ func (s *Server) handleList(c *fiber.Ctx) error {
 }
 
 // visibleJobs narrows a job list to the jobs of machines the caller's
-// tenant shows (reference §4.6: jobs follow their machine). It returns
+// tenant shows (docs/design.md §6: jobs follow their machine). It returns
 // visible unchanged when machines are unrestricted. The keys are resolved
 // first, so the list's counts, paging and filters see only visible jobs.
 func (s *Server) visibleJobs(c *fiber.Ctx, visible []string) ([]string, error) {
@@ -306,7 +306,7 @@ func (s *Server) handleObjects(c *fiber.Ctx) error {
 	return c.JSON(backend.KindPrefixes())
 }
 
-// params sub-resources (reference §3.9).
+// params sub-resources (docs/design.md §3.9).
 
 func (s *Server) paramsTarget(c *fiber.Ctx) (*backend.Kind, string, error) {
 	if err := s.objectsReady(); err != nil {
@@ -498,7 +498,7 @@ func writeJSONValue(c *fiber.Ctx, v any) error {
 // a tenant user creates an object (it joins the tenant) and when any object
 // is deleted (its key leaves every tenant); waiting for the periodic refresh
 // would hide a tenant user's new object from it, or briefly show a tenant a
-// re-created object under a deleted key (reference §4.6).
+// re-created object under a deleted key (docs/design.md §6).
 func (s *Server) afterWrite(c *fiber.Ctx, prefix string) {
 	refresh := false
 	switch {

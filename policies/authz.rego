@@ -2,7 +2,7 @@
 # data.provgate.authz.decision with a policies.Input and reads a
 # policies.Decision; data.provgate has the shape of policies.Data.
 #
-# Order (spec "Tenant" rule 3, design §1): tenant visibility first, then
+# Order (docs/design.md §2.2): tenant visibility first, then
 # the license gate, then claim containment.
 package provgate.authz
 
@@ -45,11 +45,11 @@ no_claims := [] if {
 # rather than shifting the others.
 required := {i: claims.compile_wanted(c) | some i, c in input.required}
 
-# Spec "Authentication" step 3 and design D6: each required claim must be
+# docs/design.md §2.1 step 3 and §5.5: each required claim must be
 # contained by some claim the principal holds now. A token restricted to
 # roles needs it held by one of those roles as well, and a token
 # restricted by claims needs it inside the restriction; the implicit self
-# claims are exempt from both (reference §4.4), and a restricted token
+# claims are exempt from both (docs/design.md §5.6), and a restricted token
 # never changes its own user's password or Secret (grants.own_credential).
 unsatisfied := [i |
 	some i, c in input.required
@@ -186,7 +186,7 @@ operation(action) := op if {
 	op != ""
 } else := action
 
-# Lists (design §1): the gateway turns visible into a WHERE clause. Objects
+# Lists (docs/design.md §6.2): the gateway turns visible into a WHERE clause. Objects
 # are visible when the tenant allows them and a claim grants get on them.
 visible := {"restricted": false} if {
 	not tenancy.restricts(input.list.scope)
@@ -249,7 +249,7 @@ kept(name) if {
 	role_contains(grants.role(user_role), grants.role(name))
 }
 
-# Spec "Role" rule 1: each claim of b is contained by some single claim of a.
+# docs/design.md §5.7: each claim of b is contained by some single claim of a.
 role_contains(a, b) if {
 	every cb in b {
 		some ca in a

@@ -1,6 +1,6 @@
-# The decision: containment by self claims, direct claims and roles (spec
-# "Authentication", design D6), token restriction, fail-closed cases and
-# the license gate (reference §4.7).
+# The decision: containment by self claims, direct claims and roles (docs/design.md
+# §5.5), token restriction, fail-closed cases and
+# the license gate (docs/design.md §7).
 package provgate.authz_test
 
 import data.provgate.fixtures
@@ -45,7 +45,7 @@ test_direct_claim_allowed if {
 	not decide(p, [c("profiles", "get", "p2")]).allow
 }
 
-# Design D6: each required claim may be satisfied by a different role.
+# docs/design.md §5.5: each required claim may be satisfied by a different role.
 test_claims_from_two_roles_allowed if {
 	decide(fixtures.user("u", ["reader", "poolreader"]), [c("machines", "get", "m1"), c("pools", "get", "p1")]).allow
 }

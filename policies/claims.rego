@@ -1,5 +1,5 @@
 # Claim compilation and containment, with Digital Rebar Provision's
-# semantics (reference §4.5; spec "Claim").
+# semantics (docs/design.md §5.1).
 #
 # A claim is compiled into {scope: {action: node}}, node being
 # {"all": bool, "keys": {specific: true}}: the shape DRP's compile step
@@ -119,7 +119,7 @@ fallback_keys(key) := ["action"] if {
 
 node_covers(a, _) if a.all
 
-# Spec "Authentication": list and create derive a claim with an empty
+# docs/design.md §5.4: list and create derive a claim with an empty
 # specific. Holding the action on any objects is enough for those; which
 # objects a list returns is decided separately (authz visible).
 node_covers(_, b) if b.keys == {"": true}
@@ -134,7 +134,7 @@ node_covers(a, b) if {
 
 # known: b names at least one known scope and, in each, a known action. DRP
 # treats a wanted claim that compiles to nothing as contained by anything;
-# the decision refuses such a claim instead (reference §4.5, last row).
+# the decision refuses such a claim instead (docs/design.md §5.1, last row).
 known(b) if {
 	count(b) > 0
 	every _, actions in b {

@@ -1,5 +1,5 @@
-# Claim containment: every row of the verified results table of reference
-# §4.5, and every special claim form of the spec ("Claim").
+# Claim containment: every row of the containment table of docs/design.md
+# §5.2, and every special claim form (§5.1).
 package provgate.claims_test
 
 import data.provgate.authz
@@ -57,7 +57,7 @@ test_unknown_wanted_scope_contained if holds(c("machines", "get", "*"), c("bogus
 
 test_unknown_wanted_action_contained if holds(c("machines", "get", "*"), c("machines", "bogus", "x"))
 
-# Special forms and ordering rules of the spec.
+# Special forms and ordering rules (docs/design.md §5.1, §5.2).
 
 test_superuser_claim_contains_superuser_contained if holds(c("*", "*", "*"), c("*", "*", "*"))
 

@@ -16,8 +16,8 @@ type SpecNode struct {
 	Keys map[string]bool `json:"keys"`
 }
 
-// CompiledClaim is a claim expanded the way DRP compiles it (reference
-// §4.5): scope → action → specifics, with "*" and comma lists resolved
+// CompiledClaim is a claim expanded the way DRP compiles it (docs/design.md
+// §5.1): scope → action → specifics, with "*" and comma lists resolved
 // and unknown scopes and actions dropped. It is the form the Rego
 // functions in claims.rego work on.
 type CompiledClaim map[string]map[string]SpecNode
@@ -83,11 +83,11 @@ func CompileWanted(c backend.Claim, scopes map[string][]string) CompiledClaim {
 }
 
 // ActionFallback lists the action keys DRP tries, nearest first, when a
-// claim lacks the exact key (reference §4.5): action:<name> falls back to
+// claim lacks the exact key (docs/design.md §5.1): action:<name> falls back to
 // the bare action; update:/p/q to update:/p, update: and update, walking
 // whole pointer segments; update: to update. A pointer without its leading
-// '/' has no ancestors, but update: and update still cover it (the spec's
-// rules). Other keys have no fallback. It must agree with
+// '/' has no ancestors, but update: and update still cover it (docs/design.md
+// §5.1). Other keys have no fallback. It must agree with
 // data.provgate.claims.fallback_keys; a test checks that.
 func ActionFallback(key string) []string {
 	if strings.HasPrefix(key, "action:") {

@@ -8,7 +8,7 @@ import (
 
 // The policy and its test suites are embedded together: the engine serves
 // the policy, and go test runs the suites against exactly the embedded
-// files (design §4, "the Rego suites run both by opa test and go test").
+// files (docs/design.md §16.5: the Rego suites run both by opa test and go test).
 //
 //go:embed *.rego
 var regoFiles embed.FS

@@ -9,8 +9,8 @@ import (
 	"github.com/provgate/provgate/backend"
 )
 
-// refCompile is a deliberately naive restatement of the spec's claim rules
-// (Claim: Scope, Specific, Action; reference §4.5): split each field on
+// refCompile is a deliberately naive restatement of the claim rules
+// (Scope, Specific, Action; docs/design.md §5.1): split each field on
 // commas, trim, expand "*", drop what the scope table does not know.
 // CompileClaim is checked against it.
 func refCompile(c backend.Claim, scopes map[string][]string) map[string]map[string]SpecNode {

@@ -57,7 +57,7 @@ claim_restricted if count(object.get(input.principal, "restrict", [])) > 0
 # A principal of no known kind holds nothing.
 default held := []
 
-# Design D6: direct claims plus every role's claims, roles resolved now so
+# docs/design.md §5.5: direct claims plus every role's claims, roles resolved now so
 # that editing a role changes live tokens. The roles are the user's current
 # ones, as authentication read them from the user record; a token's own
 # role list narrows them further (role_restricted).
@@ -68,8 +68,8 @@ held := array.concat(
 	input.principal.kind == "user"
 }
 
-# Machine tokens have fixed permissions and ignore roles (spec
-# "Authentication", reference §6.3). The sets are written compiled, like the
+# Machine tokens have fixed permissions and ignore roles
+# (docs/design.md §8.6). The sets are written compiled, like the
 # self claims, since a machine token is used on every agent request.
 held := machine_token[input.principal.machine_token] if {
 	input.principal.kind == "machine"
@@ -79,7 +79,7 @@ held := machine_token[input.principal.machine_token] if {
 machine_token["discovery"] := [{"machines": {"create": every_object, "get": every_object}}]
 
 # An operations token runs its machine's agent loop and task scripts
-# (reference §8.4): it reads its machine, runs its plugin action callbackDo,
+# (docs/design.md §8.6): it reads its machine, runs its plugin action callbackDo,
 # and changes only the fields the agent and scripts change, each by an
 # explicit update:<field> claim. It may not change what pulls other
 # objects' params, profiles or tasks into the machine, nor what the

@@ -1,5 +1,5 @@
-# Machine tokens: fixed permission sets (spec "Authentication", reference
-# §6.3), independent of roles and direct claims; tenants listing a machine
+# Machine tokens: fixed permission sets (docs/design.md
+# §8.6), independent of roles and direct claims; tenants listing a machine
 # restrict its operations token (tenancy_test).
 package provgate.machine_test
 
@@ -98,11 +98,11 @@ test_machine_not_a_tenant_user_allowed if {
 }
 
 # The fixed sets are written compiled; they must equal the plain claims of
-# reference §6.3 compiled.
+# docs/design.md §8.6 compiled.
 compiled(cs) := [claims.compile(x) | some x in cs]
 
 # The machine fields an operations token may change: those the agent and
-# task scripts change (reference §8.4), and nothing else.
+# task scripts change (docs/design.md §8.6), and nothing else.
 agent_fields := [
 	"Runnable", "Context", "Params", "Meta", "Description", "Address", "HardwareAddrs",
 	"OS", "Arch", "Fingerprint", "TaskErrorStacks", "RetryTaskAttempt",

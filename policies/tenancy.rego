@@ -1,4 +1,4 @@
-# Tenant visibility (spec "Tenant", reference §4.6). It applies before
+# Tenant visibility (docs/design.md §6). It applies before
 # roles: an object hidden by a tenant of the principal is not found,
 # whatever the roles grant.
 #

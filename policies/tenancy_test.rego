@@ -1,4 +1,4 @@
-# Tenant visibility (spec "Tenant", reference §4.6): applied before roles,
+# Tenant visibility (docs/design.md §6): applied before roles,
 # hidden objects are not found. Users are restricted by their tenant, a
 # machine's operations token by every tenant listing the machine.
 package provgate.tenancy_test
@@ -26,7 +26,7 @@ test_tenant_empty_member_list_not_found if on(tina, "profiles", "global", [c("pr
 
 test_tenant_absent_scope_unrestricted_allowed if on(tina, "pools", "p1", [c("pools", "get", "p1")]).allow
 
-# Spec "Tenant" rule 3: the tenant check comes first, so a hidden object is
+# docs/design.md §6.1: the tenant check comes first, so a hidden object is
 # not found even when the roles would have refused it anyway.
 test_tenant_before_roles_not_found if {
 	d := on(fixtures.user("tina", []), "machines", "m9", [c("machines", "delete", "m9")])

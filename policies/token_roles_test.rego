@@ -1,4 +1,4 @@
-# Token restriction by roles (reference §4.4, design D6): a requested role
+# Token restriction by roles (docs/design.md §5.6, §5.5): a requested role
 # is kept only if it exists and one single role of the user contains it.
 package provgate.token_roles_test
 

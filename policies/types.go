@@ -29,7 +29,7 @@ type Principal struct {
 	MachineToken string `json:"machine_token,omitempty"`
 	// ReservationKey is the key of a machine's own reservation (the hex
 	// form of its address), which an operations token may manage
-	// (reference §6.3). Empty leaves that claim out.
+	// (docs/design.md §8.6). Empty leaves that claim out.
 	ReservationKey string `json:"reservation_key,omitempty"`
 }
 

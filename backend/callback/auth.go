@@ -117,7 +117,7 @@ func (st *pluginState) forget(name string) {
 // and Timeout (default 7200 s), inside whatever is left of ctx's budget.
 // The token is cached for 3/4 of DurationField's lifetime, so that it is
 // renewed before the issuer expires it; without DurationField it is not
-// cached (spec, Auth structure rule 3).
+// cached (docs/design.md §12.5).
 func (s *Service) fetchToken(ctx context.Context, st *pluginState, name string, a *Auth) (string, time.Duration, error) {
 	timeout := a.Timeout
 	if timeout == 0 {
@@ -293,7 +293,7 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 }
 
 // authString is GetAuthString for Url templates: exec auths only, run on
-// each call, output inserted as is (spec, Auth structure rule 2).
+// each call, output inserted as is (docs/design.md §12.5).
 func (s *Service) authString(st *pluginState) func(ctx context.Context, name string) (string, error) {
 	return func(ctx context.Context, name string) (string, error) {
 		a := st.cfg.Auths[name]

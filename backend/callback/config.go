@@ -1,8 +1,8 @@
 // Package callback is the callback plugin provider: the machine action
 // callbackDo, which sends a web request built from a named callback of the
 // plugin's configuration, its auth methods, and the jobfail trigger fed by
-// the event bus through a durable delivery queue (spec "Callback plugin
-// operations"; design D11, D12).
+// the event bus through a durable delivery queue (docs/design.md
+// §12, §12.9).
 package callback
 
 import (
@@ -32,13 +32,13 @@ const (
 	JobFail = "jobfail"
 )
 
-// Defaults (spec, Limits).
+// Defaults (docs/design.md §12.1).
 const (
 	DefaultTimeout = 7200 // seconds, callbacks and json-token auths
 	DefaultMethod  = "POST"
 )
 
-// Callback is one entry of callback/callbacks (spec "Callback structure").
+// Callback is one entry of callback/callbacks (docs/design.md §12.1).
 type Callback struct {
 	Url            string            `json:"Url"`
 	Method         string            `json:"Method"`
@@ -56,14 +56,14 @@ type Callback struct {
 	Decode         bool              `json:"Decode"`
 	ExcludeParams  []string          `json:"ExcludeParams"`
 	// InsecureSkipVerify turns TLS certificate verification off for this
-	// callback only (D11: verification is on unless a callback opts out).
+	// callback only (docs/design.md §12.6: verification is on unless a callback opts out).
 	InsecureSkipVerify bool `json:"InsecureSkipVerify"`
 	// RawBody is accepted so that DRP v4.7 configurations load; a string
 	// data-override is always sent as rendered, so it changes nothing.
 	RawBody bool `json:"RawBody"`
 }
 
-// Auth is one entry of callback/auths (spec "Auth structure").
+// Auth is one entry of callback/auths (docs/design.md §12.5).
 type Auth struct {
 	AuthType      string `json:"AuthType"`
 	Debug         bool   `json:"Debug"`
@@ -167,7 +167,7 @@ func sortedKeys(m map[string]any) []string {
 }
 
 // decodeStrict decodes v into the struct dst with field names matched
-// exactly as the spec spells them (encoding/json alone matches keys
+// exactly as the documented configuration spells them (encoding/json alone matches keys
 // case-insensitively and drops unknown ones, which is how DRP lost
 // "Retries"). Each field is decoded on its own so that every bad field is
 // reported.
@@ -391,8 +391,8 @@ func validHeaderName(h string) bool {
 	return true
 }
 
-// authList is the effective auth list: Auth, then Auths (spec, Callback
-// structure rule 1).
+// authList is the effective auth list: Auth, then Auths (docs/design.md
+// §12.5).
 func authList(c *Callback) []string {
 	var l []string
 	if c.Auth != "" {

@@ -18,7 +18,7 @@ import (
 const ProviderName = "callback"
 
 // JobFailPayload is what a jobfail delivery remembers about the failure; the
-// request body itself is the machine object (spec, Callback rules 6), and
+// request body itself is the machine object (docs/design.md §12.9), and
 // the job travels in X-Provgate-Job.
 type JobFailPayload struct {
 	Job       string `json:"Job"`

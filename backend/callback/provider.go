@@ -5,11 +5,11 @@ import (
 )
 
 // Version of the provider; 4.3.0 and later carry JsonResponse,
-// StringResponse and NoBody (spec, Versioning).
+// StringResponse and NoBody (docs/design.md §12.1).
 const Version = "v4.8.0-provgate"
 
-// Provider describes the callback plugin provider (spec "Callback plugin
-// operations").
+// Provider describes the callback plugin provider (docs/design.md
+// §12).
 func Provider() backend.PluginProvider {
 	return backend.PluginProvider{
 		Meta: map[string]string{

@@ -456,8 +456,8 @@ func (s *Service) client(insecure bool, configured map[string]string) *http.Clie
 	}
 }
 
-// response turns a successful exchange into the action's value (spec,
-// Callback rules 5): JsonResponse → the parsed JSON (an empty body is
+// response turns a successful exchange into the action's value (docs/design.md
+// §12.7): JsonResponse → the parsed JSON (an empty body is
 // null); StringResponse → a JSON string of the body; else a JSON string of
 // the body's base64. The secrets of hide are masked first: in every JSON
 // string of a JsonResponse, in the text of the others (before encoding).

@@ -108,7 +108,7 @@ func (s *Service) createPassword(u *backend.User, body []byte) error {
 
 // SetPassword hashes password into name's PasswordHash and rotates the
 // user's Secret, which revokes every token the user holds or granted
-// (reference §4.1-4.2).
+// (docs/design.md §4.8).
 func (s *Service) SetPassword(ctx context.Context, name, password string) (*backend.User, error) {
 	if s.hash == nil {
 		return nil, backend.NewError(backend.EUNAVAILABLE, "PUT", "users", name, "Password hashing is not configured")
@@ -143,7 +143,7 @@ func (s *Service) PasswordHash(ctx context.Context, name string) ([]byte, string
 }
 
 // addToTenant appends key to tenant's Members[prefix] when the tenant
-// restricts that scope (reference §4.6).
+// restricts that scope (docs/design.md §6).
 func (s *Service) addToTenant(ctx context.Context, tenant, prefix, key string) error {
 	if tenant == "" {
 		return nil

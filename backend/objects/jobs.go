@@ -13,7 +13,7 @@ import (
 
 const zeroUUID = "00000000-0000-0000-0000-000000000000"
 
-// Job creation outcomes (reference §8.3), as HTTP statuses.
+// Job creation outcomes (docs/design.md §10.2), as HTTP statuses.
 const (
 	JobCreated   = 201 // a new job for the agent
 	JobRerun     = 202 // the current incomplete job, to run again
@@ -265,7 +265,7 @@ func (s *Service) beforeJobWrite(old, j *backend.Job) {
 	}
 }
 
-// jobChanged applies a job's state change to its machine (reference §8.3,
+// jobChanged applies a job's state change to its machine (docs/design.md §10.2,
 // §5.3): failed makes the machine not Runnable and moves a transitional
 // PoolStatus to its Hold status; the current job of the last task finishing
 // completes the workflow.

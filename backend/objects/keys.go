@@ -8,7 +8,7 @@ import (
 	"github.com/provgate/provgate/backend/store"
 )
 
-// splitIndexKey recognises "<Index>:<value>" keys (reference §3.2). Only a
+// splitIndexKey recognises "<Index>:<value>" keys (docs/design.md §3.4). Only a
 // prefix that looks like an index name (a capitalised identifier) counts, so
 // IPv6 reservation addresses and the like stay native keys.
 func splitIndexKey(key string) (index, value string, ok bool) {

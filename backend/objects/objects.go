@@ -187,7 +187,7 @@ func WithPrincipal(ctx context.Context, p string) context.Context {
 }
 
 // WithTenant records the caller's tenant: objects it creates in a scope the
-// tenant restricts are appended to the tenant's Members (reference §4.6).
+// tenant restricts are appended to the tenant's Members (docs/design.md §6).
 func WithTenant(ctx context.Context, tenant string) context.Context {
 	return context.WithValue(ctx, tenantKey, tenant)
 }

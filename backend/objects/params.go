@@ -137,7 +137,7 @@ func (s *Service) prepareParams(ctx context.Context, m, old backend.Model, c *ch
 			if m.Prefix() == "plugins" {
 				// A plugin's params are its provider's configuration: an
 				// invalid one is saved and reported in Errors, leaving the
-				// plugin unavailable (spec, Errors; reference §9).
+				// plugin unavailable (docs/design.md §12.1).
 				c.warn("Invalid value for param %s: %s", name, schemaError(err))
 				continue
 			}
@@ -187,7 +187,7 @@ func (s *Service) paramsView(ctx context.Context, m backend.Model, aggregate, de
 }
 
 // GetParam returns one param value of prefix/key, or nil (JSON null) when
-// it is not set (reference §3.9).
+// it is not set (docs/design.md §3.9).
 func (s *Service) GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (any, error) {
 	params, err := s.Params(ctx, prefix, key, aggregate, decode)
 	if err != nil {

@@ -152,7 +152,7 @@ func (s *Service) checkUser(ctx context.Context, u *backend.User, c *check) {
 	}
 }
 
-// checkRole validates claims as DRP does (reference §4.5): every listed scope
+// checkRole validates claims as DRP does (docs/design.md §5.1): every listed scope
 // must be known, every action's base must be valid in each listed scope, and
 // update:<pointer> must carry an RFC 6901 pointer.
 func checkRole(r *backend.Role, c *check) {

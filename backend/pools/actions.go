@@ -20,8 +20,8 @@ type actionSet struct {
 	stages map[string]*backend.Stage
 }
 
-// actions collects the action groups of verb v in their order (reference
-// §5.6) and checks what they name:
+// actions collects the action groups of verb v in their order (docs/design.md
+// §11.4) and checks what they name:
 //
 //	add:      source pool's ExitActions, target's EnterActions, body
 //	remove:   this pool's ExitActions, destination's EnterActions, body
@@ -110,7 +110,7 @@ func (s *Service) actions(ctx context.Context, v verb, pool, from, to string, r 
 			rec, err := s.st.Get(ctx, "stages", st)
 			if backend.IsCode(err, backend.ENOTFOUND) {
 				// A missing stage is skipped by the task list, as on a
-				// workflow PATCH (reference §8.2).
+				// workflow PATCH (docs/design.md §10.1).
 				a.stages[st] = nil
 				continue
 			}
@@ -275,7 +275,7 @@ func (a *actionSet) applyTo(v verb, to string, m *backend.Machine) {
 	m.PoolStatus = status
 }
 
-// applyGroup applies one group's profiles and params (reference §5.6): add
+// applyGroup applies one group's profiles and params (docs/design.md §11.4): add
 // profiles (present is no error), remove profiles, set params (replacing
 // values), delete params (missing is no error). The workflow is set once by
 // applyTo.

@@ -13,7 +13,7 @@ import (
 	"github.com/provgate/provgate/backend"
 )
 
-// Body keys of the manage request (reference §5.5).
+// Body keys of the manage request (docs/design.md §11.1).
 const (
 	keyAddParams    = "pool/add-parameters"
 	keyRemoveParams = "pool/remove-parameters"

@@ -212,7 +212,7 @@ func parentOf(p *backend.Pool) string {
 	return backend.DefaultPool
 }
 
-// eligible is the claim condition for a verb's candidates (reference §5.6):
+// eligible is the claim condition for a verb's candidates (docs/design.md §11.4):
 //   - add, remove, allocate: in the pool, Free and not allocated; add and
 //     remove with force also take unallocated machines stuck joining or
 //     leaving (Joining, HoldJoin, Leaving, HoldLeave), so that operators can
@@ -221,7 +221,7 @@ func parentOf(p *backend.Pool) string {
 //     HoldBuild, Destroying and HoldDestroy (a release restarted after a
 //     failed build or release; those machines may already be unallocated).
 //
-// A Locked machine refuses changes (reference §6.1), so no verb takes one,
+// A Locked machine refuses changes (docs/design.md §11.2), so no verb takes one,
 // forced or not.
 func eligible(v verb, pool string, force bool) []backend.Filter {
 	fs := []backend.Filter{indexFilter("Pool", backend.OpEq, pool), indexFilter("Locked", backend.OpEq, "false")}

@@ -1,9 +1,9 @@
-// Package pools implements pool membership operations (reference §5): the
+// Package pools implements pool membership operations (docs/design.md §11): the
 // active-pool list, per-pool status, and the add, remove, allocate and
 // release verbs with their action groups, status moves and waits.
 //
 // Every verb chooses and claims its machines inside one store transaction
-// (design D10): the candidates are locked with ClaimForUpdate, re-checked by
+// (docs/design.md §11.3): the candidates are locked with ClaimForUpdate, re-checked by
 // the claim query itself, and written with their revision, so two callers
 // never get the same machine, on one replica or several.
 package pools
@@ -129,7 +129,7 @@ func (s *Service) Active(ctx context.Context, visible []string) ([]string, error
 }
 
 // normalizePools maps the empty pool to default (an unset Pool means the
-// default pool, reference §5.2), removes duplicates and sorts.
+// default pool, docs/design.md §11.2), removes duplicates and sorts.
 func normalizePools(names []string) []string {
 	seen := map[string]bool{}
 	out := []string{}

@@ -27,8 +27,8 @@ type run struct {
 	m     *backend.Machine
 }
 
-// Data is the dot of caller-mode templates: machine fields and the spec's
-// functions, without GetAuthString or token generation.
+// Data is the dot of caller-mode templates: machine fields and the
+// template functions of docs/design.md §12.3, without GetAuthString or token generation.
 type Data struct {
 	Machine MachineView
 	r       *run
@@ -43,7 +43,7 @@ type TaskData struct{ *ConfigData }
 
 // MachineView is .Machine: every field of the machine (Secret blanked), the
 // DRP spelling .Machine.UUID, and DRP's machine helpers, which DRP offers
-// under .Machine while the spec lists them at the top level; both work.
+// under .Machine while provgate also offers them at the top level; both work.
 type MachineView struct {
 	*backend.Machine
 	r *run
@@ -218,7 +218,7 @@ func (d *Data) ParamAsYAML(name string) (string, error) {
 	return string(b), err
 }
 
-// The machine helpers at the top level, as the spec's table lists them.
+// The machine helpers at the top level, as docs/design.md §12.3 lists them.
 
 func (d *Data) HexAddress() string                           { return d.Machine.HexAddress() }
 func (d *Data) ShortName() string                            { return d.Machine.ShortName() }

@@ -1,7 +1,6 @@
 // Package render renders the templates of the callback plugin (callback Url,
 // string data-override) and of tasks rendered for a machine's job, with the
-// template functions of the spec ("Template functions for Url and string
-// data"). Templates may come from callers who only hold an action claim, so
+// template functions of docs/design.md §12.3. Templates may come from callers who only hold an action claim, so
 // every render is bounded in time and output, and the function set depends on
 // who wrote the template (Mode).
 package render
@@ -85,8 +84,8 @@ func (l Limits) withDefaults() Limits {
 // when the parameter is set nowhere.
 type ParamFunc func(ctx context.Context, name string) (value any, ok bool, err error)
 
-// TokenMinter issues machine tokens for task templates (spec, Authentication:
-// machine tokens are generated only during template expansion).
+// TokenMinter issues machine tokens for task templates (machine
+// tokens are generated only during template expansion, docs/design.md §8.6).
 type TokenMinter interface {
 	GenerateToken(ctx context.Context, m *backend.Machine) (string, error)
 	GenerateInfiniteToken(ctx context.Context, m *backend.Machine) (string, error)

@@ -20,7 +20,7 @@ import (
 	"github.com/provgate/provgate/gateway/auth"
 )
 
-// End-to-end proof of the spec's Authentication and Authorization sections
+// End-to-end proof of the authentication and authorization rules (docs/design.md §5-§8)
 // (users, tokens, claims, roles, tenants, machine tokens, licensing) through
 // the real HTTP API on every database.
 

@@ -14,7 +14,7 @@ const (
 )
 
 // initialAdminPassword returns the password for the first-start admin user
-// (design D4): the configured one, or a random one that is printed once to
+// (docs/design.md §15.2): the configured one, or a random one that is printed once to
 // stdout and written to <data-dir>/initial-admin-password (mode 0600). Call it
 // only when the store has no users: a later start must never replace the
 // password.

@@ -113,7 +113,7 @@ func runCallback(s *tserver, key, plugin string, params any) resp {
 const execToken = "exec-token-7731"
 
 // TestE2ECallback drives the callback plugin over HTTP against local
-// receivers (spec "Callback plugin operations", design D11).
+// receivers (docs/design.md §12).
 func TestE2ECallback(t *testing.T) {
 	execDir := t.TempDir()
 	script := filepath.Join(execDir, "token.sh")
@@ -565,7 +565,7 @@ func jobMachine(t testing.TB, s *tserver, name string) string {
 }
 
 // TestE2ECallbackJobfail: a failed job sends the jobfail callback exactly
-// once, across restarts and across servers sharing a database (D12).
+// once, across restarts and across servers sharing a database (docs/design.md §12.9).
 func TestE2ECallbackJobfail(t *testing.T) {
 	t.Run("once", func(t *testing.T) {
 		forEachDB(t, func(t *testing.T, s *tserver) {

@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// Golden HTTP transcripts of the main DRP wire shapes (reference §2, §3,
+// Golden HTTP transcripts of the main DRP wire shapes (docs/design.md §3.2, §3,
 // §5, §6, Appendix A): each file under testdata/http holds one request and
 // its normalized response. Run with -update to rewrite them.
 

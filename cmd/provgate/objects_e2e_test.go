@@ -13,12 +13,12 @@ import (
 	"time"
 )
 
-// End-to-end tests of the DRP object API (reference §2, §3, §6, §8): every
+// End-to-end tests of the DRP object API (docs/design.md §3.2, §3, §10): every
 // reply a DRP client reads is checked for its status, its error object and
 // its Content-Type, on SQLite and PostgreSQL.
 
 // obCall sends one request as the admin and checks the Content-Type every
-// DRP client requires (reference §1.6): application/json on every reply
+// DRP client requires (docs/design.md §3.3): application/json on every reply
 // that is neither HEAD nor 304. Unlike tserver.Do it fails t, so it is
 // safe inside subtests.
 func obCall(t *testing.T, s *tserver, method, path string, body any, hdrs ...string) resp {
@@ -68,7 +68,7 @@ func obList(t *testing.T, r resp) []map[string]any {
 	return l
 }
 
-// obWantErr checks a DRP error object (reference §2.1): all five fields
+// obWantErr checks a DRP error object (docs/design.md §3.2): all five fields
 // present, Code equal to the status, and the given Type, Model, Key ("*"
 // skips a check) and a message containing msg.
 func obWantErr(t *testing.T, r resp, status int, typ, model, key, msg string) {
@@ -127,7 +127,7 @@ func obJsonOf(t *testing.T, v any) string {
 }
 
 // drpEnv is the envelope drpcli sends on create: an unfilled Go struct
-// (reference §3.1, §3.6).
+// (docs/design.md §4.1, §3.7).
 const drpEnv = `"Validated":false,"Available":false,"Errors":null,"ReadOnly":false,"Meta":null,"Endpoint":"","Bundle":""`
 
 // obMachineBody is drpcli's "machines create <name>" body, verbatim (§3.6).
@@ -158,7 +158,7 @@ type obKindCase struct {
 	// descOmitEmpty: Description is omitempty (pools), so drpcli adds it.
 	descOmitEmpty bool
 	// wantErrors are the validation Errors of the bare object: saved, but
-	// not Available (reference §2.3, "Saved but not available").
+	// not Available (docs/design.md §3.1, "Saved but not available").
 	wantErrors []string
 }
 

@@ -21,7 +21,7 @@ import (
 	"github.com/provgate/provgate/policies"
 )
 
-// Policy reload end to end (design D8): a --policy-dir policy is swapped
+// Policy reload end to end (docs/design.md §9): a --policy-dir policy is swapped
 // under load without failing a request, a policy that does not compile or
 // whose own tests fail never replaces the running one nor lets the server
 // start, and decisions are logged in OPA's shape without credentials.
@@ -43,7 +43,7 @@ type policyVariant struct {
 
 // policyFiles returns the files of variant v. The block policy renames the
 // entry point of the embedded authz.rego and wraps it, so it depends only
-// on the entry point's name (design D8), not on how the policy decides.
+// on the entry point's name (docs/design.md §9), not on how the policy decides.
 func policyFiles(t testing.TB, v policyVariant) map[string]string {
 	t.Helper()
 	files := map[string]string{}

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// poolResult is the wire shape of one PoolResult (reference §5.4).
+// poolResult is the wire shape of one PoolResult (docs/design.md §11.1).
 type poolResult struct {
 	Name      string
 	Uuid      string
@@ -135,7 +135,7 @@ func poolOp(t testing.TB, s *tserver, authz, path string, body any) []poolResult
 	return pr
 }
 
-// drpcliBody is a manage body as drpcli always sends it (reference §5.5).
+// drpcliBody is a manage body as drpcli always sends it (docs/design.md §11.1).
 func drpcliBody(count, minimum int, wait, workflow string, extra map[string]any) map[string]any {
 	b := map[string]any{"pool/all-machines": false, "pool/count": count, "pool/minimum": minimum,
 		"pool/wait-timeout": wait, "pool/workflow": workflow}
@@ -190,7 +190,7 @@ func messages(m map[string]any) string {
 }
 
 // TestE2EPools drives pool operations over HTTP with drpcli's and
-// Terraform's exact bodies (reference §5).
+// Terraform's exact bodies (docs/design.md §11).
 func TestE2EPools(t *testing.T) {
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		mkProfile(t, s, "alpha")
@@ -707,7 +707,7 @@ func TestE2EPoolsTenant(t *testing.T) {
 
 // TestE2EPoolsTwoServers: two server processes on one PostgreSQL database
 // allocate from one pool concurrently; no machine is handed out twice
-// (design D10).
+// (docs/design.md §11.3).
 func TestE2EPoolsTwoServers(t *testing.T) {
 	var pg *dbCase
 	for _, db := range databases(t) {
@@ -720,7 +720,7 @@ func TestE2EPoolsTwoServers(t *testing.T) {
 	}
 	s1 := startE2E(t, *pg)
 	s2 := startE2E(t, *pg)
-	// Bearer tokens: concurrent cold Basic logins are bounded (design D7).
+	// Bearer tokens: concurrent cold Basic logins are bounded (docs/design.md §8).
 	auth1 := bearer(s1.Token("rocketskates", admin(), ""))
 	auth2 := bearer(s2.Token("rocketskates", admin(), ""))
 	const total = 200

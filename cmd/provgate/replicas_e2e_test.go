@@ -193,7 +193,7 @@ func replicaLicense(t *testing.T) (pub string, sign func() string) {
 }
 
 // TestE2EReplicas runs three provgate processes on one fresh PostgreSQL
-// schema and shows what several replicas guarantee (design D10, D12; the
+// schema and shows what several replicas guarantee (docs/design.md §11.3, §12.9; the
 // README's Guarantees): a change made through one replica is enforced by
 // the others on the very next request, concurrent pool allocations through
 // all of them never hand out a machine twice, and a replica killed with

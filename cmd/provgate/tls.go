@@ -27,7 +27,7 @@ const (
 
 // loadTLSConfig returns the server TLS configuration: the operator's
 // certificate when --tls-cert/--tls-key are set, otherwise the self-signed
-// one in the data dir, generated on first start (design D3).
+// one in the data dir, generated on first start (docs/design.md §15.2).
 func loadTLSConfig(cfg Config, logger *slog.Logger) (*tls.Config, error) {
 	certFile, keyFile := cfg.TLSCert, cfg.TLSKey
 	if certFile == "" {

@@ -29,7 +29,7 @@ const (
 	MachineDiscovery  = "discovery"
 	MachineOperations = "operations"
 
-	// SystemGrantor grants every machine token (reference §6.3).
+	// SystemGrantor grants every machine token (docs/design.md §8.6).
 	SystemGrantor = "system"
 	// UnknownMachine is the subject of discovery tokens minted for a machine
 	// the server does not know yet; DRP uses the same user id.
@@ -135,8 +135,8 @@ type Options struct {
 	FailTrackMax int
 	// Now is the clock (time.Now).
 	Now func() time.Time
-	// ClaimContains reports whether claim have contains claim want (spec,
-	// Claim ordering). When set, a restricted grantor may mint a token
+	// ClaimContains reports whether claim have contains claim want (docs/design.md
+	// §5.2). When set, a restricted grantor may mint a token
 	// narrowed further; without it such a token simply keeps the grantor's
 	// restriction. Claim algebra lives with the policies, hence a hook.
 	ClaimContains func(have, want backend.Claim) bool

@@ -102,7 +102,7 @@ func (a *Authenticator) registered(sub string, ttl time.Duration) (jwt.Registere
 // IssueUserToken mints a token for user on behalf of grantor, the user
 // principal that asked (Basic or Bearer). ttl 0 means the default; above
 // MaxTTL is EBADREQUEST. roles nil means all the user's roles at request
-// time; non-nil restricts the token to those names (the caller applies D6
+// time; non-nil restricts the token to those names (the caller applies docs/design.md §5.6
 // first). restrict adds narrowing claims.
 //
 // A token never exceeds a restricted grantor, whatever the caller passes:
@@ -118,7 +118,7 @@ func (a *Authenticator) registered(sub string, ttl time.Duration) (jwt.Registere
 //
 // The new token is bound to the user's and the grantor's Secrets; its expiry
 // is not capped by the grantor's, because DRP clients refresh a token with
-// itself (reference §1.5) and would otherwise be unable to keep a session.
+// itself (docs/design.md §8.3) and would otherwise be unable to keep a session.
 func (a *Authenticator) IssueUserToken(ctx context.Context, user UserRecord, grantor *Principal, ttl time.Duration, roles []string, restrict []backend.Claim) (string, time.Time, error) {
 	switch {
 	case ttl < 0:

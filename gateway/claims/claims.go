@@ -1,5 +1,5 @@
-// Package claims turns an API request into the claims it requires (reference
-// §4.3 "Wanted claims", spec "Authentication: request authorization steps")
+// Package claims turns an API request into the claims it requires (docs/design.md
+// §5.4 "Wanted claims per route", §2.1)
 // and the facts the gateway needs around them: the object addressed, whether
 // it is a collection read, and DRP's operation name for licence messages.
 //
@@ -37,7 +37,7 @@ type Resolver interface {
 	// object is an ENOTFOUND error, which Derive returns unchanged.
 	NativeKey(ctx context.Context, prefix, key string) (string, error)
 	// JobMachine returns the UUID of a job's machine: jobs are authorized by
-	// their machine (reference §4.3, authKey).
+	// their machine (docs/design.md §5.5, authKey).
 	JobMachine(ctx context.Context, jobKey string) (string, error)
 	// Current returns the stored JSON of an object, for PUT diffs.
 	Current(ctx context.Context, prefix, key string) ([]byte, error)
@@ -77,7 +77,7 @@ type Result struct {
 	// pushes into the store query.
 	List bool
 	// Operation is DRP's operation name, used in licence refusals
-	// (reference §4.7): list, get, create, patch, update, delete, actions,
+	// (docs/design.md §7): list, get, create, patch, update, delete, actions,
 	// action:<cmd>, token, password, log, pubkey, post.
 	Operation string
 	// Public is set when the route needs no authentication. No /api/v3
@@ -259,7 +259,7 @@ func (d *deriver) updates(ptrs []string, specific string) {
 	}
 	if len(d.claims) == 0 {
 		// An empty patch (or one of only tests) changes nothing: drpcli
-		// sends [] when nothing changed (reference §3.7). Requiring get
+		// sends [] when nothing changed (docs/design.md §3.8). Requiring get
 		// keeps it harmless for readers and still hides the object from
 		// callers who may not see it.
 		d.add("get", specific)
@@ -292,7 +292,7 @@ func createSpecific(scope string, body []byte) string {
 }
 
 // object resolves the addressed key. It returns the native key and the
-// claim specific, which for jobs is the job's machine (reference §4.3).
+// claim specific, which for jobs is the job's machine (docs/design.md §5.5).
 func (d *deriver) object() (key, specific string, err error) {
 	key = d.caps.key
 	if d.rt.resolve && isIndexKey(d.rt.scope, key) {
@@ -310,7 +310,7 @@ func (d *deriver) object() (key, specific string, err error) {
 }
 
 // jobMachine is the claim specific of a job create: the Machine of the body
-// (reference §8.3), resolved like the job service resolves it. An index key
+// (docs/design.md §10.2), resolved like the job service resolves it. An index key
 // naming no machine stays as given, so that the service answers its 422
 // "Machine ... does not exist" rather than a 404 here.
 func (d *deriver) jobMachine() (string, error) {

@@ -152,7 +152,7 @@ func jobMachine(body []byte) (string, error) {
 	return j.Machine, nil
 }
 
-// envelopeIgnored are fields the server computes (reference §3.1): a PUT
+// envelopeIgnored are fields the server computes (docs/design.md §4.1): a PUT
 // body's values are advisory and never change the object.
 var envelopeIgnored = map[string]bool{"Validated": true, "Available": true, "Errors": true}
 

@@ -127,7 +127,7 @@ func buildTable() *routeTable {
 		secure := backend.ValidAction(p, "getSecure")
 		key := "/{key}"
 		if p == "params" {
-			// Param names hold '/' and appear unescaped (reference §3.2),
+			// Param names hold '/' and appear unescaped (docs/design.md §3.4),
 			// so a param's key is the rest of the path and params have no
 			// sub-resources that could be confused with a name.
 			key = "/{key...}"
@@ -183,7 +183,7 @@ func buildTable() *routeTable {
 			add("GET", obj+"/attempts", route{h: hObject, scope: p, action: "get", op: "get", resolve: true})
 		}
 	}
-	// Authentication alone grants info get (reference §4.3), so the index
+	// Authentication alone grants info get (docs/design.md §5.5), so the index
 	// list of every kind asks for nothing more.
 	add("GET", "/indexes", route{h: hFixed, scope: "info", action: "get", op: "get"})
 	add("GET", "/info", route{h: hFixed, scope: "info", action: "get", op: "get"})

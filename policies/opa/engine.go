@@ -1,9 +1,9 @@
 // Package opa evaluates provgate's Rego policies with the Open Policy
-// Agent. It is the only package that imports OPA (design §3): it compiles
+// Agent. It is the only package that imports OPA (docs/design.md §1.2): it compiles
 // the policy once, prepares its queries once, keeps the policy data in an
 // OPA in-memory store updated by transactions, caches decisions, logs them
 // asynchronously, and reloads a policy directory only when the directory's
-// own Rego tests pass (design D8).
+// own Rego tests pass (docs/design.md §9).
 package opa
 
 import (
@@ -235,7 +235,7 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 }
 
 // TokenRoles returns the requested roles a token of a user holding
-// userRoles may carry (reference §4.4): each kept role exists and is
+// userRoles may carry (docs/design.md §5.6): each kept role exists and is
 // contained by one single role of the user. The order of requested is kept.
 func (e *Engine) TokenRoles(ctx context.Context, userRoles, requested []string) ([]string, error) {
 	p := e.policy.Load()

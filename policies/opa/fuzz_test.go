@@ -16,8 +16,8 @@ import (
 	"github.com/provgate/provgate/policies"
 )
 
-// refCovers restates the containment rules of the spec (Claim: ordering
-// rules; special Action forms) over compiled claims, in plain Go: every
+// refCovers restates the containment rules (docs/design.md §5.2:
+// ordering rules; special Action forms) over compiled claims, in plain Go: every
 // scope and action of b needs a node in a (the exact action, else
 // action:<x> → action, else update:<ptr> → the nearest ancestor pointer,
 // then update) whose specifics include b's.
