@@ -5,29 +5,13 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
 	"github.com/provgate/provgate/policies"
 )
 
-// Principal is the authenticated caller of one request.
-type Principal struct {
-	Kind    string // "user" or "machine"
-	Name    string // user name, or machine UUID
-	Grantor string
-	// Roles are the user's roles as authentication read them.
-	Roles []string
-	// TokenRoles, when RoleRestricted, are the roles the token was
-	// restricted to: a claim must be held by one of them and by one of
-	// Roles.
-	TokenRoles     []string
-	RoleRestricted bool
-	Restrict       []backend.Claim
-	MachineToken   string // discovery | operations
-	Basic          bool
-}
-
 // policyPrincipal is the principal as the policies see it.
-func (p *Principal) policyPrincipal() policies.Principal {
+func policyPrincipal(p *auth.Principal) policies.Principal {
 	roles := p.Roles
 	if roles == nil {
 		roles = []string{}
@@ -36,13 +20,13 @@ func (p *Principal) policyPrincipal() policies.Principal {
 	if p.RoleRestricted {
 		tokenRoles = append([]string{}, p.TokenRoles...)
 	}
-	return policies.Principal{Kind: p.Kind, Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: []backend.Claim{},
-		Restrict: p.Restrict, MachineToken: p.MachineToken}
+	return policies.Principal{Kind: string(p.Kind), Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: []backend.Claim{},
+		Restrict: p.Restrict, MachineToken: string(p.MachineToken)}
 }
 
 // Authenticator checks credentials (docs/design.md §8).
 type Authenticator interface {
-	Authenticate(ctx context.Context, header, clientIP string) (*Principal, error)
+	Authenticate(ctx context.Context, header, clientIP string) (*auth.Principal, error)
 }
 
 // Decider evaluates the policies (docs/design.md §9). It fails closed: an error is
@@ -82,8 +66,8 @@ type Deps struct {
 }
 
 // policyListInput asks which objects of scope the principal may see.
-func policyListInput(p *Principal, scope string) policies.Input {
-	return policies.Input{Principal: p.policyPrincipal(), Required: []backend.Claim{},
+func policyListInput(p *auth.Principal, scope string) policies.Input {
+	return policies.Input{Principal: policyPrincipal(p), Required: []backend.Claim{},
 		List: &policies.ListRequest{Scope: scope}, Operation: "list"}
 }
 

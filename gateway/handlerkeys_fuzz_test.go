@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
 	"github.com/provgate/provgate/policies"
 )
@@ -119,7 +120,7 @@ func (p recPools) ReleaseToPool(_ context.Context, key string, _ []string) ([]ba
 
 type recUsers struct{ *recorder }
 
-func (u recUsers) Token(_ context.Context, name string, _ *Principal, _ TokenRequest) (string, error) {
+func (u recUsers) Token(_ context.Context, name string, _ *auth.Principal, _ TokenRequest) (string, error) {
 	u.add("Token", "users", name, "", "")
 	return "t", nil
 }
@@ -174,8 +175,8 @@ type allowAll struct {
 	first *policies.Input
 }
 
-func (allowAll) Authenticate(context.Context, string, string) (*Principal, error) {
-	return &Principal{Kind: "user", Name: "fuzz", Roles: []string{}}, nil
+func (allowAll) Authenticate(context.Context, string, string) (*auth.Principal, error) {
+	return &auth.Principal{Kind: auth.KindUser, Name: "fuzz", Roles: []string{}}, nil
 }
 
 func (a *allowAll) Decide(_ context.Context, in policies.Input) (policies.Decision, error) {

@@ -10,13 +10,14 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/auth"
 )
 
 // Users covers the user routes beyond CRUD: tokens, passwords, Secrets.
 type Users interface {
 	// Token issues a token for user name, granted by the caller (token request
 	// rules: docs/design.md §8.5, §5.6).
-	Token(ctx context.Context, name string, grantor *Principal, req TokenRequest) (string, error)
+	Token(ctx context.Context, name string, grantor *auth.Principal, req TokenRequest) (string, error)
 	ChangePassword(ctx context.Context, name, password string) (backend.Model, error)
 	RotateSecret(ctx context.Context, name string) error
 	RotateSystemSecret(ctx context.Context) error
@@ -228,7 +229,7 @@ func (s *Server) handlePostEvent(c *fiber.Ctx) error {
 		e.Time = time.Now().UTC()
 	}
 	if p := principalOf(c); p != nil {
-		e.Principal = p.Kind + ":" + p.Name
+		e.Principal = p.Subject()
 	}
 	if err := s.Events.PostEvent(userContext(c), e); err != nil {
 		return err

@@ -508,7 +508,7 @@ func (s *Server) afterWrite(c *fiber.Ctx, prefix string) {
 		refresh = true
 	case c.Method() == fiber.MethodPost:
 		p := principalOf(c)
-		refresh = p != nil && p.Kind == "user" && s.TenantOf != nil && s.TenantOf(p.Name) != ""
+		refresh = p != nil && p.IsUser() && s.TenantOf != nil && s.TenantOf(p.Name) != ""
 	}
 	if refresh && s.Sync != nil {
 		if err := s.Sync.Refresh(userContext(c)); err != nil {

@@ -235,7 +235,7 @@ type authenticator struct {
 	cache *tokenCache
 }
 
-func (x authenticator) Authenticate(ctx context.Context, header, ip string) (*gateway.Principal, error) {
+func (x authenticator) Authenticate(ctx context.Context, header, ip string) (*auth.Principal, error) {
 	var key [sha256.Size]byte
 	bearer := x.cache != nil && strings.HasPrefix(header, "Bearer ")
 	if bearer {
@@ -248,11 +248,10 @@ func (x authenticator) Authenticate(ctx context.Context, header, ip string) (*ga
 	if err != nil {
 		return nil, err
 	}
-	gp := toGateway(p)
 	if bearer && p.Kind == auth.KindUser && !p.ExpiresAt.IsZero() {
-		x.cache.put(key, gp, p.ExpiresAt)
+		x.cache.put(key, p, p.ExpiresAt)
 	}
-	return gp, nil
+	return p, nil
 }
 
 // tokenCache holds verified user tokens (see authenticator).
@@ -265,7 +264,7 @@ type tokenCache struct {
 }
 
 type tokenEntry struct {
-	p       *gateway.Principal
+	p       *auth.Principal
 	expires time.Time
 }
 
@@ -273,7 +272,7 @@ func newTokenCache(max int, ttl time.Duration) *tokenCache {
 	return &tokenCache{entries: map[[sha256.Size]byte]tokenEntry{}, max: max, ttl: ttl, now: time.Now}
 }
 
-func (c *tokenCache) get(k [sha256.Size]byte) (*gateway.Principal, bool) {
+func (c *tokenCache) get(k [sha256.Size]byte) (*auth.Principal, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[k]
@@ -289,7 +288,7 @@ func (c *tokenCache) get(k [sha256.Size]byte) (*gateway.Principal, bool) {
 	return &cp, true
 }
 
-func (c *tokenCache) put(k [sha256.Size]byte, p *gateway.Principal, tokenExpiry time.Time) {
+func (c *tokenCache) put(k [sha256.Size]byte, p *auth.Principal, tokenExpiry time.Time) {
 	exp := c.now().Add(c.ttl)
 	if tokenExpiry.Before(exp) {
 		exp = tokenExpiry
@@ -309,19 +308,6 @@ func (c *tokenCache) reset() {
 	c.mu.Lock()
 	c.entries = map[[sha256.Size]byte]tokenEntry{}
 	c.mu.Unlock()
-}
-
-func toGateway(p *auth.Principal) *gateway.Principal {
-	return &gateway.Principal{Kind: p.Kind, Name: p.Name, Grantor: p.Grantor, Roles: p.Roles, TokenRoles: p.TokenRoles,
-		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic}
-}
-
-func toAuth(p *gateway.Principal) *auth.Principal {
-	if p == nil {
-		return nil
-	}
-	return &auth.Principal{Kind: p.Kind, Name: p.Name, Grantor: p.Grantor, Roles: p.Roles, TokenRoles: p.TokenRoles,
-		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic}
 }
 
 // resolver implements claims.Resolver over the object service.
@@ -459,7 +445,7 @@ type users struct {
 	maxTTL  time.Duration
 }
 
-func (u *users) Token(ctx context.Context, name string, grantor *gateway.Principal, req gateway.TokenRequest) (string, error) {
+func (u *users) Token(ctx context.Context, name string, grantor *auth.Principal, req gateway.TokenRequest) (string, error) {
 	rec, err := u.secrets.User(ctx, name)
 	if err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
@@ -495,7 +481,7 @@ func (u *users) Token(ctx context.Context, name string, grantor *gateway.Princip
 		}
 		restrict = []backend.Claim{c}
 	}
-	tok, _, err := u.authn.IssueUserToken(ctx, rec, toAuth(grantor), ttl, roles, restrict)
+	tok, _, err := u.authn.IssueUserToken(ctx, rec, grantor, ttl, roles, restrict)
 	return tok, err
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/provgate/provgate/gateway"
+	"github.com/provgate/provgate/gateway/auth"
 )
 
 func TestTokenCache(t *testing.T) {
@@ -13,7 +13,7 @@ func TestTokenCache(t *testing.T) {
 	c := newTokenCache(2, time.Minute)
 	c.now = func() time.Time { return now }
 	k1, k2, k3 := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b")), sha256.Sum256([]byte("c"))
-	p := &gateway.Principal{Kind: "user", Name: "bob", Roles: []string{"ops"}}
+	p := &auth.Principal{Kind: auth.KindUser, Name: "bob", Roles: []string{"ops"}}
 
 	t.Run("hit returns a copy", func(t *testing.T) {
 		c.put(k1, p, now.Add(time.Hour))
