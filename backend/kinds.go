@@ -86,6 +86,16 @@ func register(k *Kind) { Kinds[k.Prefix] = k }
 // KindOf returns the kind for a prefix, or nil.
 func KindOf(prefix string) *Kind { return Kinds[prefix] }
 
+// LookupKind is KindOf for a prefix a caller asked for: an unknown one is
+// ENOTFOUND.
+func LookupKind(prefix string) (*Kind, error) {
+	k := Kinds[prefix]
+	if k == nil {
+		return nil, NewError(ENOTFOUND, "GET", prefix, "", "No such object type "+prefix)
+	}
+	return k, nil
+}
+
 // KindPrefixes returns every registered prefix, sorted.
 func KindPrefixes() []string {
 	out := make([]string, 0, len(Kinds))

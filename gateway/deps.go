@@ -55,8 +55,10 @@ type Deps struct {
 	Pools   Pools
 	Actions Actions
 	Jobs    Jobs
-	Prefs   Prefs
-	Events  Events
+	// JobActions renders job actions (task templates).
+	JobActions JobActions
+	Prefs      Prefs
+	Events     Events
 	// TenantOf names a user's tenant ("" for none).
 	TenantOf func(user string) string
 	// LoginTarpit delays each 429 answer to a refused login flood.
@@ -83,6 +85,6 @@ type PolicySync interface {
 
 // Licenser reports and replaces the license (docs/design.md §7).
 type Licenser interface {
-	LicenseState(ctx context.Context) LicenseState
-	LoadLicense(ctx context.Context, doc string) (LicenseState, error)
+	LicenseState(ctx context.Context) backend.LicenseState
+	LoadLicense(ctx context.Context, doc string) (backend.LicenseState, error)
 }

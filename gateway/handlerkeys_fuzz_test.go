@@ -109,18 +109,18 @@ func (p recPools) Status(_ context.Context, pool string, _ []string) (map[string
 	p.add("Status", "pools", pool, "", "")
 	return map[string][]backend.PoolResult{}, nil
 }
-func (p recPools) Op(_ context.Context, verb, pool string, _ []byte, _ string, _ bool, _ []string) ([]backend.PoolResult, error) {
-	p.add("PoolOp", "pools", pool, "", "action:"+verb+"Machines")
+func (p recPools) Op(_ context.Context, verb backend.PoolVerb, pool string, _ []byte, _ backend.PoolOptions) ([]backend.PoolResult, error) {
+	p.add("PoolOp", "pools", pool, "", "action:"+string(verb))
 	return []backend.PoolResult{}, nil
 }
-func (p recPools) ReleaseToPool(_ context.Context, key string, _ []string) ([]backend.PoolResult, error) {
+func (p recPools) ReleaseToPool(_ context.Context, key string) ([]backend.PoolResult, error) {
 	p.add("ReleaseToPool", "machines", key, "", "")
 	return []backend.PoolResult{}, nil
 }
 
 type recUsers struct{ *recorder }
 
-func (u recUsers) Token(_ context.Context, name string, _ *auth.Principal, _ TokenRequest) (string, error) {
+func (u recUsers) Token(_ context.Context, name string, _ *auth.Principal, _ auth.TokenRequest) (string, error) {
 	u.add("Token", "users", name, "", "")
 	return "t", nil
 }
@@ -148,9 +148,9 @@ func (a recActions) Run(_ context.Context, prefix, key, cmd, _ string, _ map[str
 	a.add("RunAction", prefix, key, "", cmd)
 	return json.RawMessage(`{}`), nil
 }
-func (a recActions) Attempts(_ context.Context, plugin, _ string, _ int) (any, error) {
+func (a recActions) Attempts(_ context.Context, plugin, _ string, _ int) ([]backend.CallbackAttempt, error) {
 	a.add("Attempts", "plugins", plugin, "", "")
-	return []any{}, nil
+	return []backend.CallbackAttempt{}, nil
 }
 
 type recJobs struct{ *recorder }
@@ -164,9 +164,9 @@ func (j recJobs) AppendJobLog(_ context.Context, key string, _ []byte) error {
 	j.add("AppendJobLog", "jobs", key, "", "")
 	return nil
 }
-func (j recJobs) JobActions(_ context.Context, key, _ string) (any, error) {
+func (j recJobs) JobActions(_ context.Context, key, _ string) ([]backend.JobAction, error) {
 	j.add("JobActions", "jobs", key, "", "")
-	return []any{}, nil
+	return []backend.JobAction{}, nil
 }
 
 // allowAll authenticates everyone as one user and allows every request,
@@ -208,7 +208,7 @@ func fuzzServer() (*Server, *recorder, *allowAll) {
 	rec := &recorder{}
 	dec := &allowAll{}
 	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{}, Objects: recObjects{rec},
-		Pools: recPools{rec}, Users: recUsers{rec}, Actions: recActions{rec}, Jobs: recJobs{rec}}})
+		Pools: recPools{rec}, Users: recUsers{rec}, Actions: recActions{rec}, Jobs: recJobs{rec}, JobActions: recJobs{rec}}})
 	return s, rec, dec
 }
 

@@ -172,7 +172,8 @@ func buildTable() *routeTable {
 			add("POST", obj+"/secret", route{h: hObject, scope: p, action: "update:/Secret", op: "update", resolve: true})
 		case "pools":
 			add("GET", obj+"/status", route{h: hObject, scope: p, action: "get", op: "get", resolve: true})
-			for _, verb := range []string{"addMachines", "removeMachines", "allocateMachines", "releaseMachines"} {
+			for _, v := range backend.PoolVerbs {
+				verb := string(v)
 				add("POST", obj+"/"+verb, route{h: hObject, scope: p, action: "action:" + verb, op: "action:" + verb, resolve: true})
 			}
 		case "machines":
