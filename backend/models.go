@@ -555,15 +555,6 @@ func nonNilStrings(s []string) []string {
 	return s
 }
 
-// Record is one stored object: its key, its revision (bumped on every write,
-// used for ETags and optimistic updates) and its JSON. backend/store keeps
-// them; services read them through small interfaces of their own.
-type Record struct {
-	Key  string
-	Rev  int64
-	Data []byte
-}
-
 // Sanitize strips from m what must never leave the server (a user's
 // password hash and Secret, a machine's Secret) and returns m.
 func Sanitize(m Model) Model {

@@ -29,11 +29,18 @@ type UserWriter interface {
 	RotateSecret(ctx context.Context, name string) error
 }
 
+// AccountSecrets is what Accounts reads and rotates; SecretCache
+// implements it.
+type AccountSecrets interface {
+	User(ctx context.Context, name string) (UserRecord, error)
+	RotateSystemSecret(ctx context.Context) error
+}
+
 // Accounts serves the user routes beyond CRUD: tokens, passwords and
 // Secrets.
 type Accounts struct {
 	authn   *Authenticator
-	secrets *SecretCache
+	secrets AccountSecrets
 	roles   RoleNarrower
 	users   UserWriter
 	changed func(ctx context.Context) error
@@ -42,7 +49,7 @@ type Accounts struct {
 // NewAccounts returns the account routes over authn and secrets. changed
 // runs after a Secret rotation, to drop every cached copy of the old
 // Secret (users, verified tokens) before the rotation is reported done.
-func NewAccounts(authn *Authenticator, secrets *SecretCache, roles RoleNarrower, users UserWriter, changed func(ctx context.Context) error) *Accounts {
+func NewAccounts(authn *Authenticator, secrets AccountSecrets, roles RoleNarrower, users UserWriter, changed func(ctx context.Context) error) *Accounts {
 	return &Accounts{authn: authn, secrets: secrets, roles: roles, users: users, changed: changed}
 }
 

@@ -164,7 +164,7 @@ func (d *deriver) derive() (Result, error) {
 		}
 		d.add("create", m)
 	case hSystemAction:
-		// Reference §6.4: system actions are claimed on specific "global".
+		// docs/design.md §5.4: system actions are claimed on specific "global".
 		out.Operation = "action:" + d.caps.cmd
 		d.add(out.Operation, "global")
 	case hObject, hPatch, hPut:

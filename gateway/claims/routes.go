@@ -152,7 +152,7 @@ func buildTable() *routeTable {
 		add("GET", obj+"/actions", route{h: hObject, scope: p, action: "actions", op: "actions", resolve: true})
 		add("GET|POST", obj+"/actions/{cmd}", route{h: hObject, scope: p, from: fromCmd, resolve: true})
 		if kind.HasParams {
-			// Reference §3.9: params mutations are update:/Params patches
+			// docs/design.md §5.4: params mutations are update:/Params patches
 			// of the parent object.
 			add("GET", obj+"/params", route{h: hObject, scope: p, action: "get", op: "get", secure: secure, resolve: true})
 			add("POST", obj+"/params", route{h: hObject, scope: p, action: "update:/Params", op: "update", resolve: true})
