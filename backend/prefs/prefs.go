@@ -5,7 +5,8 @@ package prefs
 
 import (
 	"context"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -65,11 +66,7 @@ func (p *Service) Prefs(ctx context.Context) (map[string]string, error) {
 // preference. Unknown names and malformed values are refused.
 func (p *Service) SetPrefs(ctx context.Context, in map[string]string) (map[string]string, error) {
 	var v backend.ValidationErrors
-	names := make([]string, 0, len(in))
-	for k := range in {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(in))
 	for _, k := range names {
 		val := in[k]
 		if _, ok := defaults[k]; !ok {

@@ -67,37 +67,15 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		return nil, nil, err
 	}
 
-	var pub ed25519.PublicKey
-	if cfg.LicensePublicKey != "" {
-		if pub, err = license.LoadPublicKey(cfg.LicensePublicKey); err != nil {
-			return nil, nil, err
-		}
-	}
-	lic := license.NewHolder(st, pub, time.Now)
-	if cfg.License != "" {
-		doc, rerr := os.ReadFile(cfg.License)
-		if rerr != nil {
-			return nil, nil, fmt.Errorf("license: %w", rerr)
-		}
-		if _, err = lic.LoadLicense(ctx, string(doc)); err != nil {
-			return nil, nil, fmt.Errorf("license %s: %s", cfg.License, backend.AsError(err).Error())
-		}
-	}
-
-	var decisionLog io.Writer
-	if cfg.DecisionLog != "" {
-		f, ferr := os.OpenFile(cfg.DecisionLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if ferr != nil {
-			return nil, nil, fmt.Errorf("decision log: %w", ferr)
-		}
-		closers = append(closers, func() { _ = f.Close() })
-		decisionLog = f
-	}
-	engine, err := opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog})
+	lic, err := newLicenseHolder(ctx, cfg, st)
 	if err != nil {
-		return nil, nil, fmt.Errorf("policies: %w", err)
+		return nil, nil, err
 	}
-	closers = append(closers, func() { _ = engine.Close() })
+	engine, closeEngine, err := newEngine(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, closeEngine)
 
 	bus := backend.NewBus()
 	prf := prefs.New(st)
@@ -167,26 +145,77 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		},
 	})
 
-	// Background work: jobfail deliveries. A job's move to failed queues
-	// them inside its own transaction (objects OnJobChange, above); nothing
-	// on the bus does, since clients can post events.
-	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{}, 1)
-	go func() { defer func() { done <- struct{}{} }(); cb.RunWorker(bg, time.Second) }()
+	closers = append(closers, startBackground(ctx, cfg, cb, engine))
+	return srv.App(), closeAll, nil
+}
+
+// newLicenseHolder verifies licenses with --license-public-key and loads
+// --license, when given, at start.
+func newLicenseHolder(ctx context.Context, cfg Config, st *store.Store) (*license.Holder, error) {
+	var pub ed25519.PublicKey
+	if cfg.LicensePublicKey != "" {
+		var err error
+		if pub, err = license.LoadPublicKey(cfg.LicensePublicKey); err != nil {
+			return nil, err
+		}
+	}
+	lic := license.NewHolder(st, pub, time.Now)
+	if cfg.License != "" {
+		doc, err := os.ReadFile(cfg.License)
+		if err != nil {
+			return nil, fmt.Errorf("license: %w", err)
+		}
+		if _, err = lic.LoadLicense(ctx, string(doc)); err != nil {
+			return nil, fmt.Errorf("license %s: %s", cfg.License, backend.AsError(err).Error())
+		}
+	}
+	return lic, nil
+}
+
+// newEngine builds the policy engine (embedded or --policy-dir) with its
+// decision log file; closeEngine closes both.
+func newEngine(ctx context.Context, cfg Config, logger *slog.Logger) (engine *opa.Engine, closeEngine func(), err error) {
+	var decisionLog io.Writer
+	closeLog := func() {}
+	if cfg.DecisionLog != "" {
+		f, err := os.OpenFile(cfg.DecisionLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("decision log: %w", err)
+		}
+		closeLog = func() { _ = f.Close() }
+		decisionLog = f
+	}
+	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog})
+	if err != nil {
+		closeLog()
+		return nil, nil, fmt.Errorf("policies: %w", err)
+	}
+	return engine, func() { _ = engine.Close(); closeLog() }, nil
+}
+
+// startBackground starts the jobfail delivery worker and, for a policy
+// directory, the reloads on file change and SIGHUP; stop ends them all and
+// waits for the worker.
+func startBackground(ctx context.Context, cfg Config, cb *callback.Service, engine *opa.Engine) (stop func()) {
+	// A job's move to failed queues its jobfail deliveries inside its own
+	// transaction (objects OnJobChange); nothing on the bus does, since
+	// clients can post events.
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); cb.RunWorker(bg, time.Second) }()
+	hup := make(chan os.Signal, 1)
 	if cfg.PolicyDir != "" {
-		// A file change or SIGHUP recompiles the policy dir and runs its
-		// tests first; a failing policy never replaces the working one.
+		// A failing policy never replaces the working one: the directory's
+		// tests run first.
 		engine.WatchDir(bg, cfg.PolicyWatchInterval)
-		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		engine.ReloadOn(bg, hup)
-		closers = append(closers, func() { signal.Stop(hup) })
 	}
-	closers = append(closers, func() {
-		stop()
+	return func() {
+		signal.Stop(hup)
+		cancel()
 		<-done
-	})
-	return srv.App(), closeAll, nil
+	}
 }
 
 // serverInfo is what templates see of the endpoint.
