@@ -25,7 +25,7 @@ type Objects interface {
 type objectSource struct{ o Objects }
 
 func (s objectSource) GetMachine(ctx context.Context, uuid string) (*backend.Machine, error) {
-	m, _, err := s.o.Get(ctx, "machines", uuid)
+	m, _, err := s.o.Get(ctx, backend.PrefixMachines, uuid)
 	if err != nil {
 		return nil, err
 	}
@@ -36,13 +36,13 @@ func (s objectSource) MachineParams(ctx context.Context, m *backend.Machine, agg
 	if aggregate {
 		return s.o.Aggregate(ctx, m, decode)
 	}
-	return s.o.Params(ctx, "machines", m.Uuid, false, decode)
+	return s.o.Params(ctx, backend.PrefixMachines, m.Uuid, false, decode)
 }
 
 // ListPlugins returns every plugin, callback plugins with their params in
 // the clear (see openParams).
 func (s objectSource) ListPlugins(ctx context.Context) ([]*backend.Plugin, error) {
-	list, _, _, err := s.o.List(ctx, "plugins", backend.Query{Limit: -1})
+	list, _, _, err := s.o.List(ctx, backend.PrefixPlugins, backend.Query{Limit: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func (s objectSource) ListPlugins(ctx context.Context) ([]*backend.Plugin, error
 // is a Secure param, stored sealed, and the service must see what the
 // validation at save time saw.
 func (s objectSource) openParams(ctx context.Context, p *backend.Plugin) error {
-	params, err := s.o.Params(ctx, "plugins", p.Name, false, true)
+	params, err := s.o.Params(ctx, backend.PrefixPlugins, p.Name, false, true)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func (a *Actions) List(ctx context.Context, prefix, key, plugin string) ([]backe
 		return nil, err
 	}
 	out := []backend.AvailableAction{}
-	if prefix != "machines" {
+	if prefix != backend.PrefixMachines {
 		return out, nil
 	}
 	ps, err := a.src.callbackPlugins(ctx)
@@ -137,13 +137,13 @@ func (a *Actions) Run(ctx context.Context, prefix, key, cmd, plugin string, para
 	if err != nil {
 		return nil, err
 	}
-	if prefix != "machines" || cmd != ActionName {
+	if prefix != backend.PrefixMachines || cmd != ActionName {
 		return nil, backend.NewError(backend.EBADREQUEST, "INVOKE", prefix, key, "Action "+cmd+" on "+prefix+": Not Found")
 	}
 	mc := m.(*backend.Machine)
 	var p *backend.Plugin
 	if plugin != "" {
-		pm, _, err := a.src.o.Get(ctx, "plugins", plugin)
+		pm, _, err := a.src.o.Get(ctx, backend.PrefixPlugins, plugin)
 		if err != nil || pm.(*backend.Plugin).Provider != ProviderName {
 			return nil, backend.NewError(backend.EBADREQUEST, "INVOKE", prefix, key,
 				"Action "+cmd+" on machines for plugin "+plugin+" not found")
@@ -163,7 +163,7 @@ func (a *Actions) Run(ctx context.Context, prefix, key, cmd, plugin string, para
 		p = ps[0]
 	}
 	if !p.Available {
-		return nil, backend.NewError(backend.ECONFLICT, "INVOKE", "plugins", p.Name,
+		return nil, backend.NewError(backend.ECONFLICT, "INVOKE", backend.PrefixPlugins, p.Name,
 			append([]string{"plugin " + p.Name + " is not available"}, p.Errors...)...)
 	}
 	// Action params missing from the body come from the machine's
@@ -184,7 +184,7 @@ func (a *Actions) Run(ctx context.Context, prefix, key, cmd, plugin string, para
 
 // Attempts lists a plugin's recorded attempts (see Service.Attempts).
 func (a *Actions) Attempts(ctx context.Context, plugin, machine string, limit int) ([]backend.CallbackAttempt, error) {
-	if _, _, err := a.src.o.Get(ctx, "plugins", plugin); err != nil {
+	if _, _, err := a.src.o.Get(ctx, backend.PrefixPlugins, plugin); err != nil {
 		return nil, err
 	}
 	return a.s.Attempts(ctx, plugin, machine, limit)

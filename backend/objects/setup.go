@@ -54,20 +54,20 @@ const AdminUser = "rocketskates"
 // (docs/design.md §15.2). It does nothing when any user exists, so later
 // starts never touch them; password is called only when the user is made.
 func (s *Service) Bootstrap(ctx context.Context, password func() (string, error)) (created bool, err error) {
-	_, total, _, err := s.st.List(ctx, "users", backend.Query{Limit: 1})
+	_, total, _, err := s.st.List(ctx, backend.PrefixUsers, backend.Query{Limit: 1})
 	if err != nil {
 		return false, err
 	}
 	if total > 0 {
 		return false, nil
 	}
-	if _, err := s.st.Get(ctx, "roles", "superuser"); backend.IsCode(err, backend.ENOTFOUND) {
+	if _, err := s.st.Get(ctx, backend.PrefixRoles, "superuser"); backend.IsCode(err, backend.ENOTFOUND) {
 		role, err := json.Marshal(backend.Role{Name: "superuser", Description: "every right",
 			Claims: []backend.Claim{{Scope: "*", Action: "*", Specific: "*"}}})
 		if err != nil {
 			return false, err
 		}
-		if _, err := s.Create(ctx, "roles", role); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
+		if _, err := s.Create(ctx, backend.PrefixRoles, role); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
 			return false, fmt.Errorf("bootstrap role superuser: %w", err)
 		}
 	} else if err != nil {
@@ -82,7 +82,7 @@ func (s *Service) Bootstrap(ctx context.Context, password func() (string, error)
 	if err != nil {
 		return false, err
 	}
-	if _, err := s.Create(ctx, "users", user); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
+	if _, err := s.Create(ctx, backend.PrefixUsers, user); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
 		return false, fmt.Errorf("bootstrap user %s: %w", AdminUser, err)
 	}
 	s.log.Info("created role superuser and user " + AdminUser)
@@ -113,7 +113,7 @@ func (s *Service) MigrateSecureParamsOnce(ctx context.Context, st Settings) erro
 // clear would otherwise still be shown to every reader. Running it again
 // changes nothing.
 func (s *Service) SealParam(ctx context.Context, name string) error {
-	rec, err := s.st.Get(ctx, "params", name)
+	rec, err := s.st.Get(ctx, backend.PrefixParams, name)
 	if err != nil {
 		return err
 	}
@@ -122,11 +122,11 @@ func (s *Service) SealParam(ctx context.Context, name string) error {
 		return err
 	}
 	if !def.Secure {
-		if _, err := s.Patch(ctx, "params", name, []byte(`[{"op":"replace","path":"/Secure","value":true}]`), false); err != nil {
+		if _, err := s.Patch(ctx, backend.PrefixParams, name, []byte(`[{"op":"replace","path":"/Secure","value":true}]`), false); err != nil {
 			return err
 		}
 	}
-	recs, _, _, err := s.st.List(ctx, "plugins", backend.Query{Limit: -1})
+	recs, _, _, err := s.st.List(ctx, backend.PrefixPlugins, backend.Query{Limit: -1})
 	if err != nil {
 		return err
 	}
@@ -145,10 +145,10 @@ func (s *Service) SealParam(ctx context.Context, name string) error {
 		// Unchanged values are not sealed again on save, so the clear value
 		// is removed and set anew, in one transaction.
 		err := s.InTx(ctx, func(ctx context.Context) error {
-			if _, err := s.DeleteParam(ctx, "plugins", p.Name, name); err != nil {
+			if _, err := s.DeleteParam(ctx, backend.PrefixPlugins, p.Name, name); err != nil {
 				return err
 			}
-			_, err := s.SetParam(ctx, "plugins", p.Name, name, v)
+			_, err := s.SetParam(ctx, backend.PrefixPlugins, p.Name, name, v)
 			return err
 		})
 		if err != nil {
@@ -161,7 +161,7 @@ func (s *Service) SealParam(ctx context.Context, name string) error {
 // RotateSecret gives user name a new Secret, which kills every token of
 // the user (docs/design.md §8.4).
 func (s *Service) RotateSecret(ctx context.Context, name string) error {
-	_, err := s.mutate(ctx, backend.KindOf("users"), name, "POST", "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	_, err := s.mutate(ctx, backend.KindOf(backend.PrefixUsers), name, "POST", "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		u := clone(old).(*backend.User)
 		u.Secret = s.newSecret()
 		return u, nil

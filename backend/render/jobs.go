@@ -35,12 +35,12 @@ func NewJobActions(o JobObjects, tokens TokenMinter, info func() Info) *JobActio
 // job whose task is not a task (a "stage:", "bootenv:" or "action:" entry)
 // has none.
 func (j *JobActions) JobActions(ctx context.Context, key, goos string) ([]backend.JobAction, error) {
-	jm, _, err := j.o.Get(ctx, "jobs", key)
+	jm, _, err := j.o.Get(ctx, backend.PrefixJobs, key)
 	if err != nil {
 		return nil, err
 	}
 	job := jm.(*backend.Job)
-	mm, _, err := j.o.Get(ctx, "machines", job.Machine)
+	mm, _, err := j.o.Get(ctx, backend.PrefixMachines, job.Machine)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func (j *JobActions) JobActions(ctx context.Context, key, goos string) ([]backen
 	if strings.Contains(job.Task, ":") {
 		return out, nil
 	}
-	tm, _, err := j.o.Get(ctx, "tasks", job.Task)
+	tm, _, err := j.o.Get(ctx, backend.PrefixTasks, job.Task)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func (j *JobActions) JobActions(ctx context.Context, key, goos string) ([]backen
 		}
 		text, err := Render(ctx, Task, t.Name, t.Contents, env, Limits{})
 		if err != nil {
-			return nil, backend.NewError(backend.ECONFLICT, "GET", "jobs", key, "template "+t.Name+": "+err.Error())
+			return nil, backend.NewError(backend.ECONFLICT, "GET", backend.PrefixJobs, key, "template "+t.Name+": "+err.Error())
 		}
 		meta := t.Meta
 		if meta == nil {

@@ -132,7 +132,7 @@ func (s *SecretCache) User(ctx context.Context, name string) (UserRecord, error)
 	if ok {
 		return u, nil
 	}
-	rec, err := s.st.Get(ctx, "users", name)
+	rec, err := s.st.Get(ctx, backend.PrefixUsers, name)
 	if err != nil {
 		return UserRecord{}, err
 	}
@@ -154,7 +154,7 @@ func (s *SecretCache) User(ctx context.Context, name string) (UserRecord, error)
 
 // MachineSecret implements Secrets.
 func (s *SecretCache) MachineSecret(ctx context.Context, uuid string) (string, error) {
-	rec, err := s.st.Get(ctx, "machines", uuid)
+	rec, err := s.st.Get(ctx, backend.PrefixMachines, uuid)
 	if err != nil {
 		return "", err
 	}

@@ -29,7 +29,7 @@ func (r ObjectResolver) NativeKey(ctx context.Context, prefix, key string) (stri
 
 // JobMachine implements Resolver.
 func (r ObjectResolver) JobMachine(ctx context.Context, key string) (string, error) {
-	m, _, err := r.Objects.Get(ctx, "jobs", key)
+	m, _, err := r.Objects.Get(ctx, backend.PrefixJobs, key)
 	if err != nil {
 		return "", err
 	}

@@ -50,11 +50,11 @@ func NewSync(st Records, lic License, engine Engine) *Sync {
 func (p *Sync) Refresh(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	roles, err := listAll[backend.Role](ctx, p.st, "roles")
+	roles, err := listAll[backend.Role](ctx, p.st, backend.PrefixRoles)
 	if err != nil {
 		return err
 	}
-	tenants, err := listAll[backend.Tenant](ctx, p.st, "tenants")
+	tenants, err := listAll[backend.Tenant](ctx, p.st, backend.PrefixTenants)
 	if err != nil {
 		return err
 	}
