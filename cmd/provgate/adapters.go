@@ -313,7 +313,8 @@ func (c *tokenCache) reset() {
 
 func toGateway(p *auth.Principal) *gateway.Principal {
 	return &gateway.Principal{Kind: p.Kind, Name: p.Name, Grantor: p.Grantor, Roles: p.Roles, TokenRoles: p.TokenRoles,
-		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic}
+		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic,
+		ExpiresAt: p.ExpiresAt, Job: p.Job, Claims: p.Claims}
 }
 
 func toAuth(p *gateway.Principal) *auth.Principal {
@@ -321,7 +322,8 @@ func toAuth(p *gateway.Principal) *auth.Principal {
 		return nil
 	}
 	return &auth.Principal{Kind: p.Kind, Name: p.Name, Grantor: p.Grantor, Roles: p.Roles, TokenRoles: p.TokenRoles,
-		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic}
+		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic,
+		ExpiresAt: p.ExpiresAt, Job: p.Job, Claims: p.Claims}
 }
 
 // resolver implements claims.Resolver over the object service.
