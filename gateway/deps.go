@@ -83,6 +83,8 @@ type Deps struct {
 	Jobs    Jobs
 	Prefs   Prefs
 	Events  Events
+	// Streams serves GET /ws, the websocket event stream.
+	Streams Streams
 	// TenantOf names a user's tenant ("" for none).
 	TenantOf func(user string) string
 	// LoginTarpit delays each 429 answer to a refused login flood.
