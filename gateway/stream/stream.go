@@ -312,7 +312,11 @@ func (s *socket) command(text string) backend.Event {
 	arg = strings.TrimSpace(arg)
 	fail := func(msg string) backend.Event {
 		ack.Action, ack.Key = "error", text
-		ack.Object, _ = json.Marshal(map[string]string{"Error": msg})
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(map[string]string{"Error": msg}) // a string map always encodes
+		ack.Object = json.RawMessage(strings.TrimSpace(b.String()))
 		return ack
 	}
 	switch verb {
