@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -52,9 +50,9 @@ type wsClient struct {
 
 type wsDialOpt struct {
 	query string // appended to the URL
-	// tinyWindow makes the client's TCP receive buffer small and the reader
-	// start only on read(), so the server's writes back up.
-	tinyWindow bool
+	// paused starts the reader only on startReading, so the server's
+	// writes back up.
+	paused bool
 }
 
 // dialWS opens an event stream with the given Authorization ("" for none).
@@ -68,15 +66,6 @@ func (s *tserver) dialWS(t testing.TB, authz string, opts ...wsDialOpt) (*wsClie
 		TLSClientConfig:  &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed test server
 		HandshakeTimeout: 10 * time.Second,
 	}
-	if o.tinyWindow {
-		d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err == nil {
-				_ = c.(*net.TCPConn).SetReadBuffer(4096)
-			}
-			return c, err
-		}
-	}
 	h := http.Header{}
 	if authz != "" {
 		h.Set("Authorization", authz)
@@ -88,7 +77,7 @@ func (s *tserver) dialWS(t testing.TB, authz string, opts ...wsDialOpt) (*wsClie
 	}
 	c := &wsClient{t: t, conn: conn, frames: make(chan wsEvent, 100000), end: make(chan struct{})}
 	t.Cleanup(func() { _ = conn.Close() })
-	if !o.tinyWindow {
+	if !o.paused {
 		go c.read()
 	}
 	return c, res, nil
@@ -128,7 +117,7 @@ func (c *wsClient) read() {
 	}
 }
 
-// startReading starts the reader of a tinyWindow client.
+// startReading starts the reader of a paused client.
 func (c *wsClient) startReading() { go c.read() }
 
 func (c *wsClient) send(text string) {

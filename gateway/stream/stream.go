@@ -359,6 +359,11 @@ func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
 		defer t.Stop()
 		expired = t.C
 	}
+	// A check that could not decide (the store or the password hasher
+	// busy) is tried again soon rather than at the next interval.
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	check := func() bool {
 		err := s.v.Check(ctx)
 		if errors.Is(err, ErrCredentials) {
@@ -367,11 +372,24 @@ func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
 		}
 		if err != nil {
 			s.h.o.Logger.WarnContext(ctx, "event stream: checking credentials", "principal", s.id.Principal, "err", err.Error())
+			retry.Reset(time.Second)
 		}
 		return true
 	}
 	for {
+		// A full buffer ends the socket before anything else is sent.
 		select {
+		case <-s.full:
+			s.closeWith(websocket.ClosePolicyViolation,
+				fmt.Sprintf("slow consumer: more than %d events waiting, connection closed", o.Buffer))
+			return
+		default:
+		}
+		select {
+		case <-retry.C:
+			if !check() {
+				return
+			}
 		case <-s.done:
 			return
 		case <-s.h.stop:
@@ -418,6 +436,7 @@ func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
 			if err != nil {
 				s.h.o.Logger.WarnContext(ctx, "event stream: authorizing an event", "principal", s.id.Principal,
 					"type", e.Type, "err", err.Error())
+				retry.Reset(time.Second)
 				continue
 			}
 			if !allowed {
