@@ -183,7 +183,7 @@ func evAgentWorkflow(t *testing.T, s *tserver) {
 		}
 		var job struct {
 			Uuid, Task, State, Token string
-			ExtraClaims          []map[string]string
+			ExtraClaims              []map[string]string
 		}
 		r.JSON(t, &job)
 		if job.State != "created" || job.Token == "" {
