@@ -91,6 +91,10 @@ func (b *Bus) PublishPosted(_ context.Context, e Event) {
 }
 
 func (b *Bus) publish(e Event) {
+	if e.Type == "jobs" && e.owner == "" {
+		// Read once here rather than by every subscriber's filter.
+		e.owner = e.Owner()
+	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	for s := range b.subs {

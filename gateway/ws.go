@@ -66,12 +66,12 @@ func (s *Server) handleWS(c *fiber.Ctx) error {
 	}
 	v := &wsViewer{s: s, authz: a.authz, ip: a.ip}
 	ctx := context.WithoutCancel(userContext(c))
-	served := false
+	// The socket is served after this handler returns, on the hijacked
+	// connection; a failed upgrade never serves it.
 	err = websocket.New(func(conn *websocket.Conn) {
-		served = true
 		s.Streams.Serve(ctx, conn.Conn, id, v, release)
 	}, websocket.Config{HandshakeTimeout: 10 * time.Second})(c)
-	if err != nil && !served {
+	if err != nil {
 		release()
 	}
 	return err

@@ -463,6 +463,12 @@ func evJobTokens(t *testing.T, s *tserver) {
 		}
 		j := bearer(jt)
 		s.Must(200, "GET", "/profiles/ev-jt-prof", nil, j)
+		// A tenant listing the machine restricts its extra claims too.
+		s.Must(201, "POST", "/tenants", map[string]any{"Name": "ev-jt-t",
+			"Members": map[string][]string{"machines": {m}, "profiles": {}}}, adm)
+		s.Must(404, "GET", "/profiles/ev-jt-prof", nil, j)
+		s.Must(200, "DELETE", "/tenants/ev-jt-t", nil, adm)
+		s.Must(200, "GET", "/profiles/ev-jt-prof", nil, j)
 		// Extra claims on every machine still reach only its own.
 		for _, p := range []string{"/machines/" + other, "/machines/Name:ev-jt-other"} {
 			if r := s.Do("GET", p, nil, j); r.Status != 404 {
