@@ -52,7 +52,7 @@ func (b *Bus) SubscribeAll(n int, filter func(Event) bool) *Subscription {
 // SubscribeStream is SubscribeAll for a stream that must not miss events
 // silently: full is called (from the publisher's goroutine, so it must not
 // block) each time an event does not fit in the buffer, and the stream is
-// expected to end itself (docs/design.md §13.3).
+// expected to end itself (docs/design.md §13.2).
 func (b *Bus) SubscribeStream(n int, filter func(Event) bool, full func()) *Subscription {
 	return b.subscribe(n, filter, true, full)
 }
