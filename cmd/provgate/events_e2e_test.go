@@ -591,12 +591,16 @@ func TestE2EEventsSlowConsumer(t *testing.T) {
 		fast := s.mustWS(t, admin())
 		fast.register("big.*.*")
 		big := strings.Repeat("x", 512<<10)
-		// 15 MiB: more than the socket buffers of both ends hold, so the
-		// server's writer blocks and the buffer of 4 events overflows.
-		for i := 0; i < 30; i++ {
+		// 8 MiB: more than the server's socket buffer and the slow
+		// client's small window hold, so the server's writer blocks and
+		// the buffer of 4 events overflows; the posts end well within the
+		// 10 s a blocked write may take.
+		for i := 0; i < 16; i++ {
 			s.Must(200, "POST", "/events", map[string]any{"Type": "big", "Action": "blob", "Key": strconv.Itoa(i),
 				"Object": map[string]any{"Data": big}}, admin())
-			fast.next(10*time.Second, "the fast subscriber's event", is("big", "blob", strconv.Itoa(i)))
+		}
+		for i := 0; i < 16; i++ {
+			fast.next(20*time.Second, "the fast subscriber's event", is("big", "blob", strconv.Itoa(i)))
 		}
 		slow.startReading()
 		code, text := slow.closed(30 * time.Second)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -50,8 +52,9 @@ type wsClient struct {
 
 type wsDialOpt struct {
 	query string // appended to the URL
-	// paused starts the reader only on startReading, so the server's
-	// writes back up.
+	// paused starts the reader only on startReading, and gives the
+	// connection a small receive buffer, so the server's writes back up
+	// after little data.
 	paused bool
 }
 
@@ -65,6 +68,15 @@ func (s *tserver) dialWS(t testing.TB, authz string, opts ...wsDialOpt) (*wsClie
 	d := websocket.Dialer{
 		TLSClientConfig:  &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed test server
 		HandshakeTimeout: 10 * time.Second,
+	}
+	if o.paused {
+		d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				_ = c.(*net.TCPConn).SetReadBuffer(64 << 10)
+			}
+			return c, err
+		}
 	}
 	h := http.Header{}
 	if authz != "" {
