@@ -24,6 +24,12 @@ type Principal struct {
 	Restrict       []backend.Claim
 	MachineToken   string // discovery | operations
 	Basic          bool
+	// ExpiresAt is the token's expiry; zero for Basic.
+	ExpiresAt time.Time
+	// Job and Claims: a job token's job and its task's extra claims
+	// (docs/design.md §8.7).
+	Job    string
+	Claims []backend.Claim
 }
 
 // policyPrincipal is the principal as the policies see it.
@@ -36,7 +42,11 @@ func (p *Principal) policyPrincipal() policies.Principal {
 	if p.RoleRestricted {
 		tokenRoles = append([]string{}, p.TokenRoles...)
 	}
-	return policies.Principal{Kind: p.Kind, Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: []backend.Claim{},
+	claims := []backend.Claim{}
+	if p.Kind == "machine" {
+		claims = append(claims, p.Claims...)
+	}
+	return policies.Principal{Kind: p.Kind, Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: claims,
 		Restrict: p.Restrict, MachineToken: p.MachineToken}
 }
 
@@ -73,6 +83,8 @@ type Deps struct {
 	Jobs    Jobs
 	Prefs   Prefs
 	Events  Events
+	// Streams serves GET /ws, the websocket event stream.
+	Streams Streams
 	// TenantOf names a user's tenant ("" for none).
 	TenantOf func(user string) string
 	// LoginTarpit delays each 429 answer to a refused login flood.

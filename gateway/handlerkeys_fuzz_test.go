@@ -154,7 +154,8 @@ func (a recActions) Attempts(_ context.Context, plugin, _ string, _ int) (any, e
 
 type recJobs struct{ *recorder }
 
-func (j recJobs) CreateJob(context.Context, []byte) (int, *backend.Job, error) { return 204, nil, nil }
+func (j recJobs) CreateJob(context.Context, []byte) (int, *backend.Job, error)       { return 204, nil, nil }
+func (j recJobs) JobToken(context.Context, *backend.Job, *Principal) (string, error) { return "", nil }
 func (j recJobs) JobLog(_ context.Context, key string) ([]byte, error) {
 	j.add("JobLog", "jobs", key, "", "")
 	return nil, nil

@@ -50,6 +50,10 @@ type Actions interface {
 // Jobs covers job creation and logs beyond CRUD.
 type Jobs interface {
 	CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error)
+	// JobToken mints the token the agent gives the job's task scripts
+	// (docs/design.md §8.7); "" when creator may not have one. It also
+	// fills job.ExtraClaims from the task.
+	JobToken(ctx context.Context, job *backend.Job, creator *Principal) (string, error)
 	JobLog(ctx context.Context, key string) ([]byte, error)
 	AppendJobLog(ctx context.Context, key string, chunk []byte) error
 	JobActions(ctx context.Context, key, os string) (any, error)
@@ -423,6 +427,12 @@ func (s *Server) handleCreateJob(c *fiber.Ctx) error {
 		c.Status(status)
 		return c.Send(nil)
 	}
+	// The token is in this reply only: never stored, never in events.
+	tok, err := s.Jobs.JobToken(userContext(c), job, principalOf(c))
+	if err != nil {
+		return err
+	}
+	job.Token = tok
 	return c.Status(status).JSON(job)
 }
 

@@ -165,8 +165,10 @@ type freshness struct {
 	secrets *secrets
 	tokens  *tokenCache
 	policy  *policySync
-	mu      sync.Mutex
-	seen    int64
+	// onReload runs after every reload (event streams re-authenticate).
+	onReload func()
+	mu       sync.Mutex
+	seen     int64
 }
 
 // Check runs before each request.
@@ -207,7 +209,23 @@ func (f *freshness) reload(ctx context.Context, rev int64) error {
 		return err
 	}
 	f.seen = rev
+	if f.onReload != nil {
+		f.onReload()
+	}
 	return nil
+}
+
+// JobState gives job tokens their job's machine and state (auth.JobStates).
+func (s *secrets) JobState(ctx context.Context, uuid string) (string, string, error) {
+	rec, err := s.st.Get(ctx, "jobs", uuid)
+	if err != nil {
+		return "", "", err
+	}
+	var j backend.Job
+	if err := json.Unmarshal(rec.Data, &j); err != nil {
+		return "", "", err
+	}
+	return j.Machine, j.State, nil
 }
 
 func (s *secrets) MachineSecret(ctx context.Context, uuid string) (string, error) {
@@ -313,7 +331,8 @@ func (c *tokenCache) reset() {
 
 func toGateway(p *auth.Principal) *gateway.Principal {
 	return &gateway.Principal{Kind: p.Kind, Name: p.Name, Grantor: p.Grantor, Roles: p.Roles, TokenRoles: p.TokenRoles,
-		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic}
+		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic,
+		ExpiresAt: p.ExpiresAt, Job: p.Job, Claims: p.Claims}
 }
 
 func toAuth(p *gateway.Principal) *auth.Principal {
@@ -321,7 +340,8 @@ func toAuth(p *gateway.Principal) *auth.Principal {
 		return nil
 	}
 	return &auth.Principal{Kind: p.Kind, Name: p.Name, Grantor: p.Grantor, Roles: p.Roles, TokenRoles: p.TokenRoles,
-		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic}
+		RoleRestricted: p.RoleRestricted, Restrict: p.Restrict, MachineToken: p.MachineToken, Basic: p.Basic,
+		ExpiresAt: p.ExpiresAt, Job: p.Job, Claims: p.Claims}
 }
 
 // resolver implements claims.Resolver over the object service.
@@ -504,23 +524,12 @@ func (u *users) ChangePassword(ctx context.Context, name, password string) (back
 }
 
 func (u *users) RotateSecret(ctx context.Context, name string) error {
-	err := u.st.InTx(ctx, func(ctx context.Context) error {
-		rec, err := u.st.Get(ctx, "users", name)
-		if backend.IsCode(err, backend.ENOTFOUND) {
-			return backend.NotFound("POST", "users", name)
-		}
-		if err != nil {
-			return err
-		}
-		var usr map[string]any
-		if err := json.Unmarshal(rec.Data, &usr); err != nil {
-			return err
-		}
-		usr["Secret"] = auth.NewSecret()
-		b, _ := json.Marshal(usr)
-		_, err = u.st.Update(ctx, "users", name, rec.Rev, b)
-		return err
-	})
+	// Writing Secret rotates it to a fresh random value; through the object
+	// service, so the change is published like any other user write.
+	_, err := u.o.Patch(ctx, "users", name, []byte(`[{"op":"replace","path":"/Secret","value":"rotate"}]`), false)
+	if backend.IsCode(err, backend.ENOTFOUND) {
+		return backend.NotFound("POST", "users", name)
+	}
 	if err != nil {
 		return err
 	}
@@ -845,6 +854,46 @@ type jobs struct {
 func (j jobs) CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error) {
 	return j.o.CreateJob(ctx, body)
 }
+
+// JobToken mints job's token for creator (auth.IssueJobToken), with the
+// extra claims of the job's task as it is now.
+func (j jobs) JobToken(ctx context.Context, job *backend.Job, creator *gateway.Principal) (string, error) {
+	var extra []backend.Claim
+	if !strings.Contains(job.Task, ":") {
+		tm, _, err := j.o.Get(backend.WithAccess(ctx, nil), "tasks", job.Task)
+		if err != nil && !backend.IsCode(err, backend.ENOTFOUND) {
+			return "", err
+		}
+		if err == nil {
+			extra = tm.(*backend.Task).ExtraClaims
+		}
+	}
+	job.ExtraClaims = extra
+	if creator == nil {
+		return "", nil
+	}
+	if creator.Kind == auth.KindUser {
+		a := backend.AccessFrom(ctx)
+		if a == nil {
+			return "", nil
+		}
+		ok, err := a.Can(ctx, auth.JobTokenClaims(job.Machine, extra)...)
+		if err != nil || !ok {
+			return "", err
+		}
+	}
+	// A token without expiry (Basic) gives the job token the known-machine
+	// token lifetime; otherwise the creator's token bounds it.
+	ttl := j.prefs.seconds(ctx, "knownTokenTimeout")
+	if !creator.ExpiresAt.IsZero() {
+		ttl = 3 * 52 * 7 * 24 * time.Hour
+	}
+	tok, _, err := j.authn.IssueJobToken(ctx, toAuth(creator), job.Machine, job.Uuid, extra, ttl)
+	if backend.IsCode(err, backend.EFORBIDDEN) {
+		return "", nil
+	}
+	return tok, err
+}
 func (j jobs) JobLog(ctx context.Context, key string) ([]byte, error) { return j.o.JobLog(ctx, key) }
 func (j jobs) AppendJobLog(ctx context.Context, key string, b []byte) error {
 	return j.o.AppendJobLog(ctx, key, b)
@@ -935,10 +984,14 @@ func (t machineTokens) GenerateInfiniteToken(ctx context.Context, m *backend.Mac
 }
 
 // events publishes posted events on the bus, marked as posted: they reach
-// event streams only and drive no server behaviour.
-type events struct{ bus *backend.Bus }
+// event streams only and drive no server behaviour. Other replicas get them
+// through the relay.
+type events struct {
+	bus   *backend.Bus
+	relay *backend.Relay
+}
 
 func (e events) PostEvent(ctx context.Context, ev backend.Event) error {
 	e.bus.PublishPosted(ctx, ev)
-	return nil
+	return e.relay.SendPosted(ctx, ev)
 }

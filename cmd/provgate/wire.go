@@ -27,6 +27,7 @@ import (
 	"github.com/provgate/provgate/backend/store"
 	"github.com/provgate/provgate/gateway"
 	"github.com/provgate/provgate/gateway/auth"
+	"github.com/provgate/provgate/gateway/stream"
 	"github.com/provgate/provgate/policies/opa"
 )
 
@@ -104,6 +105,26 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 
 	bus := backend.NewBus()
 	prf := prefs{st: st}
+	// Event streams, and the relay that carries events between replicas
+	// sharing a PostgreSQL database (docs/design.md §13).
+	hub := stream.New(stream.Options{Bus: bus, Logger: logger, Buffer: cfg.EventBuffer, MaxPerPrincipal: cfg.EventStreams})
+	closers = append(closers, hub.Close)
+	var fresh *freshness
+	var relay *backend.Relay
+	var notify func(ctx context.Context, evs []backend.Event) error
+	if st.Notifies() {
+		relay = backend.NewRelay(backend.RelayOptions{Bus: bus, Send: st.Notify, Logger: logger,
+			Read: func(ctx context.Context, prefix, key string) ([]byte, error) {
+				rec, err := st.Get(ctx, prefix, key)
+				return rec.Data, err
+			},
+			OnRevision: func(ctx context.Context) {
+				if err := fresh.Check(ctx); err != nil {
+					logger.WarnContext(ctx, "reloading authorization data", "err", err.Error())
+				}
+			}})
+		notify = relay.Send
+	}
 	// The object service validates plugins with the callback service, which
 	// in turn reads machines and plugins through the object service.
 	var cb *callback.Service
@@ -111,6 +132,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		Bus: bus, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
 		Providers: []string{"callback"}, ValidatePlugin: func(p *backend.Plugin) []string { return cb.Configure(p) },
 		OnJobChange: func(ctx context.Context, old, job *backend.Job) error { return cb.JobChanged(ctx, old, job) },
+		Notify:      notify,
 	})
 	deps := cbDeps{st: st, o: obj}
 	cb = callback.New(callback.Options{
@@ -132,7 +154,10 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		ClaimContains: func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
 	sync := &policySync{st: st, engine: engine, lic: lic}
 	tokens := newTokenCache(10000, time.Minute)
-	fresh := &freshness{st: st, poll: st.Dialect() == "postgres", secrets: sec, tokens: tokens, policy: sync}
+	// Every reload (a local change or another replica's) makes open event
+	// streams authenticate again.
+	fresh = &freshness{st: st, poll: st.Dialect() == "postgres", secrets: sec, tokens: tokens, policy: sync,
+		onReload: hub.Recheck}
 
 	if err = bootstrap(ctx, cfg, st, obj, stdout, logger); err != nil {
 		return nil, nil, err
@@ -150,7 +175,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		return nil, nil, fmt.Errorf("policy data: %w", err)
 	}
 
-	poolSvc := pools.New(st, pools.Options{Bus: bus, Logger: logger})
+	poolSvc := pools.New(st, pools.Options{Bus: bus, Logger: logger, Notify: notify})
 	srv := gateway.New(gateway.Options{
 		Logger:    logger,
 		Version:   version,
@@ -168,7 +193,8 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 			Actions:  actions{st: st, o: obj, cb: cb},
 			Jobs:     jobs{o: obj, authn: authn, prefs: prf, info: func() render.Info { return serverInfo(cfg) }},
 			Prefs:    prf,
-			Events:   events{bus: bus},
+			Events:   events{bus: bus, relay: relay},
+			Streams:  hub,
 			TenantOf: sync.TenantOf,
 
 			LoginTarpit: time.Second,
@@ -182,6 +208,14 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{}, 1)
 	go func() { defer func() { done <- struct{}{} }(); cb.RunWorker(bg, time.Second) }()
+	if relay != nil {
+		go relay.Run(bg)
+		go func() {
+			if err := st.Listen(bg, time.Second, relay.Receive, relay.Resync); err != nil {
+				logger.Error("listening for other replicas' events stopped", "err", err.Error())
+			}
+		}()
+	}
 	if cfg.PolicyDir != "" {
 		// A file change or SIGHUP recompiles the policy dir and runs its
 		// tests first; a failing policy never replaces the working one.

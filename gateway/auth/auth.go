@@ -55,6 +55,13 @@ type Secrets interface {
 	MachineSecret(ctx context.Context, uuid string) (string, error)
 }
 
+// JobStates is an optional capability of Secrets: without it job tokens
+// never verify. JobState returns a job's machine and state, or a backend
+// ENOTFOUND error.
+type JobStates interface {
+	JobState(ctx context.Context, uuid string) (machine, state string, err error)
+}
+
 // UserRecord is what authentication needs of a user.
 type UserRecord struct {
 	Name         string
@@ -98,6 +105,11 @@ type Principal struct {
 	TokenID string
 	// Basic marks a per-request principal built from Basic credentials.
 	Basic bool
+	// Job is the job a job token was minted for (docs/design.md §8.7): a
+	// machine operations principal whose token ends with the job. Claims
+	// are the extra claims its task grants, beside the operations set.
+	Job    string
+	Claims []backend.Claim
 }
 
 // Options tune an Authenticator. Zero values take the defaults noted.
