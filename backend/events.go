@@ -27,6 +27,7 @@ type Subscription struct {
 	c      chan Event
 	filter func(Event) bool
 	posted bool // also receives events clients posted
+	full   func()
 	bus    *Bus
 	once   sync.Once
 }
@@ -38,19 +39,27 @@ func NewBus() *Bus { return &Bus{subs: map[*Subscription]struct{}{}} }
 // the server itself publishes; filter may be nil. Events clients posted are
 // never delivered to it.
 func (b *Bus) Subscribe(n int, filter func(Event) bool) *Subscription {
-	return b.subscribe(n, filter, false)
+	return b.subscribe(n, filter, false, nil)
 }
 
 // SubscribeAll is Subscribe that also receives the events clients posted
 // (Event.Posted tells them apart). It is meant for streaming events to
 // clients, never for acting on them.
 func (b *Bus) SubscribeAll(n int, filter func(Event) bool) *Subscription {
-	return b.subscribe(n, filter, true)
+	return b.subscribe(n, filter, true, nil)
 }
 
-func (b *Bus) subscribe(n int, filter func(Event) bool, posted bool) *Subscription {
+// SubscribeStream is SubscribeAll for a stream that must not miss events
+// silently: full is called (from the publisher's goroutine, so it must not
+// block) each time an event does not fit in the buffer, and the stream is
+// expected to end itself (docs/design.md §13.2).
+func (b *Bus) SubscribeStream(n int, filter func(Event) bool, full func()) *Subscription {
+	return b.subscribe(n, filter, true, full)
+}
+
+func (b *Bus) subscribe(n int, filter func(Event) bool, posted bool, full func()) *Subscription {
 	c := make(chan Event, n)
-	s := &Subscription{C: c, c: c, filter: filter, posted: posted, bus: b}
+	s := &Subscription{C: c, c: c, filter: filter, posted: posted, full: full, bus: b}
 	b.mu.Lock()
 	b.subs[s] = struct{}{}
 	b.mu.Unlock()
@@ -82,6 +91,10 @@ func (b *Bus) PublishPosted(_ context.Context, e Event) {
 }
 
 func (b *Bus) publish(e Event) {
+	if e.Type == "jobs" && e.owner == "" {
+		// Read once here rather than by every subscriber's filter.
+		e.owner = e.Owner()
+	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	for s := range b.subs {
@@ -94,6 +107,9 @@ func (b *Bus) publish(e Event) {
 		select {
 		case s.c <- e:
 		default:
+			if s.full != nil {
+				s.full()
+			}
 		}
 	}
 }

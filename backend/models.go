@@ -536,6 +536,31 @@ type Event struct {
 	// Bus.PublishPosted sets it, so neither a request body nor a caller
 	// outside this package can clear or forge it; it is never serialized.
 	posted bool
+	// owner is the machine of a job event whose Object is absent (a delete
+	// relayed from another replica); see Owner.
+	owner string
+}
+
+// Owner is the machine a jobs event belongs to, read from the job in
+// Object (jobs follow their machine, docs/design.md §6.3); "" for other
+// types or when unknown.
+func (e Event) Owner() string {
+	if e.Type != "jobs" {
+		return ""
+	}
+	if e.owner != "" {
+		return e.owner
+	}
+	var j struct {
+		Machine string `json:"Machine"`
+	}
+	if len(e.Object) > 0 && json.Unmarshal(e.Object, &j) == nil && j.Machine != "" {
+		return j.Machine
+	}
+	if len(e.Original) > 0 && json.Unmarshal(e.Original, &j) == nil {
+		return j.Machine
+	}
+	return ""
 }
 
 // Posted reports whether a client posted the event: it is a notification

@@ -63,7 +63,7 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	if err := s.fresh(ctx); err != nil {
 		return err
 	}
-	authz, ip := strings.Clone(c.Get(fiber.HeaderAuthorization)), c.IP()
+	authz, ip := wsCredential(c), c.IP()
 	p, err := s.Auth.Authenticate(ctx, authz, ip)
 	if err != nil {
 		if backend.IsCode(err, backend.ETOOMANY) {

@@ -20,7 +20,11 @@ func policyPrincipal(p *auth.Principal) policies.Principal {
 	if p.RoleRestricted {
 		tokenRoles = append([]string{}, p.TokenRoles...)
 	}
-	return policies.Principal{Kind: string(p.Kind), Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: []backend.Claim{},
+	claims := []backend.Claim{}
+	if p.IsMachine() {
+		claims = append(claims, p.Claims...)
+	}
+	return policies.Principal{Kind: string(p.Kind), Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: claims,
 		Restrict: p.Restrict, MachineToken: string(p.MachineToken)}
 }
 
@@ -55,10 +59,14 @@ type Deps struct {
 	Pools   Pools
 	Actions Actions
 	Jobs    Jobs
+	// JobTokens mints job tokens for job creations; nil mints none.
+	JobTokens JobTokens
 	// JobActions renders job actions (task templates).
 	JobActions JobActions
 	Prefs      Prefs
 	Events     Events
+	// Streams serves GET /ws, the websocket event stream.
+	Streams Streams
 	// TenantOf names a user's tenant ("" for none).
 	TenantOf func(user string) string
 	// LoginTarpit delays each 429 answer to a refused login flood.

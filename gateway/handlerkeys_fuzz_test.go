@@ -156,6 +156,9 @@ func (a recActions) Attempts(_ context.Context, plugin, _ string, _ int) ([]back
 type recJobs struct{ *recorder }
 
 func (j recJobs) CreateJob(context.Context, []byte) (int, *backend.Job, error) { return 204, nil, nil }
+func (j recJobs) JobToken(context.Context, *backend.Job, *auth.Principal) (string, error) {
+	return "", nil
+}
 func (j recJobs) JobLog(_ context.Context, key string) ([]byte, error) {
 	j.add("JobLog", "jobs", key, "", "")
 	return nil, nil
@@ -208,7 +211,7 @@ func fuzzServer() (*Server, *recorder, *allowAll) {
 	rec := &recorder{}
 	dec := &allowAll{}
 	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{}, Objects: recObjects{rec},
-		Pools: recPools{rec}, Users: recUsers{rec}, Actions: recActions{rec}, Jobs: recJobs{rec}, JobActions: recJobs{rec}}})
+		Pools: recPools{rec}, Users: recUsers{rec}, Actions: recActions{rec}, Jobs: recJobs{rec}, JobTokens: recJobs{rec}, JobActions: recJobs{rec}}})
 	return s, rec, dec
 }
 

@@ -48,6 +48,14 @@ type Jobs interface {
 	AppendJobLog(ctx context.Context, key string, chunk []byte) error
 }
 
+// JobTokens mints the token the agent gives a job's task scripts
+// (docs/design.md §8.7).
+type JobTokens interface {
+	// JobToken returns job's token for creator, "" when creator may not
+	// have one. It also fills job.ExtraClaims from the task.
+	JobToken(ctx context.Context, job *backend.Job, creator *auth.Principal) (string, error)
+}
+
 // JobActions renders a job's task templates for the agent.
 type JobActions interface {
 	JobActions(ctx context.Context, key, os string) ([]backend.JobAction, error)
@@ -416,6 +424,14 @@ func (s *Server) handleCreateJob(c *fiber.Ctx) error {
 	if job == nil {
 		c.Status(status)
 		return c.Send(nil)
+	}
+	// The token is in this reply only: never stored, never in events.
+	if s.JobTokens != nil {
+		tok, err := s.JobTokens.JobToken(userContext(c), job, principalOf(c))
+		if err != nil {
+			return err
+		}
+		job.Token = tok
 	}
 	return c.Status(status).JSON(job)
 }

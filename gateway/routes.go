@@ -33,6 +33,7 @@ func (s *Server) routes() {
 	api.Get("/meta/:prefix/:key", s.handleGetMeta)
 	api.Patch("/meta/:prefix/:key", s.handlePatchMeta)
 	api.Post("/events", s.handlePostEvent)
+	api.Get("/ws", s.handleWS)
 	api.Post("/system/actions/:cmd", s.handleSystemAction)
 
 	api.Get("/users/:key/token", s.handleUserToken)

@@ -39,6 +39,8 @@ type Server struct {
 	reg     *prometheus.Registry
 	// servedBy maps each claims route to the Fiber route serving it.
 	servedBy map[string]string
+	// streamFresh paces event streams' freshness checks.
+	streamFresh freshGate
 	Deps
 }
 

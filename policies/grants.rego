@@ -70,10 +70,18 @@ held := array.concat(
 
 # Machine tokens have fixed permissions and ignore roles
 # (docs/design.md §8.6). The sets are written compiled, like the
-# self claims, since a machine token is used on every agent request.
-held := machine_token[input.principal.machine_token] if {
+# self claims, since a machine token is used on every agent request. A
+# job token (docs/design.md §8.7) also holds its task's extra claims as
+# direct claims; tenancy still restricts what they reach.
+held := array.concat(machine_token[input.principal.machine_token], job_claims) if {
 	input.principal.kind == "machine"
 }
+
+# Only operations tokens carry a job's claims; a discovery token's are
+# ignored.
+job_claims := [claims.compile(c) | some c in object.get(input.principal, "claims", [])] if {
+	input.principal.machine_token == "operations"
+} else := []
 
 # machines create,get *
 machine_token["discovery"] := [{"machines": {"create": every_object, "get": every_object}}]

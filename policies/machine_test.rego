@@ -84,6 +84,25 @@ test_machine_ignores_direct_claims_denied if {
 	not allowed_with(p, [c("pools", "get", "p1")])
 }
 
+# A job token (docs/design.md §8.7) is an operations token holding its
+# task's extra claims as direct claims.
+test_job_token_extra_claims_allowed if {
+	p := object.union(fixtures.machine(uuid, "operations"), {"claims": [c("profiles", "get", "*")]})
+	allowed_with(p, [c("profiles", "get", "global")])
+	allowed_with(p, [c("machines", "get", uuid)])
+}
+
+test_job_token_extra_claims_do_not_reach_other_machines_denied if {
+	p := object.union(fixtures.machine(uuid, "operations"), {"claims": [c("machines", "*", "*")]})
+	r := object.union(
+		fixtures.request(p, [c("machines", "get", other)]),
+		{"object": {"scope": "machines", "key": other}},
+	)
+	d := fixtures.decide(fixtures.data_licensed, r)
+	not d.allow
+	d.not_found
+}
+
 test_machine_has_no_self_claims_denied if not allowed("operations", [c("users", "get", uuid)])
 
 test_unknown_machine_token_denied if not allowed("bogus", [c("machines", "get", uuid)])

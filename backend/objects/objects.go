@@ -69,6 +69,11 @@ type Options struct {
 	// (old and new job); its error aborts the change. The callback plugin
 	// queues jobfail deliveries here so that none is lost.
 	OnJobChange func(ctx context.Context, old, job *backend.Job) error
+	// Notify runs at the end of every transaction that published events,
+	// inside it, with those events: the relay tells other replicas about
+	// them (docs/design.md §13.4), delivered only if the transaction
+	// commits. Its error aborts the transaction.
+	Notify func(ctx context.Context, evs []backend.Event) error
 }
 
 // Service is the object service. It is safe for concurrent use.
@@ -82,6 +87,7 @@ type Service struct {
 	providers   map[string]bool
 	plugin      func(*backend.Plugin) []string
 	onJobChange func(ctx context.Context, old, job *backend.Job) error
+	notify      func(ctx context.Context, evs []backend.Event) error
 	jobLogs     JobLogStore
 	retries     int
 	sec         *secureBox
@@ -100,6 +106,7 @@ func New(st Store, o Options) *Service {
 		providers:   map[string]bool{"callback": true},
 		plugin:      o.ValidatePlugin,
 		onJobChange: o.OnJobChange,
+		notify:      o.Notify,
 		jobLogs:     o.JobLogs,
 		retries:     o.MaxRetries,
 		schemas:     newSchemaCache(),
@@ -208,7 +215,16 @@ func (s *Service) InTx(ctx context.Context, fn func(ctx context.Context) error) 
 	}
 	p := &pending{}
 	tctx := context.WithValue(ctx, eventsKey, p)
-	if err := s.st.InTx(tctx, fn); err != nil {
+	err := s.st.InTx(tctx, func(ctx context.Context) error {
+		if err := fn(ctx); err != nil {
+			return err
+		}
+		if s.notify != nil && len(p.events) > 0 {
+			return s.notify(ctx, p.events)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	s.publish(ctx, p.events)

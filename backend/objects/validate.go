@@ -89,8 +89,18 @@ func (s *Service) prepare(ctx context.Context, m, old backend.Model) error {
 		}
 	case *backend.Task:
 		nameRule(c, v.Name, backend.ValidName)
+		// Extra claims go into job tokens (docs/design.md §8.7): they
+		// must mean what they say, as a role's claims must.
+		checkClaims(v.ExtraClaims, c)
 	case *backend.Job:
 		checkJob(v, c)
+		// A job's token is handed out in the reply that creates it and
+		// never stored; its extra claims are the task's, set by the
+		// server (docs/design.md §8.7).
+		v.Token = ""
+		if o, ok := old.(*backend.Job); ok {
+			v.ExtraClaims = o.ExtraClaims
+		}
 		// A job belongs to the machine it was made for: moving it would
 		// put another machine's state, and its jobfail callback, in the
 		// hands of whoever may write the job.
@@ -157,6 +167,10 @@ func (s *Service) checkUser(ctx context.Context, u *backend.User, c *check) {
 // update:<pointer> must carry an RFC 6901 pointer.
 func checkRole(r *backend.Role, c *check) {
 	nameRule(c, r.Name, backend.ValidName)
+	checkClaims(r.Claims, c)
+}
+
+func checkClaims(claims []backend.Claim, c *check) {
 	seen := map[string]bool{}
 	add := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
@@ -165,7 +179,7 @@ func checkRole(r *backend.Role, c *check) {
 			c.bad("%s", msg)
 		}
 	}
-	for _, cl := range r.Claims {
+	for _, cl := range claims {
 		var scopes []string
 		all := strings.TrimSpace(cl.Scope) == "*"
 		if !all {

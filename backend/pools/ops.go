@@ -123,10 +123,16 @@ func (s *Service) run(ctx context.Context, v backend.PoolVerb, pool string, r *r
 		err = s.st.InTx(ctx, func(ctx context.Context) error {
 			var err error
 			changes, err = s.apply(ctx, v, pool, from, to, r, sel, filters, uuids, refs, opts)
-			if err == nil && w != nil {
+			if err != nil {
+				return err
+			}
+			if w != nil {
 				w.watch(changes)
 			}
-			return err
+			if s.notify != nil && len(changes) > 0 {
+				return s.notify(ctx, s.events(ctx, changes, opts.Principal))
+			}
+			return nil
 		})
 		if !errors.Is(err, errStale) || attempt == maxAttempts {
 			break
@@ -437,7 +443,15 @@ func (s *Service) publish(ctx context.Context, changes []change, principal strin
 	if s.bus == nil {
 		return
 	}
+	for _, e := range s.events(ctx, changes, principal) {
+		s.bus.Publish(ctx, e)
+	}
+}
+
+// events are the machines "update" events of changes.
+func (s *Service) events(ctx context.Context, changes []change, principal string) []backend.Event {
 	now := s.now()
+	out := make([]backend.Event, 0, len(changes))
 	for _, c := range changes {
 		obj, err1 := json.Marshal(sanitized(c.now))
 		orig, err2 := json.Marshal(sanitized(c.orig))
@@ -445,9 +459,10 @@ func (s *Service) publish(ctx context.Context, changes []change, principal strin
 			s.log.ErrorContext(ctx, "pool event encoding", "machine", c.now.Uuid, "err", err)
 			continue
 		}
-		s.bus.Publish(ctx, backend.Event{Time: now, Type: "machines", Action: "update", Key: c.now.Uuid,
+		out = append(out, backend.Event{Time: now, Type: "machines", Action: "update", Key: c.now.Uuid,
 			Principal: principal, Object: obj, Original: orig})
 	}
+	return out
 }
 
 // sanitized drops the machine Secret: events reach streams and callbacks.

@@ -50,6 +50,9 @@ type Options struct {
 	// changes made by other replicas whose events this bus never sees.
 	// Default 2s.
 	Recheck time.Duration
+	// Notify runs inside an operation's transaction with the events it
+	// will publish (docs/design.md §13.4); its error aborts the operation.
+	Notify func(ctx context.Context, evs []backend.Event) error
 }
 
 // Service runs pool operations against a Store.
@@ -59,11 +62,12 @@ type Service struct {
 	log     *slog.Logger
 	now     func() time.Time
 	recheck time.Duration
+	notify  func(ctx context.Context, evs []backend.Event) error
 }
 
 // New returns a Service.
 func New(st Store, opts Options) *Service {
-	s := &Service{st: st, bus: opts.Bus, log: opts.Logger, now: opts.Now, recheck: opts.Recheck}
+	s := &Service{st: st, bus: opts.Bus, log: opts.Logger, now: opts.Now, recheck: opts.Recheck, notify: opts.Notify}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -41,6 +41,9 @@ type Store struct {
 	db      *gorm.DB
 	dialect string
 	log     *slog.Logger
+	// dsn and channel serve LISTEN/NOTIFY on PostgreSQL (notify.go).
+	dsn     string
+	channel string
 }
 
 const (
@@ -70,6 +73,13 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
+	}
+	if s.pg() {
+		s.dsn = dsn
+		if s.channel, err = s.notifyChannel(ctx); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -160,7 +170,9 @@ func (s *Store) bumpRevision(ctx context.Context) error {
 	if err := s.conn(ctx).Exec(`UPDATE revision SET value = value + 1 WHERE id = 1`).Error; err != nil {
 		return s.dbErr("PUT", "revision", "", err)
 	}
-	return nil
+	// Other replicas reload at once, not only on their next request
+	// (docs/design.md §14.4): event streams have no next request.
+	return s.Notify(ctx, backend.RevisionNotice)
 }
 
 // write runs fn in a transaction that also bumps the revision counter when

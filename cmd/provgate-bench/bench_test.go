@@ -156,6 +156,7 @@ func TestMarkdownListsEveryFigure(t *testing.T) {
 	figs := append(gatewayFigures(nil, "x"), decideFigures(nil, "x")...)
 	figs = append(figs, poolFigures(nil, "PROVGATE_TEST_DATABASE not set")...)
 	figs = append(figs, memFigures(nil, nil, "x", "y")...)
+	figs = append(figs, eventFigures(nil, "z")...)
 	r := &report{Config: config{Command: "make bench", Rounds: 5}, Figures: figs}
 	md := r.markdown()
 	for id := range figureSpecs {

@@ -35,6 +35,10 @@ var figureSpecs = map[string]figure{
 	"7h": {Name: "p99 latency, Bearer under wrong-Basic load", Unit: "ms"},
 	"7i": {Name: "peak memory of the SQLite server (VmHWM)", Unit: "MiB"},
 	"7j": {Name: "peak memory of the PostgreSQL server (VmHWM)", Unit: "MiB"},
+	"8a": {Name: "events delivered per second to 100 subscribers, each authorized per event", Unit: "events/s"},
+	"8b": {Name: "p50 latency, write to event at a subscriber (100 subscribers)", Unit: "ms"},
+	"8c": {Name: "p99 latency, write to event at a subscriber (100 subscribers)", Unit: "ms"},
+	"8d": {Name: "write p50 latency with 100 subscribers / with none", Target: atMost(1.2)},
 }
 
 // spec returns the figure id with its name, unit and target filled in.

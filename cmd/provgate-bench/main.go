@@ -143,6 +143,18 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		gw = nil
 	}
 
+	ev, err := runEvents(ctx, cfg, tmp, pub, lic, logf)
+	evSkip := ""
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		evSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "figure 8: "+err.Error())
+		logf("figure 8 failed: %v", err)
+		ev = nil
+	}
+
 	var pools *poolResult
 	pgSkip := ""
 	if cfg.Postgres == "" {
@@ -157,11 +169,12 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		pools = nil
 	}
 
-	rep.Gateway, rep.Pools, rep.Decide = gw, pools, dec
+	rep.Gateway, rep.Pools, rep.Decide, rep.Events = gw, pools, dec, ev
 	rep.Figures = append(rep.Figures, gatewayFigures(gw, gwSkip)...)
 	rep.Figures = append(rep.Figures, decideFigures(dec, decSkip)...)
 	rep.Figures = append(rep.Figures, poolFigures(pools, pgSkip)...)
 	rep.Figures = append(rep.Figures, memFigures(gw, pools, gwSkip, pgSkip)...)
+	rep.Figures = append(rep.Figures, eventFigures(ev, evSkip)...)
 	sort.SliceStable(rep.Figures, func(i, j int) bool { return rep.Figures[i].ID < rep.Figures[j].ID })
 	rep.Wall = time.Since(start)
 

@@ -19,6 +19,7 @@ type report struct {
 	Gateway  *gatewayResult
 	Pools    *poolResult
 	Decide   *decideResult
+	Events   *eventsResult
 	Failures []string
 }
 
@@ -173,6 +174,9 @@ func (r *report) writeDefinitions(p func(string, ...any)) {
 	if r.Pools != nil {
 		notes = append(notes, r.Pools.Notes...)
 	}
+	if r.Events != nil {
+		notes = append(notes, r.Events.Notes...)
+	}
 	if len(notes) > 0 {
 		p("Setup of this run:\n\n")
 		for _, n := range notes {
@@ -210,6 +214,9 @@ func (r *report) writeRaw(p func(string, ...any)) {
 	}
 	if r.Pools != nil {
 		groups = append(groups, rawGroup{"5", r.Pools.Legs, []string{legAlloc1, legAllocN}})
+	}
+	if r.Events != nil {
+		groups = append(groups, rawGroup{"8", r.Events.Legs, []string{legWriteSubs, legWriteAlone, legFanout}})
 	}
 	for _, g := range groups {
 		rounds := 0

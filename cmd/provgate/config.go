@@ -49,6 +49,11 @@ type Config struct {
 	// claimed; a replica that dies holding one delays that delivery by up
 	// to this long. Tests shorten it to watch a takeover.
 	CallbackDeliveryLease time.Duration
+	// EventBuffer bounds the events waiting for one event stream; a client
+	// reading slower is disconnected.
+	EventBuffer int
+	// EventStreams bounds the open event streams of one principal.
+	EventStreams int
 }
 
 func defaultConfig() Config {
@@ -62,6 +67,8 @@ func defaultConfig() Config {
 
 		PolicyWatchInterval:   2 * time.Second,
 		CallbackDeliveryLease: 10 * time.Minute,
+		EventBuffer:           256,
+		EventStreams:          16,
 	}
 }
 
@@ -90,6 +97,8 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time in-flight requests get to finish after SIGINT/SIGTERM")
 	fs.BoolVar(&c.BenchRoutes, "bench-routes", c.BenchRoutes, "enable the unauthenticated route used only by benchmarks")
 	fs.DurationVar(&c.CallbackDeliveryLease, "callback-delivery-lease", c.CallbackDeliveryLease, "how long a server owns a claimed jobfail delivery before another may retry it (lower only for tests)")
+	fs.IntVar(&c.EventBuffer, "event-buffer", c.EventBuffer, "events that may wait for one event stream (GET /api/v3/ws) before it is closed as too slow")
+	fs.IntVar(&c.EventStreams, "event-streams", c.EventStreams, "event streams one user or machine may have open at once")
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " [$" + envName(f.Name) + "]" })
 	return fs
 }
@@ -180,6 +189,12 @@ func (c Config) Validate() error {
 	if c.CallbackDeliveryLease < time.Second {
 		return fmt.Errorf("--callback-delivery-lease %s: must be at least 1s", c.CallbackDeliveryLease)
 	}
+	if c.EventBuffer < 1 || c.EventBuffer > 1<<20 {
+		return fmt.Errorf("--event-buffer %d: must be between 1 and 1048576", c.EventBuffer)
+	}
+	if c.EventStreams < 1 || c.EventStreams > 1<<16 {
+		return fmt.Errorf("--event-streams %d: must be between 1 and 65536", c.EventStreams)
+	}
 	return nil
 }
 
@@ -245,6 +260,8 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
 		slog.Bool("bench_routes", c.BenchRoutes),
 		slog.String("callback_delivery_lease", c.CallbackDeliveryLease.String()),
+		slog.Int("event_buffer", c.EventBuffer),
+		slog.Int("event_streams", c.EventStreams),
 	}
 }
 

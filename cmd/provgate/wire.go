@@ -26,6 +26,7 @@ import (
 	"github.com/provgate/provgate/gateway"
 	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
+	"github.com/provgate/provgate/gateway/stream"
 	"github.com/provgate/provgate/policies/opa"
 	"github.com/provgate/provgate/policies/policydata"
 )
@@ -80,6 +81,27 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	bus := backend.NewBus()
 	prf := prefs.New(st)
 	info := func() render.Info { return serverInfo(cfg) }
+	// Event streams, and the relay that carries events between replicas
+	// sharing a PostgreSQL database (docs/design.md §13).
+	hub := stream.New(stream.Options{Bus: bus, Logger: logger, Buffer: cfg.EventBuffer, MaxPerPrincipal: cfg.EventStreams})
+	closers = append(closers, hub.Close)
+	var fresh *policydata.Freshness
+	var relay *backend.Relay
+	var notify func(ctx context.Context, evs []backend.Event) error
+	var events gateway.Events = bus
+	if st.Notifies() {
+		relay = backend.NewRelay(backend.RelayOptions{Bus: bus, Send: st.Notify, Logger: logger,
+			Read: func(ctx context.Context, prefix, key string) ([]byte, error) {
+				rec, err := st.Get(ctx, prefix, key)
+				return rec.Data, err
+			},
+			OnRevision: func(ctx context.Context) {
+				if err := fresh.Check(ctx); err != nil {
+					logger.WarnContext(ctx, "reloading authorization data", "err", err.Error())
+				}
+			}})
+		notify, events = relay.Send, relay
+	}
 	// The object service validates plugins with the callback service, which
 	// in turn reads machines and plugins through the object service.
 	var cb *callback.Service
@@ -87,6 +109,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		Bus: bus, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
 		Providers: []string{callback.ProviderName}, ValidatePlugin: func(p *backend.Plugin) []string { return cb.Configure(p) },
 		OnJobChange: func(ctx context.Context, old, job *backend.Job) error { return cb.JobChanged(ctx, old, job) },
+		Notify:      notify,
 	})
 	cb = callback.New(callback.Options{Logger: logger, ExecDir: cfg.CallbackExecDir, Info: info, Debug: prf.Debug,
 		Store: st, Objects: obj, DeliveryLease: cfg.CallbackDeliveryLease})
@@ -98,7 +121,10 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		ClaimContains: func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
 	tokens := auth.NewTokenCache(authn, tokenCacheSize, tokenCacheTTL)
 	policy := policydata.NewSync(st, lic, engine)
-	fresh := policydata.NewFreshness(st, st.Dialect() == "postgres", policy, secrets, tokens)
+	fresh = policydata.NewFreshness(st, st.Dialect() == "postgres", policy, secrets, tokens)
+	// Every reload (a local change or another replica's) makes open event
+	// streams authenticate again.
+	fresh.OnReload(hub.Recheck)
 
 	if _, err = obj.Bootstrap(ctx, func() (string, error) {
 		pw, _, err := initialAdminPassword(cfg, stdout)
@@ -132,12 +158,14 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 			Sync:       fresh,
 			Fresh:      fresh,
 			Users:      auth.NewAccounts(authn, secrets, engine, obj, fresh.Refresh),
-			Pools:      pools.New(st, pools.Options{Bus: bus, Logger: logger}),
+			Pools:      pools.New(st, pools.Options{Bus: bus, Logger: logger, Notify: notify}),
 			Actions:    cb.Actions(),
 			Jobs:       obj,
+			JobTokens:  auth.NewJobTokens(authn, obj, prf),
 			JobActions: render.NewJobActions(obj, auth.NewMachineTokens(authn, prf), info),
 			Prefs:      prf,
-			Events:     bus,
+			Events:     events,
+			Streams:    hub,
 			TenantOf:   policy.TenantOf,
 
 			LoginTarpit: time.Second,
@@ -145,7 +173,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		},
 	})
 
-	closers = append(closers, startBackground(ctx, cfg, cb, engine))
+	closers = append(closers, startBackground(ctx, cfg, st, cb, engine, relay, logger))
 	return srv.App(), closeAll, nil
 }
 
@@ -193,16 +221,27 @@ func newEngine(ctx context.Context, cfg Config, logger *slog.Logger) (engine *op
 	return engine, func() { _ = engine.Close(); closeLog() }, nil
 }
 
-// startBackground starts the jobfail delivery worker and, for a policy
+// startBackground starts the jobfail delivery worker, the relay of other
+// replicas' events when there is one, and, for a policy
 // directory, the reloads on file change and SIGHUP; stop ends them all and
 // waits for the worker.
-func startBackground(ctx context.Context, cfg Config, cb *callback.Service, engine *opa.Engine) (stop func()) {
+func startBackground(ctx context.Context, cfg Config, st *store.Store, cb *callback.Service, engine *opa.Engine,
+	relay *backend.Relay, logger *slog.Logger) (stop func()) {
 	// A job's move to failed queues its jobfail deliveries inside its own
 	// transaction (objects OnJobChange); nothing on the bus does, since
 	// clients can post events.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); cb.RunWorker(bg, time.Second) }()
+	if relay != nil {
+		// Other replicas' events and authorization data changes.
+		go relay.Run(bg)
+		go func() {
+			if err := st.Listen(bg, time.Second, relay.Receive, relay.Resync); err != nil {
+				logger.Error("listening for other replicas' events stopped", "err", err.Error())
+			}
+		}()
+	}
 	hup := make(chan os.Signal, 1)
 	if cfg.PolicyDir != "" {
 		// A failing policy never replaces the working one: the directory's

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/provgate/provgate/backend"
@@ -158,5 +159,66 @@ func (t MachineTokens) GenerateInfiniteToken(ctx context.Context, m *backend.Mac
 		return "", nil
 	}
 	tok, _, err := t.authn.IssueMachineToken(ctx, m.Uuid, MachineOperations, infiniteMachineTokenTTL)
+	return tok, err
+}
+
+// ObjectGetter reads a stored object; the object service implements it.
+type ObjectGetter interface {
+	Get(ctx context.Context, prefix, key string) (backend.Model, int64, error)
+}
+
+// JobTokens mints the token a job creation answers with, which the agent
+// gives the job's task scripts (docs/design.md §8.7).
+type JobTokens struct {
+	authn   *Authenticator
+	objects ObjectGetter
+	ttls    MachineTokenTTLs
+}
+
+// NewJobTokens returns the job token source over authn; objects reads the
+// job's task.
+func NewJobTokens(authn *Authenticator, objects ObjectGetter, ttls MachineTokenTTLs) *JobTokens {
+	return &JobTokens{authn: authn, objects: objects, ttls: ttls}
+}
+
+// JobToken returns job's token for creator, carrying the extra claims of
+// the job's task as it is now (also set in job.ExtraClaims); "" when
+// creator may not have one: a user needs every claim the token would
+// carry.
+func (t *JobTokens) JobToken(ctx context.Context, job *backend.Job, creator *Principal) (string, error) {
+	var extra []backend.Claim
+	if !strings.Contains(job.Task, ":") {
+		tm, _, err := t.objects.Get(backend.WithAccess(ctx, nil), backend.PrefixTasks, job.Task)
+		if err != nil && !backend.IsCode(err, backend.ENOTFOUND) {
+			return "", err
+		}
+		if err == nil {
+			extra = tm.(*backend.Task).ExtraClaims
+		}
+	}
+	job.ExtraClaims = extra
+	if creator == nil {
+		return "", nil
+	}
+	if creator.IsUser() {
+		a := backend.AccessFrom(ctx)
+		if a == nil {
+			return "", nil
+		}
+		ok, err := a.Can(ctx, JobTokenClaims(job.Machine, extra)...)
+		if err != nil || !ok {
+			return "", err
+		}
+	}
+	// A token without expiry (Basic) gives the job token the known-machine
+	// token lifetime; otherwise the creator's token bounds it.
+	ttl := t.ttls.KnownTokenTTL(ctx)
+	if !creator.ExpiresAt.IsZero() {
+		ttl = infiniteMachineTokenTTL
+	}
+	tok, _, err := t.authn.IssueJobToken(ctx, creator, job.Machine, job.Uuid, extra, ttl)
+	if backend.IsCode(err, backend.EFORBIDDEN) {
+		return "", nil
+	}
 	return tok, err
 }

@@ -39,6 +39,13 @@ type Secrets interface {
 	MachineSecret(ctx context.Context, uuid string) (string, error)
 }
 
+// JobStates is an optional capability of Secrets: without it job tokens
+// never verify. JobState returns a job's machine and state, or a backend
+// ENOTFOUND error.
+type JobStates interface {
+	JobState(ctx context.Context, uuid string) (machine, state string, err error)
+}
+
 // UserRecord is what authentication needs of a user.
 type UserRecord struct {
 	Name         string

@@ -22,7 +22,8 @@ type fakeSecrets struct {
 	base     []byte
 	users    map[string]UserRecord
 	machines map[string]string
-	fail     error // when set, every call returns it (a store outage)
+	jobs     map[string][2]string // uuid -> machine, state
+	fail     error                // when set, every call returns it (a store outage)
 }
 
 func newFakeSecrets() *fakeSecrets {
@@ -31,7 +32,21 @@ func newFakeSecrets() *fakeSecrets {
 		base:     []byte("0123456789abcdef0123456789abcdef"),
 		users:    map[string]UserRecord{},
 		machines: map[string]string{},
+		jobs:     map[string][2]string{},
 	}
+}
+
+func (f *fakeSecrets) JobState(_ context.Context, uuid string) (string, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return "", "", f.fail
+	}
+	j, ok := f.jobs[uuid]
+	if !ok {
+		return "", "", backend.NotFound("GET", "jobs", uuid)
+	}
+	return j[0], j[1], nil
 }
 
 func (f *fakeSecrets) SystemSecret(context.Context) (string, error) {

@@ -81,6 +81,11 @@ type Principal struct {
 	ExpiresAt time.Time
 	// TokenID is the token's jti, for audit logs; empty for Basic.
 	TokenID string
+	// Job is the job a job token was minted for (docs/design.md §8.7): a
+	// machine operations principal whose token ends with the job. Claims
+	// are the extra claims its task grants, beside the operations set.
+	Job    string
+	Claims []backend.Claim
 }
 
 // IsUser reports whether p is a user.

@@ -165,6 +165,19 @@ func (s *SecretCache) MachineSecret(ctx context.Context, uuid string) (string, e
 	return m.Secret, nil
 }
 
+// JobState gives job tokens their job's machine and state (JobStates).
+func (s *SecretCache) JobState(ctx context.Context, uuid string) (string, string, error) {
+	rec, err := s.st.Get(ctx, backend.PrefixJobs, uuid)
+	if err != nil {
+		return "", "", err
+	}
+	var j backend.Job
+	if err := json.Unmarshal(rec.Data, &j); err != nil {
+		return "", "", err
+	}
+	return j.Machine, j.State, nil
+}
+
 // RotateSystemSecret replaces the system Secret, which kills every token
 // (docs/design.md §8.4), and drops the cache.
 func (s *SecretCache) RotateSystemSecret(ctx context.Context) error {

@@ -35,8 +35,15 @@ type tokenClaims struct {
 	Roles        *[]string        `json:"roles,omitempty"`
 	Restrict     []backend.Claim  `json:"restrict,omitempty"`
 	MachineToken MachineTokenKind `json:"machine_token,omitempty"`
+	// Job and Claims make a machine operations token a job token.
+	Job    string          `json:"job,omitempty"`
+	Claims []backend.Claim `json:"claims,omitempty"`
 	jwt.RegisteredClaims
 }
+
+// kindJob separates the MAC keys of job tokens from those of machine
+// tokens.
+const kindJob = "job"
 
 // keyInputs are the secrets a token's MAC key depends on.
 type keyInputs struct {
@@ -288,6 +295,8 @@ func (a *Authenticator) bearer(ctx context.Context, tok string) (*Principal, err
 		Method:       MethodBearer,
 		ExpiresAt:    c.ExpiresAt.Time,
 		TokenID:      c.ID,
+		Job:          c.Job,
+		Claims:       c.Claims,
 	}
 	if c.IssuedAt != nil {
 		p.IssuedAt = c.IssuedAt.Time
@@ -321,7 +330,7 @@ func (a *Authenticator) tokenKey(ctx context.Context, c *tokenClaims, st *verify
 	in := keyInputs{kind: c.Kind}
 	switch c.Kind {
 	case KindUser:
-		if c.Grantor == "" || c.MachineToken != "" {
+		if c.Grantor == "" || c.MachineToken != "" || c.Job != "" || len(c.Claims) > 0 {
 			return nil, errRejected
 		}
 		u, err := a.lookupUser(ctx, c.Subject, st)
@@ -337,7 +346,16 @@ func (a *Authenticator) tokenKey(ctx context.Context, c *tokenClaims, st *verify
 			in.grantor = g.Secret
 		}
 	case KindMachine:
-		if c.Grantor != SystemGrantor || c.Roles != nil || len(c.Restrict) > 0 {
+		if c.Roles != nil || len(c.Restrict) > 0 {
+			return nil, errRejected
+		}
+		if c.Job != "" {
+			if err := a.jobKey(ctx, c, st, &in); err != nil {
+				return nil, err
+			}
+			break
+		}
+		if c.Grantor != SystemGrantor || len(c.Claims) > 0 {
 			return nil, errRejected
 		}
 		switch {

@@ -198,6 +198,9 @@ func buildTable() *routeTable {
 	add("GET", "/plugin_providers/{key}", route{h: hObject, scope: "plugin_providers", action: "get", op: "get"})
 	add("GET", "/pools-active", route{h: hFixed, scope: "pools", action: "list", op: "list", list: true})
 	add("POST", "/events", route{h: hFixed, scope: "events", action: "post", op: "post"})
+	// The event stream needs authentication only, like /info: each event
+	// is authorized when it is sent (docs/design.md §13.2).
+	add("GET", "/ws", route{h: hFixed, scope: "info", action: "get", op: "get"})
 	add("POST", "/system/actions/{cmd}", route{h: hSystemAction, scope: "system"})
 
 	sort.SliceStable(all, func(i, j int) bool {

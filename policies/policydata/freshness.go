@@ -34,14 +34,20 @@ type Freshness struct {
 	poll   bool
 	policy Reloader
 	caches []Cache
-	mu     sync.Mutex
-	seen   int64
+	// onReload runs after every reload (event streams authenticate again).
+	onReload func()
+	mu       sync.Mutex
+	seen     int64
 }
 
 // NewFreshness returns a tracker that reloads policy and resets caches.
 func NewFreshness(rev Revisions, poll bool, policy Reloader, caches ...Cache) *Freshness {
 	return &Freshness{rev: rev, poll: poll, policy: policy, caches: caches}
 }
+
+// OnReload sets fn to run after every reload, a local change or another
+// replica's. Call it before the first Check or Refresh.
+func (f *Freshness) OnReload(fn func()) { f.onReload = fn }
 
 // Check runs before each request: it reloads when another replica moved
 // the revision.
@@ -81,5 +87,8 @@ func (f *Freshness) reload(ctx context.Context, rev int64) error {
 		return err
 	}
 	f.seen = rev
+	if f.onReload != nil {
+		f.onReload()
+	}
 	return nil
 }

@@ -1,0 +1,498 @@
+// Package stream serves DRP's websocket event stream (GET /api/v3/ws,
+// docs/design.md §13.2): clients register filters with text frames
+// ("register machines.update.<uuid>"), each frame is acknowledged with one
+// event, and every event on the bus that matches a filter is sent as one
+// DRP Event object, if the caller may see it at that moment.
+//
+// The package knows nothing of HTTP or of how callers are authorized: the
+// gateway upgrades the connection and hands over a Viewer, which
+// authenticates the caller's credential again and decides each event.
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/websocket"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// Conn is one websocket connection; *websocket.Conn of fasthttp/websocket
+// (and of gorilla/websocket) satisfies it. One goroutine reads while
+// another writes.
+type Conn interface {
+	ReadMessage() (messageType int, p []byte, err error)
+	WriteMessage(messageType int, data []byte) error
+	WriteControl(messageType int, data []byte, deadline time.Time) error
+	SetReadDeadline(t time.Time) error
+	SetWriteDeadline(t time.Time) error
+	SetReadLimit(limit int64)
+	SetPongHandler(h func(appData string) error)
+	Close() error
+}
+
+// Viewer decides for the caller of one socket. Both methods authenticate
+// the caller's credential again; when it is no longer valid (expired,
+// Secret rotated, subject removed) they return an error wrapping
+// ErrCredentials and the socket is closed.
+type Viewer interface {
+	Check(ctx context.Context) error
+	// Allowed reports whether the caller may get the event's object now
+	// (docs/design.md §13.2). Any other error skips the event: the
+	// stream fails closed.
+	Allowed(ctx context.Context, e backend.Event) (bool, error)
+}
+
+// ErrCredentials marks a credential that no longer authenticates.
+var ErrCredentials = errors.New("credentials no longer valid")
+
+// Identity is who holds a socket, as authentication first established.
+type Identity struct {
+	// Principal names the caller ("user:bob", "runner:<uuid>"); sockets
+	// are counted per principal.
+	Principal string
+	// Machine, for machine tokens, is the machine UUID: such a socket
+	// receives only that machine's events and its jobs' events, whatever
+	// else its claims allow.
+	Machine string
+	// Expires is when the credential expires (zero: never, Basic).
+	Expires time.Time
+}
+
+// Options tune a Hub. Zero values take the defaults noted.
+type Options struct {
+	Bus    *backend.Bus
+	Logger *slog.Logger
+	// Buffer bounds the events waiting for one socket (256). A socket whose
+	// buffer overflows is closed: its client reads too slowly.
+	Buffer int
+	// MaxPerPrincipal bounds the open sockets of one principal (16).
+	MaxPerPrincipal int
+	// MaxFilters bounds the filters one socket registers (64).
+	MaxFilters int
+	// PingInterval is how often the server pings (30s); a client that
+	// sends nothing, not even a pong, for twice as long is dropped.
+	PingInterval time.Duration
+	// WriteTimeout bounds one frame's write (10s).
+	WriteTimeout time.Duration
+	// RecheckInterval is how often every socket re-authenticates even
+	// without a reason to (1m).
+	RecheckInterval time.Duration
+}
+
+// Hub holds the open sockets.
+type Hub struct {
+	o       Options
+	mu      sync.Mutex
+	sockets map[*socket]struct{}
+	count   map[string]int
+	closed  bool
+	stop    chan struct{}
+	sent    atomic.Int64
+}
+
+// New returns a Hub.
+func New(o Options) *Hub {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = 256
+	}
+	if o.MaxPerPrincipal <= 0 {
+		o.MaxPerPrincipal = 16
+	}
+	if o.MaxFilters <= 0 {
+		o.MaxFilters = 64
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = 30 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.RecheckInterval <= 0 {
+		o.RecheckInterval = time.Minute
+	}
+	return &Hub{o: o, sockets: map[*socket]struct{}{}, count: map[string]int{}, stop: make(chan struct{})}
+}
+
+// Admit reserves a socket for principal before the connection is upgraded:
+// ETOOMANY when it already holds MaxPerPrincipal, EUNAVAILABLE once the
+// hub is closed. release gives the place back; Serve calls it.
+func (h *Hub) Admit(principal string) (release func(), err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, backend.NewError(backend.EUNAVAILABLE, "GET", "ws", "", "the server is shutting down")
+	}
+	if h.count[principal] >= h.o.MaxPerPrincipal {
+		return nil, backend.NewError(backend.ETOOMANY, "GET", "ws", "",
+			fmt.Sprintf("%s already has %d event streams open (the limit)", principal, h.o.MaxPerPrincipal))
+	}
+	h.count[principal]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			if h.count[principal]--; h.count[principal] <= 0 {
+				delete(h.count, principal)
+			}
+			h.mu.Unlock()
+		})
+	}, nil
+}
+
+// Recheck makes every socket authenticate its caller again, at once: the
+// gateway calls it whenever users, roles, tenants or Secrets changed.
+func (h *Hub) Recheck() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.sockets {
+		select {
+		case s.recheck <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Open is the number of open sockets.
+func (h *Hub) Open() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sockets)
+}
+
+// Sent is the number of events sent since the start.
+func (h *Hub) Sent() int64 { return h.sent.Load() }
+
+// Close closes every socket ("going away") and refuses new ones.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.stop)
+	}
+	n := len(h.sockets)
+	h.mu.Unlock()
+	// Sockets end on their own goroutines; wait a little for them so the
+	// close frames go out before the process stops.
+	for i := 0; n > 0 && i < 100; i++ {
+		time.Sleep(10 * time.Millisecond)
+		n = h.Open()
+	}
+}
+
+// Serve runs one socket until it ends; it closes c and calls release.
+func (h *Hub) Serve(ctx context.Context, c Conn, id Identity, v Viewer, release func()) {
+	defer release()
+	defer c.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := &socket{h: h, c: c, id: id, v: v, filters: map[string]filter{},
+		acks: make(chan backend.Event, h.o.MaxFilters+8), recheck: make(chan struct{}, 1),
+		full: make(chan struct{}), done: make(chan struct{})}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		s.closeWith(websocket.CloseGoingAway, "the server is shutting down")
+		return
+	}
+	h.sockets[s] = struct{}{}
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.sockets, s)
+		h.mu.Unlock()
+	}()
+	if h.o.Bus == nil {
+		s.closeWith(websocket.CloseInternalServerErr, "events are not available")
+		return
+	}
+	sub := h.o.Bus.SubscribeStream(h.o.Buffer, s.wants, s.overflow)
+	defer sub.Close()
+	go s.read()
+	s.write(ctx, sub)
+}
+
+// socket is one client connection.
+type socket struct {
+	h  *Hub
+	c  Conn
+	id Identity
+	v  Viewer
+
+	mu      sync.RWMutex
+	filters map[string]filter
+
+	acks     chan backend.Event
+	recheck  chan struct{}
+	full     chan struct{}
+	fullOnce sync.Once
+	done     chan struct{} // the reader ended
+}
+
+// wants is the bus filter; it runs on the publisher's goroutine.
+func (s *socket) wants(e backend.Event) bool {
+	if s.id.Machine != "" {
+		// Every event of the machine or its jobs is taken, matching or
+		// not: each one makes the socket check its credential, which a
+		// new machine Secret or the job's end has just ended.
+		return s.own(e)
+	}
+	return s.matches(e)
+}
+
+func (s *socket) own(e backend.Event) bool {
+	switch e.Type {
+	case "machines":
+		return e.Key == s.id.Machine
+	case "jobs":
+		return e.Owner() == s.id.Machine
+	}
+	return false
+}
+
+func (s *socket) matches(e backend.Event) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, f := range s.filters {
+		if f.match(e) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *socket) overflow() {
+	s.fullOnce.Do(func() { close(s.full) })
+}
+
+// read handles the client's frames until the connection ends.
+func (s *socket) read() {
+	defer close(s.done)
+	wait := 2*s.h.o.PingInterval + s.h.o.WriteTimeout
+	s.c.SetReadLimit(4096)
+	_ = s.c.SetReadDeadline(time.Now().Add(wait))
+	s.c.SetPongHandler(func(string) error { return s.c.SetReadDeadline(time.Now().Add(wait)) })
+	for {
+		mt, msg, err := s.c.ReadMessage()
+		if err != nil {
+			return
+		}
+		_ = s.c.SetReadDeadline(time.Now().Add(wait))
+		if mt != websocket.TextMessage {
+			continue
+		}
+		ack := s.command(strings.TrimSpace(string(msg)))
+		select {
+		case s.acks <- ack:
+		default:
+			// The client sends frames without reading the answers.
+			return
+		}
+	}
+}
+
+// command applies one text frame and returns its acknowledgement: an event
+// of Type "websocket", Action "register" or "deregister", Key the filter
+// (docs/design.md §13.2). Anything else is answered with Action "error", so
+// a client counting acknowledgements never waits forever.
+func (s *socket) command(text string) backend.Event {
+	ack := backend.Event{Time: time.Now().UTC(), Type: "websocket"}
+	verb, arg, _ := strings.Cut(text, " ")
+	arg = strings.TrimSpace(arg)
+	fail := func(msg string) backend.Event {
+		ack.Action, ack.Key = "error", text
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(map[string]string{"Error": msg}) // a string map always encodes
+		ack.Object = json.RawMessage(strings.TrimSpace(b.String()))
+		return ack
+	}
+	switch verb {
+	case "register":
+		f, err := parseFilter(arg)
+		if err != nil {
+			return fail(err.Error())
+		}
+		s.mu.Lock()
+		_, dup := s.filters[arg]
+		if !dup && len(s.filters) >= s.h.o.MaxFilters {
+			s.mu.Unlock()
+			return fail(fmt.Sprintf("at most %d filters per connection", s.h.o.MaxFilters))
+		}
+		// The filter holds before its acknowledgement leaves, so a client
+		// that reads an object after the acknowledgement misses no change.
+		s.filters[arg] = f
+		s.mu.Unlock()
+	case "deregister":
+		s.mu.Lock()
+		delete(s.filters, arg)
+		s.mu.Unlock()
+	default:
+		return fail("unknown command: send register or deregister <type>.<action>.<key>")
+	}
+	ack.Action, ack.Key = verb, arg
+	return ack
+}
+
+// write sends acknowledgements and events until the socket ends.
+func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
+	o := s.h.o
+	ping := time.NewTicker(o.PingInterval)
+	defer ping.Stop()
+	recheck := time.NewTicker(o.RecheckInterval)
+	defer recheck.Stop()
+	var expired <-chan time.Time
+	if !s.id.Expires.IsZero() {
+		t := time.NewTimer(time.Until(s.id.Expires))
+		defer t.Stop()
+		expired = t.C
+	}
+	// A check that could not decide (the store or the password hasher
+	// busy) is tried again soon rather than at the next interval.
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	check := func() bool {
+		err := s.v.Check(ctx)
+		if errors.Is(err, ErrCredentials) {
+			s.closeWith(websocket.ClosePolicyViolation, "credentials no longer valid")
+			return false
+		}
+		if err != nil {
+			s.h.o.Logger.WarnContext(ctx, "event stream: checking credentials", "principal", s.id.Principal, "err", err.Error())
+			retry.Reset(time.Second)
+		}
+		return true
+	}
+	for {
+		// A full buffer ends the socket before anything else is sent.
+		select {
+		case <-s.full:
+			s.closeWith(websocket.ClosePolicyViolation,
+				fmt.Sprintf("slow consumer: more than %d events waiting, connection closed", o.Buffer))
+			return
+		default:
+		}
+		select {
+		case <-retry.C:
+			if !check() {
+				return
+			}
+		case <-s.done:
+			return
+		case <-s.h.stop:
+			s.closeWith(websocket.CloseGoingAway, "the server is shutting down")
+			return
+		case <-s.full:
+			s.closeWith(websocket.ClosePolicyViolation,
+				fmt.Sprintf("slow consumer: more than %d events waiting, connection closed", o.Buffer))
+			return
+		case <-expired:
+			s.closeWith(websocket.ClosePolicyViolation, "token expired")
+			return
+		case <-s.recheck:
+			if !check() {
+				return
+			}
+		case <-recheck.C:
+			if !check() {
+				return
+			}
+		case <-ping.C:
+			if err := s.c.WriteControl(websocket.PingMessage, nil, time.Now().Add(o.WriteTimeout)); err != nil {
+				return
+			}
+		case a := <-s.acks:
+			if !s.send(encode(a)) {
+				return
+			}
+		case e, ok := <-sub.C:
+			if !ok {
+				return
+			}
+			if s.id.Machine != "" && !s.matches(e) {
+				if !check() {
+					return
+				}
+				continue
+			}
+			allowed, err := s.v.Allowed(ctx, e)
+			if errors.Is(err, ErrCredentials) {
+				s.closeWith(websocket.ClosePolicyViolation, "credentials no longer valid")
+				return
+			}
+			if err != nil {
+				s.h.o.Logger.WarnContext(ctx, "event stream: authorizing an event", "principal", s.id.Principal,
+					"type", e.Type, "err", err.Error())
+				retry.Reset(time.Second)
+				continue
+			}
+			if !allowed {
+				continue
+			}
+			if !s.send(encode(e)) {
+				return
+			}
+			s.h.sent.Add(1)
+		}
+	}
+}
+
+func (s *socket) send(b []byte) bool {
+	_ = s.c.SetWriteDeadline(time.Now().Add(s.h.o.WriteTimeout))
+	return s.c.WriteMessage(websocket.TextMessage, b) == nil
+}
+
+// closeWith sends a close frame with code and reason (at most 123 bytes).
+func (s *socket) closeWith(code int, reason string) {
+	if len(reason) > 123 {
+		reason = reason[:123]
+	}
+	_ = s.c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason),
+		time.Now().Add(time.Second))
+}
+
+// encode writes an event as DRP's models.Event JSON. Object and Original
+// are copied as they are (the server encoded them; posted ones were
+// decoded from JSON), so each subscriber does not re-encode them.
+func encode(e backend.Event) []byte {
+	b := make([]byte, 0, 128+len(e.Object)+len(e.Original))
+	b = append(b, `{"Time":`...)
+	t, _ := e.Time.MarshalJSON()
+	if len(t) == 0 {
+		t = []byte(`"0001-01-01T00:00:00Z"`)
+	}
+	b = append(b, t...)
+	for _, f := range []struct{ k, v string }{{"Type", e.Type}, {"Action", e.Action}, {"Key", e.Key}, {"Principal", e.Principal}} {
+		b = append(b, `,"`...)
+		b = append(b, f.k...)
+		b = append(b, `":`...)
+		js, _ := json.Marshal(f.v) // a string always encodes
+		b = append(b, js...)
+	}
+	b = appendRaw(b, "Object", e.Object)
+	b = appendRaw(b, "Original", e.Original)
+	return append(b, '}')
+}
+
+func appendRaw(b []byte, k string, v json.RawMessage) []byte {
+	b = append(b, `,"`...)
+	b = append(b, k...)
+	b = append(b, `":`...)
+	if len(v) == 0 {
+		return append(b, "null"...)
+	}
+	return append(b, v...)
+}

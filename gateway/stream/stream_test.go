@@ -1,0 +1,244 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/provgate/provgate/backend"
+)
+
+func TestParseFilter(t *testing.T) {
+	ev := backend.Event{Type: "reservations", Action: "update", Key: "10.0.0.1"}
+	for _, c := range []struct {
+		f     string
+		ok    bool
+		match bool
+	}{
+		{"*.*.*", true, true},
+		{"reservations.update.10.0.0.1", true, true},
+		{"reservations,machines.save,update.*", true, true},
+		{`reservations.update.10\11`, true, false},
+		{"machines.update.*", true, false},
+		{"reservations.*", false, false},
+		{"..x", false, false},
+		{"", false, false},
+	} {
+		f, err := parseFilter(c.f)
+		if (err == nil) != c.ok {
+			t.Errorf("%q: error %v, want ok %v", c.f, err, c.ok)
+			continue
+		}
+		if err == nil && f.match(ev) != c.match {
+			t.Errorf("%q matches %v, want %v", c.f, f.match(ev), c.match)
+		}
+	}
+	f, _ := parseFilter(`a\1b.c\2d.e\3`)
+	if !f.match(backend.Event{Type: "a.b", Action: "c,d", Key: "e*"}) {
+		t.Error("escapes \\1 \\2 \\3 are not '.', ',' and '*'")
+	}
+}
+
+// TestEncode: frames are exactly what encoding/json makes of DRP's Event.
+func TestEncode(t *testing.T) {
+	e := backend.Event{Time: time.Date(2021, 6, 1, 12, 0, 0, 5, time.UTC), Type: "machines", Action: "update",
+		Key: `k"<>&`, Principal: "user:b\u00e9", Object: json.RawMessage(`{"Name":"m1"}`)}
+	var got, want map[string]any
+	if err := json.Unmarshal(encode(e), &got); err != nil {
+		t.Fatalf("%s: %v", encode(e), err)
+	}
+	b, _ := json.Marshal(e)
+	_ = json.Unmarshal(b, &want)
+	gb, _ := json.Marshal(got)
+	wb, _ := json.Marshal(want)
+	if string(gb) != string(wb) {
+		t.Fatalf("encode gives %s, want %s", gb, wb)
+	}
+}
+
+// fakeViewer allows events whose Key does not start with "hidden", and
+// fails credentials when dead is set.
+type fakeViewer struct{ dead atomic.Bool }
+
+func (v *fakeViewer) Check(context.Context) error {
+	if v.dead.Load() {
+		return ErrCredentials
+	}
+	return nil
+}
+
+func (v *fakeViewer) Allowed(ctx context.Context, e backend.Event) (bool, error) {
+	if err := v.Check(ctx); err != nil {
+		return false, err
+	}
+	return !strings.HasPrefix(e.Key, "hidden"), nil
+}
+
+type testHub struct {
+	h   *Hub
+	bus *backend.Bus
+	srv *httptest.Server
+	v   *fakeViewer
+	id  Identity
+	mu  sync.Mutex
+}
+
+func newTestHub(t *testing.T, o Options) *testHub {
+	th := &testHub{bus: backend.NewBus(), v: &fakeViewer{}, id: Identity{Principal: "user:bob"}}
+	o.Bus = th.bus
+	th.h = New(o)
+	up := websocket.Upgrader{}
+	th.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		th.mu.Lock()
+		id := th.id
+		th.mu.Unlock()
+		release, err := th.h.Admit(id.Principal)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
+			return
+		}
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			release()
+			return
+		}
+		th.h.Serve(context.Background(), c, id, th.v, release)
+	}))
+	t.Cleanup(th.srv.Close)
+	return th
+}
+
+func (th *testHub) dial(t *testing.T) *websocket.Conn {
+	t.Helper()
+	c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(th.srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func readEvent(t *testing.T, c *websocket.Conn) backend.Event {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var e backend.Event
+	if err := c.ReadJSON(&e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func closeOf(t *testing.T, c *websocket.Conn) *websocket.CloseError {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		if _, _, err := c.ReadMessage(); err != nil {
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) {
+				t.Fatalf("ended without a close frame: %v", err)
+			}
+			return ce
+		}
+	}
+}
+
+func TestHub(t *testing.T) {
+	ctx := context.Background()
+	t.Run("acknowledge, filter, authorize", func(t *testing.T) {
+		th := newTestHub(t, Options{})
+		c := th.dial(t)
+		_ = c.WriteMessage(websocket.TextMessage, []byte("register machines.update.*"))
+		if a := readEvent(t, c); a.Type != "websocket" || a.Action != "register" || a.Key != "machines.update.*" {
+			t.Fatalf("ack %+v", a)
+		}
+		th.bus.Publish(ctx, backend.Event{Type: "machines", Action: "save", Key: "m0"})
+		th.bus.Publish(ctx, backend.Event{Type: "machines", Action: "update", Key: "hidden1"})
+		th.bus.Publish(ctx, backend.Event{Type: "machines", Action: "update", Key: "m1"})
+		if e := readEvent(t, c); e.Key != "m1" {
+			t.Fatalf("got %+v, want only the visible matching event", e)
+		}
+		for i := 0; th.h.Sent() != 1; i++ {
+			if i == 100 {
+				t.Fatalf("sent %d, want 1", th.h.Sent())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	t.Run("credentials end", func(t *testing.T) {
+		th := newTestHub(t, Options{})
+		c := th.dial(t)
+		_ = c.WriteMessage(websocket.TextMessage, []byte("register *.*.*"))
+		readEvent(t, c)
+		th.v.dead.Store(true)
+		th.h.Recheck()
+		if ce := closeOf(t, c); ce.Code != websocket.ClosePolicyViolation || ce.Text != "credentials no longer valid" {
+			t.Fatalf("close %v", ce)
+		}
+	})
+	t.Run("expiry", func(t *testing.T) {
+		th := newTestHub(t, Options{})
+		th.id.Expires = time.Now().Add(200 * time.Millisecond)
+		c := th.dial(t)
+		if ce := closeOf(t, c); ce.Code != websocket.ClosePolicyViolation || ce.Text != "token expired" {
+			t.Fatalf("close %v", ce)
+		}
+	})
+	t.Run("machine sockets see only their machine", func(t *testing.T) {
+		th := newTestHub(t, Options{})
+		th.id = Identity{Principal: "runner:m1", Machine: "m1"}
+		c := th.dial(t)
+		_ = c.WriteMessage(websocket.TextMessage, []byte("register *.*.*"))
+		readEvent(t, c)
+		th.bus.Publish(ctx, backend.Event{Type: "machines", Action: "update", Key: "m2"})
+		th.bus.Publish(ctx, backend.Event{Type: "profiles", Action: "update", Key: "p"})
+		th.bus.Publish(ctx, backend.Event{Type: "jobs", Action: "update", Key: "j2", Object: json.RawMessage(`{"Machine":"m2"}`)})
+		th.bus.Publish(ctx, backend.Event{Type: "jobs", Action: "update", Key: "j1", Object: json.RawMessage(`{"Machine":"m1"}`)})
+		th.bus.Publish(ctx, backend.Event{Type: "machines", Action: "update", Key: "m1"})
+		if e := readEvent(t, c); e.Key != "j1" {
+			t.Fatalf("got %+v, want its own job's event first", e)
+		}
+		if e := readEvent(t, c); e.Key != "m1" {
+			t.Fatalf("got %+v, want its machine's event", e)
+		}
+	})
+	t.Run("slow consumer", func(t *testing.T) {
+		th := newTestHub(t, Options{Buffer: 2})
+		c := th.dial(t)
+		_ = c.WriteMessage(websocket.TextMessage, []byte("register *.*.*"))
+		readEvent(t, c)
+		// The publisher outruns any writer: the buffer of two overflows.
+		for i := 0; i < 1000; i++ {
+			th.bus.Publish(ctx, backend.Event{Type: "machines", Action: "update", Key: "m"})
+		}
+		ce := closeOf(t, c)
+		if ce.Code != websocket.ClosePolicyViolation || !strings.HasPrefix(ce.Text, "slow consumer: more than 2 events waiting") {
+			t.Fatalf("close %v", ce)
+		}
+	})
+	t.Run("limit per principal and shutdown", func(t *testing.T) {
+		th := newTestHub(t, Options{MaxPerPrincipal: 2})
+		a, b := th.dial(t), th.dial(t)
+		_, res, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(th.srv.URL, "http"), nil)
+		if err == nil || res.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("third socket: %v", err)
+		}
+		th.h.Close()
+		for _, c := range []*websocket.Conn{a, b} {
+			if ce := closeOf(t, c); ce.Code != websocket.CloseGoingAway {
+				t.Fatalf("close %v", ce)
+			}
+		}
+		if _, err := th.h.Admit("user:bob"); backend.ErrorCode(err) != backend.EUNAVAILABLE {
+			t.Fatalf("admit after close: %v", err)
+		}
+	})
+}
