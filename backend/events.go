@@ -113,3 +113,11 @@ func (b *Bus) publish(e Event) {
 		}
 	}
 }
+
+// PostEvent publishes an event a client posted (POST /events) with
+// PublishPosted: it reaches event streams only and drives no server
+// behaviour. It never fails.
+func (b *Bus) PostEvent(ctx context.Context, e Event) error {
+	b.PublishPosted(ctx, e)
+	return nil
+}

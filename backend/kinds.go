@@ -81,10 +81,41 @@ func baseIndexes(keyField string, extra map[string]Index) map[string]Index {
 // Kinds is every stored object type, keyed by prefix.
 var Kinds = map[string]*Kind{}
 
+// Prefixes of the stored kinds: each names the kind's table, its routes
+// (/api/v3/<prefix>) and the scope of its claims. They are untyped string
+// constants, so that code naming a kind cannot misspell it while the
+// services keep taking prefixes as strings (docs/design.md §1.4).
+const (
+	PrefixUsers        = "users"
+	PrefixRoles        = "roles"
+	PrefixTenants      = "tenants"
+	PrefixMachines     = "machines"
+	PrefixProfiles     = "profiles"
+	PrefixParams       = "params"
+	PrefixBootenvs     = "bootenvs"
+	PrefixWorkflows    = "workflows"
+	PrefixStages       = "stages"
+	PrefixTasks        = "tasks"
+	PrefixJobs         = "jobs"
+	PrefixPools        = "pools"
+	PrefixPlugins      = "plugins"
+	PrefixReservations = "reservations"
+)
+
 func register(k *Kind) { Kinds[k.Prefix] = k }
 
 // KindOf returns the kind for a prefix, or nil.
 func KindOf(prefix string) *Kind { return Kinds[prefix] }
+
+// LookupKind is KindOf for a prefix a caller asked for: an unknown one is
+// ENOTFOUND.
+func LookupKind(prefix string) (*Kind, error) {
+	k := Kinds[prefix]
+	if k == nil {
+		return nil, NewError(ENOTFOUND, "GET", prefix, "", "No such object type "+prefix)
+	}
+	return k, nil
+}
 
 // KindPrefixes returns every registered prefix, sorted.
 func KindPrefixes() []string {
@@ -97,20 +128,20 @@ func KindPrefixes() []string {
 }
 
 func init() {
-	register(&Kind{Prefix: "users", KeyField: "Name", New: func() Model { return &User{} },
+	register(&Kind{Prefix: PrefixUsers, KeyField: "Name", New: func() Model { return &User{} },
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Roles": list("Roles"), "Description": str("Description", false),
 		})})
-	register(&Kind{Prefix: "roles", KeyField: "Name", New: func() Model { return &Role{} },
+	register(&Kind{Prefix: PrefixRoles, KeyField: "Name", New: func() Model { return &Role{} },
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
 		})})
-	register(&Kind{Prefix: "tenants", KeyField: "Name", New: func() Model { return &Tenant{} },
+	register(&Kind{Prefix: PrefixTenants, KeyField: "Name", New: func() Model { return &Tenant{} },
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
 			"Users": list("Users"),
 		})})
-	register(&Kind{Prefix: "machines", KeyField: "Uuid", New: func() Model { return &Machine{} },
+	register(&Kind{Prefix: PrefixMachines, KeyField: "Uuid", New: func() Model { return &Machine{} },
 		ParamFilters: true, HasParams: true,
 		Indexes: baseIndexes("Uuid", map[string]Index{
 			"Uuid":             {Field: "Uuid", Type: IndexUUID, Unique: true},
@@ -136,38 +167,38 @@ func init() {
 			"Workflow":         str("Workflow", false),
 			"WorkflowComplete": boolean("WorkflowComplete"),
 		})})
-	register(&Kind{Prefix: "profiles", KeyField: "Name", New: func() Model { return &Profile{} },
+	register(&Kind{Prefix: PrefixProfiles, KeyField: "Name", New: func() Model { return &Profile{} },
 		ParamFilters: true, HasParams: true,
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
 			"Profiles": list("Profiles"),
 		})})
-	register(&Kind{Prefix: "params", KeyField: "Name", New: func() Model { return &Param{} },
+	register(&Kind{Prefix: PrefixParams, KeyField: "Name", New: func() Model { return &Param{} },
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
 			"Secure": boolean("Secure"),
 		})})
-	register(&Kind{Prefix: "bootenvs", KeyField: "Name", New: func() Model { return &BootEnv{} },
+	register(&Kind{Prefix: PrefixBootenvs, KeyField: "Name", New: func() Model { return &BootEnv{} },
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
 			"OnlyUnknown": boolean("OnlyUnknown"),
 		})})
-	register(&Kind{Prefix: "workflows", KeyField: "Name", New: func() Model { return &Workflow{} },
+	register(&Kind{Prefix: PrefixWorkflows, KeyField: "Name", New: func() Model { return &Workflow{} },
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
 			"Stages": list("Stages"),
 		})})
-	register(&Kind{Prefix: "stages", KeyField: "Name", New: func() Model { return &Stage{} },
+	register(&Kind{Prefix: PrefixStages, KeyField: "Name", New: func() Model { return &Stage{} },
 		HasParams: true,
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
 			"BootEnv": str("BootEnv", false), "Reboot": boolean("Reboot"), "Tasks": list("Tasks"), "Profiles": list("Profiles"),
 		})})
-	register(&Kind{Prefix: "tasks", KeyField: "Name", New: func() Model { return &Task{} },
+	register(&Kind{Prefix: PrefixTasks, KeyField: "Name", New: func() Model { return &Task{} },
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
 		})})
-	register(&Kind{Prefix: "jobs", KeyField: "Uuid", New: func() Model { return &Job{} },
+	register(&Kind{Prefix: PrefixJobs, KeyField: "Uuid", New: func() Model { return &Job{} },
 		Indexes: baseIndexes("Uuid", map[string]Index{
 			"Uuid":      {Field: "Uuid", Type: IndexUUID, Unique: true},
 			"Machine":   {Field: "Machine", Type: IndexUUID},
@@ -184,17 +215,17 @@ func init() {
 			"StartTime": {Field: "StartTime", Type: IndexTime},
 			"EndTime":   {Field: "EndTime", Type: IndexTime},
 		})})
-	register(&Kind{Prefix: "pools", KeyField: "Id", New: func() Model { return &Pool{} },
+	register(&Kind{Prefix: PrefixPools, KeyField: "Id", New: func() Model { return &Pool{} },
 		Indexes: baseIndexes("Id", map[string]Index{
 			"Id": str("Id", true), "ParentPool": str("ParentPool", false),
 			"Description": str("Description", false), "Documentation": str("Documentation", false),
 		})})
-	register(&Kind{Prefix: "plugins", KeyField: "Name", New: func() Model { return &Plugin{} },
+	register(&Kind{Prefix: PrefixPlugins, KeyField: "Name", New: func() Model { return &Plugin{} },
 		HasParams: true,
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Provider": str("Provider", false), "Description": str("Description", false),
 		})})
-	register(&Kind{Prefix: "reservations", KeyField: "Addr", New: func() Model { return &Reservation{} },
+	register(&Kind{Prefix: PrefixReservations, KeyField: "Addr", New: func() Model { return &Reservation{} },
 		Indexes: baseIndexes("Addr", map[string]Index{
 			"Addr": {Field: "Addr", Type: IndexIP, Unique: true}, "Token": str("Token", false),
 			"Strategy": str("Strategy", false), "Description": str("Description", false),

@@ -579,3 +579,34 @@ func nonNilStrings(s []string) []string {
 	}
 	return s
 }
+
+// Sanitize strips from m what must never leave the server (a user's
+// password hash and Secret, a machine's Secret) and returns m.
+func Sanitize(m Model) Model {
+	switch v := m.(type) {
+	case *User:
+		v.Sanitize()
+	case *Machine:
+		v.Sanitize()
+	}
+	return m
+}
+
+// LicenseState is the license as the server holds it, as /api/v3/info and
+// /api/v3/license report it (docs/design.md §7).
+type LicenseState struct {
+	Valid    bool     `json:"Valid"`
+	Owner    string   `json:"Owner"`
+	Features []string `json:"Features"`
+	Expires  string   `json:"Expires"`
+	Error    string   `json:"Error"`
+}
+
+// JobAction is one rendered template of a job, as the agent runs it
+// (GET /jobs/<id>/actions; docs/design.md §10.4).
+type JobAction struct {
+	Name    string            `json:"Name"`
+	Path    string            `json:"Path"`
+	Content string            `json:"Content"`
+	Meta    map[string]string `json:"Meta"`
+}

@@ -37,3 +37,41 @@ func PoolStatusOnFailure(s string) string {
 	}
 	return s
 }
+
+// PoolVerb is a pool membership operation, named as in its route
+// (POST /pools/<id>/<verb>) and in its claim (action:<verb>).
+type PoolVerb string
+
+// Pool verbs (docs/design.md §11.1).
+const (
+	PoolAdd      PoolVerb = "addMachines"
+	PoolRemove   PoolVerb = "removeMachines"
+	PoolAllocate PoolVerb = "allocateMachines"
+	PoolRelease  PoolVerb = "releaseMachines"
+)
+
+// PoolVerbs are every pool verb.
+var PoolVerbs = []PoolVerb{PoolAdd, PoolRemove, PoolAllocate, PoolRelease}
+
+// Valid reports whether v is one of PoolVerbs.
+func (v PoolVerb) Valid() bool {
+	switch v {
+	case PoolAdd, PoolRemove, PoolAllocate, PoolRelease:
+		return true
+	}
+	return false
+}
+
+// PoolOptions carry what a pool verb takes besides the pool and the body.
+type PoolOptions struct {
+	// SourcePool is the ?source-pool= of addMachines ("" = the target pool's
+	// ParentPool, else default). Ignored by the other verbs.
+	SourcePool string
+	// Force (?force=true) widens the statuses a verb accepts.
+	Force bool
+	// Visible, when non-nil, is the set of machine keys the caller's tenant
+	// may see; other machines are never chosen and are "not found" by name.
+	Visible []string
+	// Principal is recorded in the published events.
+	Principal string
+}

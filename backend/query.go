@@ -2,10 +2,11 @@ package backend
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,11 +94,7 @@ func ParseQuery(kind *Kind, v url.Values, isParam func(string) bool) (Query, err
 	bad := func(format string, args ...any) error {
 		return NewError(ENOTACCEPTABLE, "GET", kind.Prefix, "", fmt.Sprintf(format, args...))
 	}
-	keys := make([]string, 0, len(v))
-	for k := range v {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(v))
 	for _, k := range keys {
 		vals := v[k]
 		val := ""

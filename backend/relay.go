@@ -260,3 +260,10 @@ func (r *Relay) event(ctx context.Context, n notice) (Event, bool, error) {
 	}
 	return e, true, nil
 }
+
+// PostEvent publishes an event a client posted on this replica's bus,
+// marked as posted, and relays it to the others (POST /events).
+func (r *Relay) PostEvent(ctx context.Context, e Event) error {
+	r.bus.PublishPosted(ctx, e)
+	return r.SendPosted(ctx, e)
+}

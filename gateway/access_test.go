@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/policies"
 )
 
@@ -35,7 +36,7 @@ func (d *scriptedDecider) Decide(_ context.Context, in policies.Input) (policies
 func TestRequestAccess(t *testing.T) {
 	ctx := context.Background()
 	dec := &scriptedDecider{visible: map[string][]string{"profiles": {"p1"}}, allow: true}
-	a := &requestAccess{s: &Server{Deps: Deps{Policy: dec}}, p: &Principal{Kind: "user", Name: "bob"}}
+	a := &requestAccess{s: &Server{Deps: Deps{Policy: dec}}, p: &auth.Principal{Kind: auth.KindUser, Name: "bob"}}
 
 	for _, tc := range []struct {
 		scope, key string

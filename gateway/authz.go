@@ -13,6 +13,7 @@ import (
 
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/backend/objects"
+	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
 	"github.com/provgate/provgate/policies"
 )
@@ -36,8 +37,8 @@ type access struct {
 	ip    string
 }
 
-func principalOf(c *fiber.Ctx) *Principal {
-	p, _ := c.Locals(principalKey).(*Principal)
+func principalOf(c *fiber.Ctx) *auth.Principal {
+	p, _ := c.Locals(principalKey).(*auth.Principal)
 	return p
 }
 
@@ -76,12 +77,12 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	}
 	c.Locals(principalKey, p)
 	who := "user:" + p.Name
-	if p.Kind == "machine" {
+	if p.IsMachine() {
 		who = "runner:" + p.Name
 	}
 	ctx = objects.WithPrincipal(ctx, who)
 	ctx = backend.WithAccess(ctx, &requestAccess{s: s, p: p})
-	if p.Kind == "user" && s.TenantOf != nil {
+	if p.IsUser() && s.TenantOf != nil {
 		if t := s.TenantOf(p.Name); t != "" {
 			// Objects a tenant user creates join its tenant (docs/design.md §6).
 			ctx = objects.WithTenant(ctx, t)
@@ -113,7 +114,7 @@ func (s *Server) guard(c *fiber.Ctx) error {
 		return err
 	}
 	in := policies.Input{
-		Principal: p.policyPrincipal(),
+		Principal: policyPrincipal(p),
 		Required:  res.Claims,
 		Operation: res.Operation,
 		Method:    method,
@@ -154,7 +155,7 @@ func (s *Server) fresh(ctx context.Context) error {
 // decide asks the policies about in for principal p and turns the decision
 // into the request's answer: a hidden object is not found (named as the
 // caller named it), a refusal is 403 with the policy's reasons.
-func (s *Server) decide(c *fiber.Ctx, p *Principal, res claims.Result, in policies.Input) (policies.Decision, error) {
+func (s *Server) decide(c *fiber.Ctx, p *auth.Principal, res claims.Result, in policies.Input) (policies.Decision, error) {
 	d, err := s.Policy.Decide(userContext(c), in)
 	if err != nil {
 		s.metrics.decisions.WithLabelValues("error").Inc()
@@ -180,9 +181,9 @@ func (s *Server) decide(c *fiber.Ctx, p *Principal, res claims.Result, in polici
 // hidden answers whether the object res names is hidden from p, as the
 // not-found error the request then gets (nil when it is visible).
 // Visibility does not depend on claims: the policy decides it first.
-func (s *Server) hidden(c *fiber.Ctx, p *Principal, res claims.Result) error {
+func (s *Server) hidden(c *fiber.Ctx, p *auth.Principal, res claims.Result) error {
 	in := policies.Input{
-		Principal: p.policyPrincipal(),
+		Principal: policyPrincipal(p),
 		Required:  []backend.Claim{{Scope: res.Scope, Action: "get", Specific: res.Specific}},
 		Operation: res.Operation,
 		Method:    strings.Clone(c.Method()),
@@ -219,7 +220,7 @@ func (s *Server) reauthorize(c *fiber.Ctx) error {
 		return err
 	}
 	in := a.in
-	in.Principal = p.policyPrincipal()
+	in.Principal = policyPrincipal(p)
 	_, err = s.decide(c, p, a.Result, in)
 	return err
 }
@@ -228,12 +229,12 @@ func (s *Server) reauthorize(c *fiber.Ctx) error {
 // jobs follow their machine (docs/design.md §6), so the job of a machine the
 // tenant hides is not found, and a job cannot be created for it. A job's
 // claims name its machine as their specific (docs/design.md §5.5).
-func (s *Server) jobMachineHidden(c *fiber.Ctx, p *Principal, res claims.Result) error {
+func (s *Server) jobMachineHidden(c *fiber.Ctx, p *auth.Principal, res claims.Result) error {
 	if res.Scope != "jobs" || res.List {
 		return nil
 	}
-	operations := p.Kind == "machine" && p.MachineToken == "operations"
-	if p.Kind != "user" && !operations {
+	operations := p.IsMachine() && p.MachineToken == auth.MachineOperations
+	if !p.IsUser() && !operations {
 		return nil
 	}
 	machine := res.Specific
@@ -286,7 +287,7 @@ func tarpit(ctx context.Context, d time.Duration) {
 // (docs/design.md §6.2). Visibility is decided once per scope per request.
 type requestAccess struct {
 	s  *Server
-	p  *Principal
+	p  *auth.Principal
 	mu sync.Mutex
 	// seen caches each scope's visibility: nil set means unrestricted.
 	seen map[string]map[string]bool
@@ -321,7 +322,7 @@ func (a *requestAccess) Can(ctx context.Context, cs ...backend.Claim) (bool, err
 	if len(cs) == 0 {
 		return true, nil
 	}
-	in := policies.Input{Principal: a.p.policyPrincipal(), Required: cs, Operation: "update"}
+	in := policies.Input{Principal: policyPrincipal(a.p), Required: cs, Operation: "update"}
 	d, err := a.s.Policy.Decide(ctx, in)
 	if err != nil {
 		return false, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}

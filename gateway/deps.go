@@ -5,35 +5,13 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
 	"github.com/provgate/provgate/policies"
 )
 
-// Principal is the authenticated caller of one request.
-type Principal struct {
-	Kind    string // "user" or "machine"
-	Name    string // user name, or machine UUID
-	Grantor string
-	// Roles are the user's roles as authentication read them.
-	Roles []string
-	// TokenRoles, when RoleRestricted, are the roles the token was
-	// restricted to: a claim must be held by one of them and by one of
-	// Roles.
-	TokenRoles     []string
-	RoleRestricted bool
-	Restrict       []backend.Claim
-	MachineToken   string // discovery | operations
-	Basic          bool
-	// ExpiresAt is the token's expiry; zero for Basic.
-	ExpiresAt time.Time
-	// Job and Claims: a job token's job and its task's extra claims
-	// (docs/design.md §8.7).
-	Job    string
-	Claims []backend.Claim
-}
-
 // policyPrincipal is the principal as the policies see it.
-func (p *Principal) policyPrincipal() policies.Principal {
+func policyPrincipal(p *auth.Principal) policies.Principal {
 	roles := p.Roles
 	if roles == nil {
 		roles = []string{}
@@ -43,16 +21,16 @@ func (p *Principal) policyPrincipal() policies.Principal {
 		tokenRoles = append([]string{}, p.TokenRoles...)
 	}
 	claims := []backend.Claim{}
-	if p.Kind == "machine" {
+	if p.IsMachine() {
 		claims = append(claims, p.Claims...)
 	}
-	return policies.Principal{Kind: p.Kind, Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: claims,
-		Restrict: p.Restrict, MachineToken: p.MachineToken}
+	return policies.Principal{Kind: string(p.Kind), Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: claims,
+		Restrict: p.Restrict, MachineToken: string(p.MachineToken)}
 }
 
 // Authenticator checks credentials (docs/design.md §8).
 type Authenticator interface {
-	Authenticate(ctx context.Context, header, clientIP string) (*Principal, error)
+	Authenticate(ctx context.Context, header, clientIP string) (*auth.Principal, error)
 }
 
 // Decider evaluates the policies (docs/design.md §9). It fails closed: an error is
@@ -81,8 +59,12 @@ type Deps struct {
 	Pools   Pools
 	Actions Actions
 	Jobs    Jobs
-	Prefs   Prefs
-	Events  Events
+	// JobTokens mints job tokens for job creations; nil mints none.
+	JobTokens JobTokens
+	// JobActions renders job actions (task templates).
+	JobActions JobActions
+	Prefs      Prefs
+	Events     Events
 	// Streams serves GET /ws, the websocket event stream.
 	Streams Streams
 	// TenantOf names a user's tenant ("" for none).
@@ -94,8 +76,8 @@ type Deps struct {
 }
 
 // policyListInput asks which objects of scope the principal may see.
-func policyListInput(p *Principal, scope string) policies.Input {
-	return policies.Input{Principal: p.policyPrincipal(), Required: []backend.Claim{},
+func policyListInput(p *auth.Principal, scope string) policies.Input {
+	return policies.Input{Principal: policyPrincipal(p), Required: []backend.Claim{},
 		List: &policies.ListRequest{Scope: scope}, Operation: "list"}
 }
 
@@ -111,6 +93,6 @@ type PolicySync interface {
 
 // Licenser reports and replaces the license (docs/design.md §7).
 type Licenser interface {
-	LicenseState(ctx context.Context) LicenseState
-	LoadLicense(ctx context.Context, doc string) (LicenseState, error)
+	LicenseState(ctx context.Context) backend.LicenseState
+	LoadLicense(ctx context.Context, doc string) (backend.LicenseState, error)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
 	"github.com/provgate/provgate/policies"
 )
@@ -108,18 +109,18 @@ func (p recPools) Status(_ context.Context, pool string, _ []string) (map[string
 	p.add("Status", "pools", pool, "", "")
 	return map[string][]backend.PoolResult{}, nil
 }
-func (p recPools) Op(_ context.Context, verb, pool string, _ []byte, _ string, _ bool, _ []string) ([]backend.PoolResult, error) {
-	p.add("PoolOp", "pools", pool, "", "action:"+verb+"Machines")
+func (p recPools) Op(_ context.Context, verb backend.PoolVerb, pool string, _ []byte, _ backend.PoolOptions) ([]backend.PoolResult, error) {
+	p.add("PoolOp", "pools", pool, "", "action:"+string(verb))
 	return []backend.PoolResult{}, nil
 }
-func (p recPools) ReleaseToPool(_ context.Context, key string, _ []string) ([]backend.PoolResult, error) {
+func (p recPools) ReleaseToPool(_ context.Context, key string) ([]backend.PoolResult, error) {
 	p.add("ReleaseToPool", "machines", key, "", "")
 	return []backend.PoolResult{}, nil
 }
 
 type recUsers struct{ *recorder }
 
-func (u recUsers) Token(_ context.Context, name string, _ *Principal, _ TokenRequest) (string, error) {
+func (u recUsers) Token(_ context.Context, name string, _ *auth.Principal, _ auth.TokenRequest) (string, error) {
 	u.add("Token", "users", name, "", "")
 	return "t", nil
 }
@@ -147,15 +148,17 @@ func (a recActions) Run(_ context.Context, prefix, key, cmd, _ string, _ map[str
 	a.add("RunAction", prefix, key, "", cmd)
 	return json.RawMessage(`{}`), nil
 }
-func (a recActions) Attempts(_ context.Context, plugin, _ string, _ int) (any, error) {
+func (a recActions) Attempts(_ context.Context, plugin, _ string, _ int) ([]backend.CallbackAttempt, error) {
 	a.add("Attempts", "plugins", plugin, "", "")
-	return []any{}, nil
+	return []backend.CallbackAttempt{}, nil
 }
 
 type recJobs struct{ *recorder }
 
-func (j recJobs) CreateJob(context.Context, []byte) (int, *backend.Job, error)       { return 204, nil, nil }
-func (j recJobs) JobToken(context.Context, *backend.Job, *Principal) (string, error) { return "", nil }
+func (j recJobs) CreateJob(context.Context, []byte) (int, *backend.Job, error) { return 204, nil, nil }
+func (j recJobs) JobToken(context.Context, *backend.Job, *auth.Principal) (string, error) {
+	return "", nil
+}
 func (j recJobs) JobLog(_ context.Context, key string) ([]byte, error) {
 	j.add("JobLog", "jobs", key, "", "")
 	return nil, nil
@@ -164,9 +167,9 @@ func (j recJobs) AppendJobLog(_ context.Context, key string, _ []byte) error {
 	j.add("AppendJobLog", "jobs", key, "", "")
 	return nil
 }
-func (j recJobs) JobActions(_ context.Context, key, _ string) (any, error) {
+func (j recJobs) JobActions(_ context.Context, key, _ string) ([]backend.JobAction, error) {
 	j.add("JobActions", "jobs", key, "", "")
-	return []any{}, nil
+	return []backend.JobAction{}, nil
 }
 
 // allowAll authenticates everyone as one user and allows every request,
@@ -175,8 +178,8 @@ type allowAll struct {
 	first *policies.Input
 }
 
-func (allowAll) Authenticate(context.Context, string, string) (*Principal, error) {
-	return &Principal{Kind: "user", Name: "fuzz", Roles: []string{}}, nil
+func (allowAll) Authenticate(context.Context, string, string) (*auth.Principal, error) {
+	return &auth.Principal{Kind: auth.KindUser, Name: "fuzz", Roles: []string{}}, nil
 }
 
 func (a *allowAll) Decide(_ context.Context, in policies.Input) (policies.Decision, error) {
@@ -208,7 +211,7 @@ func fuzzServer() (*Server, *recorder, *allowAll) {
 	rec := &recorder{}
 	dec := &allowAll{}
 	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{}, Objects: recObjects{rec},
-		Pools: recPools{rec}, Users: recUsers{rec}, Actions: recActions{rec}, Jobs: recJobs{rec}}})
+		Pools: recPools{rec}, Users: recUsers{rec}, Actions: recActions{rec}, Jobs: recJobs{rec}, JobTokens: recJobs{rec}, JobActions: recJobs{rec}}})
 	return s, rec, dec
 }
 

@@ -10,33 +10,27 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/auth"
 )
 
 // Users covers the user routes beyond CRUD: tokens, passwords, Secrets.
 type Users interface {
 	// Token issues a token for user name, granted by the caller (token request
 	// rules: docs/design.md §8.5, §5.6).
-	Token(ctx context.Context, name string, grantor *Principal, req TokenRequest) (string, error)
+	Token(ctx context.Context, name string, grantor *auth.Principal, req auth.TokenRequest) (string, error)
 	ChangePassword(ctx context.Context, name, password string) (backend.Model, error)
 	RotateSecret(ctx context.Context, name string) error
 	RotateSystemSecret(ctx context.Context) error
-}
-
-// TokenRequest is the query of GET /users/<name>/token.
-type TokenRequest struct {
-	TTL      string
-	Roles    []string // nil: all the user's roles
-	Scope    string
-	Action   string
-	Specific string
 }
 
 // Pools covers pool membership operations and reports.
 type Pools interface {
 	Active(ctx context.Context, visible []string) ([]string, error)
 	Status(ctx context.Context, pool string, visible []string) (map[string][]backend.PoolResult, error)
-	Op(ctx context.Context, verb, pool string, body []byte, sourcePool string, force bool, visible []string) ([]backend.PoolResult, error)
-	ReleaseToPool(ctx context.Context, machineKey string, visible []string) ([]backend.PoolResult, error)
+	Op(ctx context.Context, verb backend.PoolVerb, pool string, body []byte, opts backend.PoolOptions) ([]backend.PoolResult, error)
+	// ReleaseToPool releases the one machine the request addressed (and the
+	// guard authorized).
+	ReleaseToPool(ctx context.Context, machineKey string) ([]backend.PoolResult, error)
 }
 
 // Actions covers plugin providers and plugin actions.
@@ -44,19 +38,27 @@ type Actions interface {
 	Providers() []backend.PluginProvider
 	List(ctx context.Context, prefix, key, plugin string) ([]backend.AvailableAction, error)
 	Run(ctx context.Context, prefix, key, cmd, plugin string, params map[string]any) (json.RawMessage, error)
-	Attempts(ctx context.Context, plugin string, machine string, limit int) (any, error)
+	Attempts(ctx context.Context, plugin string, machine string, limit int) ([]backend.CallbackAttempt, error)
 }
 
 // Jobs covers job creation and logs beyond CRUD.
 type Jobs interface {
 	CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error)
-	// JobToken mints the token the agent gives the job's task scripts
-	// (docs/design.md §8.7); "" when creator may not have one. It also
-	// fills job.ExtraClaims from the task.
-	JobToken(ctx context.Context, job *backend.Job, creator *Principal) (string, error)
 	JobLog(ctx context.Context, key string) ([]byte, error)
 	AppendJobLog(ctx context.Context, key string, chunk []byte) error
-	JobActions(ctx context.Context, key, os string) (any, error)
+}
+
+// JobTokens mints the token the agent gives a job's task scripts
+// (docs/design.md §8.7).
+type JobTokens interface {
+	// JobToken returns job's token for creator, "" when creator may not
+	// have one. It also fills job.ExtraClaims from the task.
+	JobToken(ctx context.Context, job *backend.Job, creator *auth.Principal) (string, error)
+}
+
+// JobActions renders a job's task templates for the agent.
+type JobActions interface {
+	JobActions(ctx context.Context, key, os string) ([]backend.JobAction, error)
 }
 
 // Prefs covers server preferences.
@@ -89,7 +91,7 @@ func (s *Server) handleUserToken(c *fiber.Ctx) error {
 		return unavailable("token service")
 	}
 	// Copied: the values become the token's restriction.
-	req := TokenRequest{TTL: strings.Clone(c.Query("ttl")), Scope: strings.Clone(c.Query("scope")),
+	req := auth.TokenRequest{TTL: strings.Clone(c.Query("ttl")), Scope: strings.Clone(c.Query("scope")),
 		Action: strings.Clone(c.Query("action")), Specific: strings.Clone(c.Query("specific"))}
 	if c.Request().URI().QueryArgs().Has("roles") {
 		req.Roles = []string{}
@@ -126,7 +128,7 @@ func (s *Server) handleUserPassword(c *fiber.Ctx) error {
 	s.afterWrite(c, "users")
 	// Like any write's reply: the user itself only for a caller that may
 	// get it (its self claim does), else only its Name.
-	view, err := s.replyView(c, sanitize(u), "")
+	view, err := s.replyView(c, backend.Sanitize(u), "")
 	if err != nil {
 		return err
 	}
@@ -232,7 +234,7 @@ func (s *Server) handlePostEvent(c *fiber.Ctx) error {
 		e.Time = time.Now().UTC()
 	}
 	if p := principalOf(c); p != nil {
-		e.Principal = p.Kind + ":" + p.Name
+		e.Principal = p.Subject()
 	}
 	if err := s.Events.PostEvent(userContext(c), e); err != nil {
 		return err
@@ -301,9 +303,9 @@ func (s *Server) handlePoolOp(c *fiber.Ctx) error {
 		return err
 	}
 	// The verb is the one the request was authorized for (action:<verb>).
-	verb := strings.TrimSuffix(strings.TrimPrefix(accessOf(c).Operation, "action:"), "Machines")
-	res, err := s.Pools.Op(userContext(c), verb, routeKey(c), c.Body(), strings.Clone(c.Query("source-pool")),
-		c.QueryBool("force"), vis)
+	verb := backend.PoolVerb(strings.TrimPrefix(accessOf(c).Operation, "action:"))
+	res, err := s.Pools.Op(userContext(c), verb, routeKey(c), c.Body(), backend.PoolOptions{
+		SourcePool: strings.Clone(c.Query("source-pool")), Force: c.QueryBool("force"), Visible: vis})
 	if err != nil {
 		return err
 	}
@@ -314,11 +316,7 @@ func (s *Server) handleReleaseToPool(c *fiber.Ctx) error {
 	if s.Pools == nil {
 		return unavailable("pools")
 	}
-	vis, err := s.machineVisibility(c)
-	if err != nil {
-		return err
-	}
-	res, err := s.Pools.ReleaseToPool(userContext(c), routeKey(c), vis)
+	res, err := s.Pools.ReleaseToPool(userContext(c), routeKey(c))
 	if err != nil {
 		return err
 	}
@@ -428,11 +426,13 @@ func (s *Server) handleCreateJob(c *fiber.Ctx) error {
 		return c.Send(nil)
 	}
 	// The token is in this reply only: never stored, never in events.
-	tok, err := s.Jobs.JobToken(userContext(c), job, principalOf(c))
-	if err != nil {
-		return err
+	if s.JobTokens != nil {
+		tok, err := s.JobTokens.JobToken(userContext(c), job, principalOf(c))
+		if err != nil {
+			return err
+		}
+		job.Token = tok
 	}
-	job.Token = tok
 	return c.Status(status).JSON(job)
 }
 
@@ -462,10 +462,10 @@ func (s *Server) handlePutJobLog(c *fiber.Ctx) error {
 }
 
 func (s *Server) handleJobActions(c *fiber.Ctx) error {
-	if s.Jobs == nil {
+	if s.JobActions == nil {
 		return unavailable("jobs")
 	}
-	out, err := s.Jobs.JobActions(userContext(c), routeKey(c), strings.Clone(c.Query("os", "linux")))
+	out, err := s.JobActions.JobActions(userContext(c), routeKey(c), strings.Clone(c.Query("os", "linux")))
 	if err != nil {
 		return err
 	}

@@ -11,15 +11,6 @@ import (
 	"github.com/provgate/provgate/backend"
 )
 
-// LicenseState is what /api/v3/info and /api/v3/license report.
-type LicenseState struct {
-	Valid    bool     `json:"Valid"`
-	Owner    string   `json:"Owner"`
-	Features []string `json:"Features"`
-	Expires  string   `json:"Expires"`
-	Error    string   `json:"Error"`
-}
-
 // infoLicense is DRP's License bundle shape, filled from provgate's license.
 type infoLicense struct {
 	Contact      string            `json:"Contact"`
@@ -46,39 +37,39 @@ type infoStat struct {
 
 // info is DRP's models.Info (mostly lower-case keys, docs/design.md §3.10).
 type info struct {
-	Arch            string         `json:"arch"`
-	OS              string         `json:"os"`
-	Version         string         `json:"version"`
-	ID              string         `json:"id"`
-	LocalID         string         `json:"local_id"`
-	HaID            string         `json:"ha_id"`
-	APIPort         int            `json:"api_port"`
-	FilePort        int            `json:"file_port"`
-	SecureFilePort  int            `json:"secure_file_port"`
-	DhcpPort        int            `json:"dhcp_port"`
-	BinlPort        int            `json:"binl_port"`
-	TftpPort        int            `json:"tftp_port"`
-	TftpEnabled     bool           `json:"tftp_enabled"`
-	DhcpEnabled     bool           `json:"dhcp_enabled"`
-	BinlEnabled     bool           `json:"binl_enabled"`
-	ProvEnabled     bool           `json:"prov_enabled"`
-	SecureProv      bool           `json:"secure_prov_enabled"`
-	Address         string         `json:"address"`
-	ServerHostname  string         `json:"server_hostname"`
-	Manager         bool           `json:"manager"`
-	Stats           []infoStat     `json:"stats"`
-	Features        []string       `json:"features"`
-	Scopes          map[string]any `json:"scopes"`
-	License         infoLicense    `json:"License"`
-	Errors          []string       `json:"errors"`
-	HaEnabled       bool           `json:"ha_enabled"`
-	HaVirtual       string         `json:"ha_virtual_address"`
-	HaIsActive      bool           `json:"ha_is_active"`
-	HaStatus        string         `json:"ha_status"`
-	HaActiveID      string         `json:"ha_active_id"`
-	HaPassiveState  []any          `json:"ha_passive_state"`
-	ProvgateLicense LicenseState   `json:"provgate_license"`
-	ClusterState    map[string]any `json:"ClusterState"`
+	Arch            string               `json:"arch"`
+	OS              string               `json:"os"`
+	Version         string               `json:"version"`
+	ID              string               `json:"id"`
+	LocalID         string               `json:"local_id"`
+	HaID            string               `json:"ha_id"`
+	APIPort         int                  `json:"api_port"`
+	FilePort        int                  `json:"file_port"`
+	SecureFilePort  int                  `json:"secure_file_port"`
+	DhcpPort        int                  `json:"dhcp_port"`
+	BinlPort        int                  `json:"binl_port"`
+	TftpPort        int                  `json:"tftp_port"`
+	TftpEnabled     bool                 `json:"tftp_enabled"`
+	DhcpEnabled     bool                 `json:"dhcp_enabled"`
+	BinlEnabled     bool                 `json:"binl_enabled"`
+	ProvEnabled     bool                 `json:"prov_enabled"`
+	SecureProv      bool                 `json:"secure_prov_enabled"`
+	Address         string               `json:"address"`
+	ServerHostname  string               `json:"server_hostname"`
+	Manager         bool                 `json:"manager"`
+	Stats           []infoStat           `json:"stats"`
+	Features        []string             `json:"features"`
+	Scopes          map[string]any       `json:"scopes"`
+	License         infoLicense          `json:"License"`
+	Errors          []string             `json:"errors"`
+	HaEnabled       bool                 `json:"ha_enabled"`
+	HaVirtual       string               `json:"ha_virtual_address"`
+	HaIsActive      bool                 `json:"ha_is_active"`
+	HaStatus        string               `json:"ha_status"`
+	HaActiveID      string               `json:"ha_active_id"`
+	HaPassiveState  []any                `json:"ha_passive_state"`
+	ProvgateLicense backend.LicenseState `json:"provgate_license"`
+	ClusterState    map[string]any       `json:"ClusterState"`
 }
 
 // Features provgate reports (capability flags, not license state).
@@ -103,7 +94,7 @@ func (s *Server) buildInfo(c *fiber.Ctx) info {
 		}
 		scopes[sc] = acts
 	}
-	lic := LicenseState{Features: []string{}}
+	lic := backend.LicenseState{Features: []string{}}
 	if s.License != nil {
 		lic = s.License.LicenseState(userContext(c))
 	}

@@ -43,15 +43,6 @@ func (s *Server) isParam(ctx context.Context, name string) bool {
 // against the same value.
 func etagOf(m backend.Model, rev int64) string { return objects.ModelETag(m, rev) }
 
-// kindOf is the kind the request's claims were derived for.
-func kindOf(c *fiber.Ctx) (*backend.Kind, error) {
-	k := backend.KindOf(routePrefix(c))
-	if k == nil {
-		return nil, backend.NewError(backend.ENOTFOUND, c.Method(), "", c.OriginalURL(), "No route")
-	}
-	return k, nil
-}
-
 // routePrefix is the scope (kind prefix) the request was authorized for.
 func routePrefix(c *fiber.Ctx) string { return accessOf(c).Scope }
 
@@ -67,22 +58,11 @@ func (s *Server) objectsReady() error {
 	return nil
 }
 
-// sanitize strips what must never leave the server and fills empty lists.
-func sanitize(m backend.Model) backend.Model {
-	switch v := m.(type) {
-	case *backend.User:
-		v.Sanitize()
-	case *backend.Machine:
-		v.Sanitize()
-	}
-	return m
-}
-
 func (s *Server) handleList(c *fiber.Ctx) error {
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
-	k, err := kindOf(c)
+	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -110,7 +90,7 @@ func (s *Server) handleList(c *fiber.Ctx) error {
 	}
 	out := make([]backend.Model, 0, len(list))
 	for _, m := range list {
-		out = append(out, sanitize(m))
+		out = append(out, backend.Sanitize(m))
 	}
 	return c.JSON(out)
 }
@@ -147,7 +127,7 @@ func (s *Server) write(c *fiber.Ctx, status int, do func(ctx context.Context, pr
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
-	k, err := kindOf(c)
+	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -158,9 +138,9 @@ func (s *Server) write(c *fiber.Ctx, status int, do func(ctx context.Context, pr
 	s.afterWrite(c, k.Prefix)
 	if c.Method() == fiber.MethodPost {
 		// The caller wrote the new object; it sees it as created.
-		return c.Status(status).JSON(sanitize(m))
+		return c.Status(status).JSON(backend.Sanitize(m))
 	}
-	view, err := s.replyView(c, sanitize(m), "")
+	view, err := s.replyView(c, backend.Sanitize(m), "")
 	if err != nil {
 		return err
 	}
@@ -182,7 +162,7 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
-	k, err := kindOf(c)
+	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -228,7 +208,7 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 	if err := s.Objects.Shape(ctx, m, q); err != nil {
 		return err
 	}
-	return c.JSON(sanitize(m))
+	return c.JSON(backend.Sanitize(m))
 }
 
 // lostAccess is the answer to a request whose access ended while it waited:
@@ -285,7 +265,7 @@ func (s *Server) handleDelete(c *fiber.Ctx) error {
 
 // handleIndexes lists a kind's indexes (DRP's /indexes/<prefix>).
 func (s *Server) handleIndexes(c *fiber.Ctx) error {
-	k, err := kindOf(c)
+	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -312,7 +292,7 @@ func (s *Server) paramsTarget(c *fiber.Ctx) (*backend.Kind, string, error) {
 	if err := s.objectsReady(); err != nil {
 		return nil, "", err
 	}
-	k, err := kindOf(c)
+	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return nil, "", err
 	}
@@ -371,7 +351,7 @@ func (s *Server) handleSetParam(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	view, err := s.replyView(c, v, "/Params/"+escapePointer(paramName(c)))
+	view, err := s.replyView(c, v, "/Params/"+backend.EscapePointer(paramName(c)))
 	if err != nil {
 		return err
 	}
@@ -424,7 +404,7 @@ func (s *Server) handleDeleteParam(c *fiber.Ctx) error {
 		return err
 	}
 	// The old value is a read: the caller wrote nothing it could be shown.
-	view, err := s.replyView(c, v, "/Params/"+escapePointer(paramName(c)))
+	view, err := s.replyView(c, v, "/Params/"+backend.EscapePointer(paramName(c)))
 	if err != nil {
 		return err
 	}
@@ -437,7 +417,7 @@ func (s *Server) handleGetMeta(c *fiber.Ctx) error {
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
-	k, err := kindOf(c)
+	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -452,7 +432,7 @@ func (s *Server) handlePatchMeta(c *fiber.Ctx) error {
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
-	k, err := kindOf(c)
+	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -508,7 +488,7 @@ func (s *Server) afterWrite(c *fiber.Ctx, prefix string) {
 		refresh = true
 	case c.Method() == fiber.MethodPost:
 		p := principalOf(c)
-		refresh = p != nil && p.Kind == "user" && s.TenantOf != nil && s.TenantOf(p.Name) != ""
+		refresh = p != nil && p.IsUser() && s.TenantOf != nil && s.TenantOf(p.Name) != ""
 	}
 	if refresh && s.Sync != nil {
 		if err := s.Sync.Refresh(userContext(c)); err != nil {

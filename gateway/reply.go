@@ -59,7 +59,7 @@ func (s *Server) replyView(c *fiber.Ctx, v any, base string) (any, error) {
 		if json.Unmarshal(w.Value, &want) != nil {
 			continue
 		}
-		if got, ok := lookupPointer(doc, rel); ok {
+		if got, ok := backend.LookupPointer(doc, rel); ok {
 			out = reveal(out, rel, got, want)
 		}
 	}
@@ -93,29 +93,10 @@ func reveal(out any, rel string, got, want any) any {
 	}
 	for k, wv := range wm {
 		if gv, ok := gm[k]; ok {
-			out = reveal(out, rel+"/"+escapePointer(k), gv, wv)
+			out = reveal(out, rel+"/"+backend.EscapePointer(k), gv, wv)
 		}
 	}
 	return out
-}
-
-// lookupPointer returns the value at pointer p of a decoded document,
-// through objects only (values inside arrays are never revealed alone).
-func lookupPointer(doc any, p string) (any, bool) {
-	if p == "" {
-		return doc, true
-	}
-	cur := doc
-	for _, tok := range strings.Split(p, "/")[1:] {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[unescapePointer(tok)]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
 }
 
 // setPointer sets v at pointer p of out, making the objects on the way.
@@ -130,7 +111,7 @@ func setPointer(out any, p string, v any) any {
 	toks := strings.Split(p, "/")[1:]
 	m := root
 	for _, tok := range toks[:len(toks)-1] {
-		name := unescapePointer(tok)
+		name := backend.UnescapePointer(tok)
 		next, ok := m[name].(map[string]any)
 		if !ok {
 			if _, taken := m[name]; taken {
@@ -141,16 +122,6 @@ func setPointer(out any, p string, v any) any {
 		}
 		m = next
 	}
-	m[unescapePointer(toks[len(toks)-1])] = v
+	m[backend.UnescapePointer(toks[len(toks)-1])] = v
 	return root
 }
-
-var (
-	pointerEscaper   = strings.NewReplacer("~", "~0", "/", "~1")
-	pointerUnescaper = strings.NewReplacer("~1", "/", "~0", "~")
-)
-
-// escapePointer escapes one reference token (RFC 6901 §3).
-func escapePointer(tok string) string { return pointerEscaper.Replace(tok) }
-
-func unescapePointer(tok string) string { return pointerUnescaper.Replace(tok) }

@@ -131,7 +131,7 @@ func (s *Server) requestMeta(c *fiber.Ctx) error {
 	}
 	user := ""
 	if p := principalOf(c); p != nil {
-		user = p.Kind + ":" + p.Name
+		user = p.Subject()
 	}
 	s.log.Log(c.UserContext(), level, "request", "request_id", id, "method", c.Method(), "path", c.Path(),
 		"route", route, "status", status, "duration_ms", strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64),

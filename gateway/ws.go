@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/stream"
 	"github.com/provgate/provgate/policies"
 )
@@ -55,8 +56,8 @@ func (s *Server) handleWS(c *fiber.Ctx) error {
 	}
 	p := principalOf(c)
 	a := accessOf(c)
-	id := stream.Identity{Principal: p.Kind + ":" + p.Name, Expires: p.ExpiresAt}
-	if p.Kind == "machine" {
+	id := stream.Identity{Principal: p.Subject(), Expires: p.ExpiresAt}
+	if p.IsMachine() {
 		id.Principal = "runner:" + p.Name
 		id.Machine = p.Name
 	}
@@ -88,7 +89,7 @@ type wsViewer struct {
 // principal authenticates the stream's credential again (it may have
 // expired, or its Secrets changed, or its user gone); the authenticator's
 // caches keep this cheap.
-func (v *wsViewer) principal(ctx context.Context) (*Principal, error) {
+func (v *wsViewer) principal(ctx context.Context) (*auth.Principal, error) {
 	if err := v.s.streamFresh.check(ctx, v.s.Fresh); err != nil {
 		return nil, err
 	}
@@ -118,7 +119,7 @@ func (v *wsViewer) Allowed(ctx context.Context, e backend.Event) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	pp := p.policyPrincipal()
+	pp := policyPrincipal(p)
 	decide := func(scope, key string, want backend.Claim) (bool, error) {
 		in := policies.Input{Principal: pp, Required: []backend.Claim{want}, Operation: "get", Method: "GET",
 			Path: wsPath}

@@ -143,7 +143,7 @@ own_key(n) := input.principal.name if n.all
 
 own_key(n) := input.principal.name if n.keys[input.principal.name]
 
-# Reference §4.7: roles and tenants, except list and get, need an rbac
+# docs/design.md §7: roles and tenants, except list and get, need an rbac
 # license.
 licensed_scopes := {"roles", "tenants"}
 
@@ -233,7 +233,7 @@ held_keys := intersection({get_keys_of(l) | some l in layers; not get_nodes_all(
 
 get_keys_of(gs) := {k | some g in gs; some k, _ in g[input.list.scope].get.keys}
 
-# Reference §4.4: a requested role is kept only if it exists and one single
+# docs/design.md §5.6: a requested role is kept only if it exists and one single
 # role of the user contains it; others are dropped without an error. Input:
 # {"user_roles": [names], "requested": [names]}; order of requested is kept.
 token_roles := [name |

@@ -91,7 +91,7 @@ test_role_edit_applies_at_once_denied if {
 	not fixtures.decide(world, fixtures.request(fixtures.user("olga", ["operator"]), [c("machines", "get", "m1")])).allow
 }
 
-# Reference §4.3: implicit self claims.
+# docs/design.md §5.5: implicit self claims.
 test_self_get_allowed if decide(fixtures.user("bob", []), [c("users", "get", "bob")]).allow
 
 test_self_password_allowed if decide(fixtures.user("bob", []), [c("users", "password", "bob")]).allow
@@ -258,7 +258,7 @@ test_unknown_principal_kind_denied if {
 	not decide({"kind": "robot", "name": "r", "roles": ["superuser"], "claims": []}, [c("machines", "get", "m1")]).allow
 }
 
-# Reference §4.7: the license gate for roles and tenants.
+# docs/design.md §7: the license gate for roles and tenants.
 test_license_roles_create_denied if {
 	d := decide_op(fixtures.user("root", ["superuser"]), [c("roles", "create", "")], "create", fixtures.data_unlicensed)
 	d == {"allow": false, "not_found": false, "reasons": ["roles create is a licensed enterprise feature"]}

@@ -111,9 +111,10 @@ fallback_keys(key) := ["action"] if {
 	]
 } else := ["update:", "update"] if {
 	# A pointer without its leading '/' is not a JSON pointer; DRP gives it
-	# no fallback at all. The spec's rules win here: update: and bare update
-	# cover every update (and the superuser claim contains every claim), so
-	# those two are still tried. The gateway never derives such a pointer.
+	# no fallback at all. provgate's rule wins here (docs/design.md §5.2):
+	# update: and bare update cover every update (and the superuser claim
+	# contains every claim), so those two are still tried. The gateway never
+	# derives such a pointer.
 	startswith(key, "update:")
 } else := []
 

@@ -10,7 +10,7 @@ c(scope, action, specific) := fixtures.claim(scope, action, specific)
 
 holds(a, b) if authz.claim_contains(a, b) with data.provgate.scopes as fixtures.scopes
 
-# Reference §4.5, verified results, row by row.
+# DRP's containment results of docs/design.md §5.2, row by row.
 
 test_superuser_claim_get_contained if holds(c("*", "*", "*"), c("machines", "get", "abc"))
 

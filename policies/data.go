@@ -232,7 +232,7 @@ func (d Data) Normalized() Data {
 	}
 	if out.UserTenant == nil {
 		out.UserTenant = map[string]string{}
-		// Reference §4.6: a user is in at most one tenant; the store
+		// docs/design.md §6.1: a user is in at most one tenant; the store
 		// enforces it, and the first tenant by name wins should it not.
 		for _, name := range slices.Sorted(maps.Keys(d.Tenants)) {
 			for _, u := range d.Tenants[name].Users {

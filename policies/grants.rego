@@ -15,7 +15,7 @@ role(name) := [claims.compile(c) | some c in data.provgate.roles[name].claims] i
 	not data.provgate.roles[name].compiled
 }
 
-# Reference §4.3: every user holds these, whatever its roles or
+# docs/design.md §5.5: every user holds these, whatever its roles or
 # restriction: users token,password,get <self> and info get *. A restricted
 # token (see restricted) keeps get and token on itself and info get, but
 # not password: whoever holds a narrowed token must not be able to turn it

@@ -19,11 +19,11 @@ const (
 // set, keeps that machine's attempts only. limit (default 100, at most
 // 1000) counts visible attempts: rows the caller may not see are skipped,
 // never counted, so a short page tells nothing about hidden activity.
-func (s *Service) Attempts(ctx context.Context, plugin, machine string, limit int) ([]Attempt, error) {
+func (s *Service) Attempts(ctx context.Context, plugin, machine string, limit int) ([]backend.CallbackAttempt, error) {
 	if limit <= 0 || limit > MaxAttemptsLimit {
 		limit = DefaultAttemptsLimit
 	}
-	out := []Attempt{}
+	out := []backend.CallbackAttempt{}
 	if s.opts.Store == nil {
 		return out, nil
 	}
@@ -37,7 +37,7 @@ func (s *Service) Attempts(ctx context.Context, plugin, machine string, limit in
 		}
 	}
 	visible := map[string]bool{}
-	q := AttemptQuery{Plugin: plugin, Machine: machine, Limit: max(limit, 100)}
+	q := backend.AttemptQuery{Plugin: plugin, Machine: machine, Limit: max(limit, 100)}
 	for {
 		page, err := s.opts.Store.ListAttempts(ctx, q)
 		if err != nil {

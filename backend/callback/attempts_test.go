@@ -35,19 +35,19 @@ func TestAttemptsFollowMachineVisibility(t *testing.T) {
 	record := func(machine string, n int) {
 		for range n {
 			at = at.Add(time.Millisecond)
-			_ = e.store.RecordAttempt(context.Background(), Attempt{Plugin: "cb", Callback: "c", Machine: machine, At: at})
+			_ = e.store.RecordAttempt(context.Background(), backend.CallbackAttempt{Plugin: "cb", Callback: "c", Machine: machine, At: at})
 		}
 	}
 	// The seen machine's attempts sit between more hidden attempts than fit
 	// on one page of the store, and another plugin's attempts.
 	record("hidden", 250)
 	record("seen", 3)
-	_ = e.store.RecordAttempt(context.Background(), Attempt{Plugin: "other", Callback: "c", Machine: "seen", At: at.Add(time.Millisecond)})
+	_ = e.store.RecordAttempt(context.Background(), backend.CallbackAttempt{Plugin: "other", Callback: "c", Machine: "seen", At: at.Add(time.Millisecond)})
 	record("hidden", 150)
 
 	caller := &seeOnly{machines: map[string]bool{"seen": true}}
 	ctx := backend.WithAccess(context.Background(), caller)
-	machines := func(l []Attempt) map[string]int {
+	machines := func(l []backend.CallbackAttempt) map[string]int {
 		out := map[string]int{}
 		for _, a := range l {
 			out[a.Machine+"/"+a.Plugin]++

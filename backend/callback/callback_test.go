@@ -751,7 +751,7 @@ func TestAttemptsRecorded(t *testing.T) {
 	want := []struct{ n, status int }{{1, 502}, {2, 200}}
 	for i, w := range want {
 		a := got[i]
-		if a.Plugin != "cb" || a.Callback != "c" || a.Machine != testMachine().Uuid || a.Source != SourceAction || a.Attempt != w.n || a.Status != w.status {
+		if a.Plugin != "cb" || a.Callback != "c" || a.Machine != testMachine().Uuid || a.Source != backend.SourceAction || a.Attempt != w.n || a.Status != w.status {
 			t.Errorf("attempt %d = %+v", i, a)
 		}
 	}
@@ -816,11 +816,11 @@ func TestJobFail(t *testing.T) {
 		if err := json.Unmarshal(r.Body, &m); err != nil || m.Uuid != testMachine().Uuid {
 			t.Errorf("body is not the machine: %v", err)
 		}
-		if d.State != DeliveryDone {
+		if d.State != backend.DeliveryDone {
 			t.Errorf("state %q", d.State)
 		}
 		at := e.store.Attempts()
-		if len(at) != 1 || at[0].Source != SourceJobFail {
+		if len(at) != 1 || at[0].Source != backend.SourceJobFail {
 			t.Errorf("attempts %+v", at)
 		}
 	})
@@ -844,14 +844,14 @@ func TestJobFail(t *testing.T) {
 			if n, _ := e.svc.WorkOnce(ctx); n != 0 {
 				t.Fatalf("round %d: claimed again before NextAt", i)
 			}
-			if i < 3 && (d.State != DeliveryPending || !d.NextAt.After(clock())) {
+			if i < 3 && (d.State != backend.DeliveryPending || !d.NextAt.After(clock())) {
 				t.Fatalf("round %d: %+v", i, d)
 			}
 			mu.Lock()
 			now = now.Add(2 * time.Hour)
 			mu.Unlock()
 		}
-		if d.State != DeliveryFailed || !strings.Contains(d.LastError, "503") {
+		if d.State != backend.DeliveryFailed || !strings.Contains(d.LastError, "503") {
 			t.Errorf("final %+v", d)
 		}
 		if got := len(rc.requests()); got != 3 {
@@ -865,7 +865,7 @@ func TestJobFail(t *testing.T) {
 		ctx := context.Background()
 		_ = e.svc.JobChanged(ctx, nil, testJob(backend.JobFailed))
 		_, _ = e.svc.WorkOnce(ctx)
-		if d := e.store.deliveries[0]; d.State != DeliveryFailed {
+		if d := e.store.deliveries[0]; d.State != backend.DeliveryFailed {
 			t.Errorf("%+v", d)
 		}
 	})

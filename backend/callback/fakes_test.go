@@ -52,12 +52,12 @@ func (f *fakePlugins) ListPlugins(context.Context) ([]*backend.Plugin, error) { 
 type fakeStore struct {
 	mu         sync.Mutex
 	now        func() time.Time
-	deliveries []*Delivery
-	attempts   []Attempt
+	deliveries []*backend.Delivery
+	attempts   []backend.CallbackAttempt
 	listCalls  int
 }
 
-func (f *fakeStore) EnqueueDelivery(_ context.Context, d Delivery) (int64, error) {
+func (f *fakeStore) EnqueueDelivery(_ context.Context, d backend.Delivery) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, x := range f.deliveries {
@@ -70,16 +70,16 @@ func (f *fakeStore) EnqueueDelivery(_ context.Context, d Delivery) (int64, error
 	return d.ID, nil
 }
 
-func (f *fakeStore) ClaimDeliveries(_ context.Context, n int, lease time.Duration) ([]Delivery, error) {
+func (f *fakeStore) ClaimDeliveries(_ context.Context, n int, lease time.Duration) ([]backend.Delivery, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
-	var out []Delivery
+	var out []backend.Delivery
 	for _, d := range f.deliveries {
 		if len(out) == n {
 			break
 		}
-		if d.State == DeliveryPending && !d.NextAt.After(now) && !d.LeaseUntil.After(now) {
+		if d.State == backend.DeliveryPending && !d.NextAt.After(now) && !d.LeaseUntil.After(now) {
 			d.Attempts++
 			d.LeaseUntil = now.Add(lease)
 			out = append(out, *d)
@@ -88,7 +88,7 @@ func (f *fakeStore) ClaimDeliveries(_ context.Context, n int, lease time.Duratio
 	return out, nil
 }
 
-func (f *fakeStore) FinishDelivery(_ context.Context, id int64, state, lastErr string, nextAt time.Time) error {
+func (f *fakeStore) FinishDelivery(_ context.Context, id int64, state backend.DeliveryState, lastErr string, nextAt time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, d := range f.deliveries {
@@ -99,7 +99,7 @@ func (f *fakeStore) FinishDelivery(_ context.Context, id int64, state, lastErr s
 	return nil
 }
 
-func (f *fakeStore) RecordAttempt(_ context.Context, a Attempt) error {
+func (f *fakeStore) RecordAttempt(_ context.Context, a backend.CallbackAttempt) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.attempts = append(f.attempts, a)
@@ -108,11 +108,11 @@ func (f *fakeStore) RecordAttempt(_ context.Context, a Attempt) error {
 
 // ListAttempts pages through the recorded attempts newest first; ID is
 // the position of the attempt in the log, so At ties keep their order.
-func (f *fakeStore) ListAttempts(_ context.Context, q AttemptQuery) ([]Attempt, error) {
+func (f *fakeStore) ListAttempts(_ context.Context, q backend.AttemptQuery) ([]backend.CallbackAttempt, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.listCalls++
-	var out []Attempt
+	var out []backend.CallbackAttempt
 	for i := len(f.attempts) - 1; i >= 0; i-- {
 		a := f.attempts[i]
 		a.ID = int64(i + 1)
@@ -130,10 +130,10 @@ func (f *fakeStore) ListAttempts(_ context.Context, q AttemptQuery) ([]Attempt, 
 	return out, nil
 }
 
-func (f *fakeStore) Attempts() []Attempt {
+func (f *fakeStore) Attempts() []backend.CallbackAttempt {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]Attempt(nil), f.attempts...)
+	return append([]backend.CallbackAttempt(nil), f.attempts...)
 }
 
 // recorded is one request a receiver saw.

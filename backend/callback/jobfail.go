@@ -65,9 +65,9 @@ func (s *Service) enqueueJobFail(ctx context.Context, job *backend.Job) error {
 		if st := s.state(p); st.cfg.Callbacks[JobFail] == nil {
 			continue
 		}
-		_, err := s.opts.Store.EnqueueDelivery(ctx, Delivery{
+		_, err := s.opts.Store.EnqueueDelivery(ctx, backend.Delivery{
 			Plugin: p.Name, Callback: JobFail, Machine: job.Machine, Job: job.Uuid, Payload: payload,
-			State: DeliveryPending, NextAt: now, CreatedAt: now, UpdatedAt: now,
+			State: backend.DeliveryPending, NextAt: now, CreatedAt: now, UpdatedAt: now,
 		})
 		if err != nil && !backend.IsCode(err, backend.ECONFLICT) {
 			errs = append(errs, fmt.Errorf("jobfail: queueing for plugin %s: %w", p.Name, err))
@@ -121,14 +121,14 @@ func (s *Service) WorkOnce(ctx context.Context) (int, error) {
 	return len(ds), nil
 }
 
-func (s *Service) deliver(worker context.Context, d Delivery) {
+func (s *Service) deliver(worker context.Context, d backend.Delivery) {
 	// Stay inside the lease, so that no other worker takes the delivery
 	// over while this one is still sending it.
 	ctx, cancel := context.WithTimeout(worker, s.opts.DeliveryLease*9/10)
 	defer cancel()
 	state, lastErr := s.sendDelivery(ctx, d)
 	next := time.Time{}
-	if state == DeliveryPending {
+	if state == backend.DeliveryPending {
 		attempts := max(d.Attempts, 1)
 		switch {
 		case worker.Err() != nil:
@@ -137,12 +137,12 @@ func (s *Service) deliver(worker context.Context, d Delivery) {
 			// server or another replica, rather than after a backoff.
 			next = s.opts.Now()
 		case attempts >= s.opts.MaxDeliveryAttempts:
-			state = DeliveryFailed
+			state = backend.DeliveryFailed
 		default:
 			next = s.opts.Now().Add(redeliveryDelay(attempts))
 		}
 	}
-	if state == DeliveryFailed {
+	if state == backend.DeliveryFailed {
 		s.log.Warn("callback: delivery failed for good", "plugin", d.Plugin, "callback", d.Callback,
 			"machine", d.Machine, "job", d.Job, "attempts", d.Attempts, "err", lastErr)
 	}
@@ -153,13 +153,13 @@ func (s *Service) deliver(worker context.Context, d Delivery) {
 
 // sendDelivery returns the delivery's next state: done, pending (try again
 // later) or failed (retrying cannot help).
-func (s *Service) sendDelivery(ctx context.Context, d Delivery) (string, string) {
+func (s *Service) sendDelivery(ctx context.Context, d backend.Delivery) (backend.DeliveryState, string) {
 	if s.opts.Plugins == nil || s.opts.Machines == nil {
-		return DeliveryPending, "callback service not fully configured"
+		return backend.DeliveryPending, "callback service not fully configured"
 	}
 	plugins, err := s.opts.Plugins.ListPlugins(ctx)
 	if err != nil {
-		return DeliveryPending, "listing plugins: " + err.Error()
+		return backend.DeliveryPending, "listing plugins: " + err.Error()
 	}
 	var plugin *backend.Plugin
 	for _, p := range plugins {
@@ -168,23 +168,23 @@ func (s *Service) sendDelivery(ctx context.Context, d Delivery) (string, string)
 		}
 	}
 	if plugin == nil {
-		return DeliveryFailed, "plugin " + d.Plugin + " no longer exists"
+		return backend.DeliveryFailed, "plugin " + d.Plugin + " no longer exists"
 	}
 	st := s.state(plugin)
 	cb := st.cfg.Callbacks[d.Callback]
 	if cb == nil {
-		return DeliveryFailed, fmt.Sprintf("callback %q is no longer configured", d.Callback)
+		return backend.DeliveryFailed, fmt.Sprintf("callback %q is no longer configured", d.Callback)
 	}
 	if errs := st.problemsOf(d.Callback, cb); len(errs) > 0 {
 		// The operator may fix the configuration before the attempts run out.
-		return DeliveryPending, errs[0]
+		return backend.DeliveryPending, errs[0]
 	}
 	m, err := s.opts.Machines.GetMachine(ctx, d.Machine)
 	if err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
-			return DeliveryFailed, "machine " + d.Machine + " no longer exists"
+			return backend.DeliveryFailed, "machine " + d.Machine + " no longer exists"
 		}
-		return DeliveryPending, "reading the machine: " + err.Error()
+		return backend.DeliveryPending, "reading the machine: " + err.Error()
 	}
 	h := http.Header{}
 	h.Set("X-Provgate-Event", JobFail)
@@ -192,15 +192,15 @@ func (s *Service) sendDelivery(ctx context.Context, d Delivery) (string, string)
 	if d.Job != "" {
 		h.Set("X-Provgate-Job", d.Job)
 	}
-	_, err = s.run(ctx, st, d.Callback, cb, m, nil, false, SourceJobFail, h)
+	_, err = s.run(ctx, st, d.Callback, cb, m, nil, false, backend.SourceJobFail, h)
 	if err == nil {
-		return DeliveryDone, ""
+		return backend.DeliveryDone, ""
 	}
 	switch backend.ErrorCode(err) {
 	case backend.EBADREQUEST, backend.ECONFLICT:
-		return DeliveryFailed, err.Error()
+		return backend.DeliveryFailed, err.Error()
 	}
-	return DeliveryPending, err.Error()
+	return backend.DeliveryPending, err.Error()
 }
 
 // redeliveryDelay backs off 30 s, 1 min, 2 min ... up to an hour, with a

@@ -8,6 +8,9 @@ import (
 // StringResponse and NoBody (docs/design.md §12.1).
 const Version = "v4.8.0-provgate"
 
+// ActionName is the plugin action the provider offers on machines.
+const ActionName = "callbackDo"
+
 // Provider describes the callback plugin provider (docs/design.md
 // §12).
 func Provider() backend.PluginProvider {
@@ -22,7 +25,7 @@ func Provider() backend.PluginProvider {
 		AvailableActions: []backend.AvailableAction{{
 			Provider:       ProviderName,
 			Model:          "machines",
-			Command:        "callbackDo",
+			Command:        ActionName,
 			RequiredParams: []string{ParamAction},
 			OptionalParams: []string{ParamDataOverride},
 		}},

@@ -29,7 +29,7 @@ type request struct {
 	name    string
 	cb      *Callback
 	machine string
-	source  string
+	source  backend.AttemptSource
 	method  string
 	url     *url.URL
 	body    []byte
@@ -59,7 +59,7 @@ func (e *authFailure) Error() string { return e.msg }
 
 // run builds the callback's request for machine m and sends it under the
 // callback's budget.
-func (s *Service) run(ctx context.Context, st *pluginState, name string, cb *Callback, m *backend.Machine, override any, hasOverride bool, source string, extra http.Header) (json.RawMessage, error) {
+func (s *Service) run(ctx context.Context, st *pluginState, name string, cb *Callback, m *backend.Machine, override any, hasOverride bool, source backend.AttemptSource, extra http.Header) (json.RawMessage, error) {
 	req, err := s.build(ctx, st, name, cb, m, override, hasOverride, source, extra)
 	if err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func (s *Service) callerRedactor(ctx context.Context, r *request) *redactor {
 	})
 }
 
-func (s *Service) build(ctx context.Context, st *pluginState, name string, cb *Callback, m *backend.Machine, override any, hasOverride bool, source string, extra http.Header) (*request, error) {
+func (s *Service) build(ctx context.Context, st *pluginState, name string, cb *Callback, m *backend.Machine, override any, hasOverride bool, source backend.AttemptSource, extra http.Header) (*request, error) {
 	r := &request{st: st, name: name, cb: cb, machine: m.Uuid, source: source, method: cb.Method, red: newRedactor(st.redact)}
 	if r.method == "" {
 		r.method = DefaultMethod
@@ -355,7 +355,7 @@ func retryAfter(out *outcome) time.Duration {
 func (s *Service) attempt(ctx context.Context, r *request, cr credential, n int) *outcome {
 	start := time.Now()
 	out := s.exchange(ctx, r, cr)
-	a := Attempt{
+	a := backend.CallbackAttempt{
 		Plugin: r.st.name, Callback: r.name, Machine: r.machine, Source: r.source,
 		Attempt: n, Status: out.status, DurationMs: time.Since(start).Milliseconds(),
 		Error: out.err, At: s.opts.Now(),

@@ -38,16 +38,20 @@ type Options struct {
 	ExecDir     string        // --callback-exec-dir; empty disables exec auths
 	ExecTimeout time.Duration // bound of one exec auth run
 	Store       Store         // attempts and the delivery queue; nil records nothing
-	Machines    Machines
-	Plugins     Plugins
-	Info        func() render.Info
+	// Objects reads machines, plugins and params (the object service);
+	// Machines and Plugins default to views of it, and plugin actions
+	// (Actions) need it.
+	Objects  Objects
+	Machines Machines
+	Plugins  Plugins
+	Info     func() render.Info
 	// Debug reports the server preference rs-debug-enable: a callback's or
 	// auth's Debug logs only when this also says true.
 	Debug            func() bool
 	MaxResponseBytes int64
 	MaxRedirects     int
 	Now              func() time.Time
-	// Delivery queue tuning for the jobfail worker.
+	// backend.Delivery queue tuning for the jobfail worker.
 	DeliveryLease       time.Duration
 	MaxDeliveryAttempts int
 	WorkerBatch         int
@@ -100,6 +104,15 @@ func New(opts Options) *Service {
 	}
 	if opts.WorkerBatch <= 0 {
 		opts.WorkerBatch = DefaultWorkerBatch
+	}
+	if opts.Objects != nil {
+		src := objectSource{opts.Objects}
+		if opts.Machines == nil {
+			opts.Machines = src
+		}
+		if opts.Plugins == nil {
+			opts.Plugins = src
+		}
 	}
 	s := &Service{opts: opts, log: opts.Logger, states: map[string]*pluginState{}}
 	s.secure = opts.Transport
@@ -194,7 +207,7 @@ func invokeError(code, plugin string, msgs ...string) *backend.Error {
 // callback/action, bad data-override → EBADREQUEST; unknown callback →
 // ENOTFOUND; a misconfigured callback → ECONFLICT; the remote answered
 // ≥ 400 → see statusCode; no answer within the budget → EUNAVAILABLE.
-func (s *Service) Do(ctx context.Context, plugin *backend.Plugin, m *backend.Machine, actionParams map[string]any, source string) (json.RawMessage, error) {
+func (s *Service) Do(ctx context.Context, plugin *backend.Plugin, m *backend.Machine, actionParams map[string]any, source backend.AttemptSource) (json.RawMessage, error) {
 	st := s.state(plugin)
 	raw, ok := actionParams[ParamAction]
 	if !ok || raw == nil {
@@ -215,7 +228,7 @@ func (s *Service) Do(ctx context.Context, plugin *backend.Plugin, m *backend.Mac
 		return nil, invokeError(backend.EBADREQUEST, plugin.Name, "callbackDo needs a machine")
 	}
 	if source == "" {
-		source = SourceAction
+		source = backend.SourceAction
 	}
 	override, hasOverride := actionParams[ParamDataOverride]
 	if override == nil {

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/provgate/provgate/backend/atomicfile"
 )
 
 // GenerateKey returns a new ed25519 key pair for signing licenses.
@@ -137,33 +139,8 @@ func WriteKeyPair(privPath, pubPath string, priv ed25519.PrivateKey, force bool)
 			}
 		}
 	}
-	if err := writeFile(privPath, privPEM, 0o600); err != nil {
+	if err := atomicfile.WriteFile(privPath, privPEM, 0o600); err != nil {
 		return err
 	}
-	return writeFile(pubPath, pubPEM, 0o644)
-}
-
-// writeFile replaces path atomically with data and mode: a crash never leaves
-// a half-written key, and an existing file's looser mode is not inherited.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	return nil
+	return atomicfile.WriteFile(pubPath, pubPEM, 0o644)
 }

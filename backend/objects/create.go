@@ -21,7 +21,7 @@ import (
 // key is added to its Members in the same transaction. Jobs are created with
 // CreateJob.
 func (s *Service) Create(ctx context.Context, prefix string, body []byte) (backend.Model, error) {
-	k, err := kindOf(prefix)
+	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (s *Service) Create(ctx context.Context, prefix string, body []byte) (backe
 	if err != nil {
 		return nil, err
 	}
-	sanitize(m)
+	backend.Sanitize(m)
 	return m, nil
 }
 

@@ -35,7 +35,7 @@ const maxInUse = 10
 // removed from every tenant's Members (and a deleted user from tenants'
 // Users) in the same transaction.
 func (s *Service) Delete(ctx context.Context, prefix, key string) (backend.Model, error) {
-	k, err := kindOf(prefix)
+	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func (s *Service) Delete(ctx context.Context, prefix, key string) (backend.Model
 	if err != nil {
 		return nil, err
 	}
-	sanitize(out)
+	backend.Sanitize(out)
 	return out, nil
 }
 

@@ -263,14 +263,6 @@ func (s *Service) event(ctx context.Context, action string, obj, orig backend.Mo
 
 // encoding --------------------------------------------------------------
 
-func kindOf(prefix string) (*backend.Kind, error) {
-	k := backend.KindOf(prefix)
-	if k == nil {
-		return nil, backend.NewError(backend.ENOTFOUND, "GET", prefix, "", "No such object type "+prefix)
-	}
-	return k, nil
-}
-
 func decodeRecord(k *backend.Kind, data []byte) (backend.Model, error) {
 	m := k.New()
 	if err := json.Unmarshal(data, m); err != nil {
@@ -288,16 +280,6 @@ func encode(m backend.Model) ([]byte, error) {
 	return b, nil
 }
 
-// sanitize removes what must never leave the service.
-func sanitize(m backend.Model) {
-	switch v := m.(type) {
-	case *backend.User:
-		v.Sanitize()
-	case *backend.Machine:
-		v.Sanitize()
-	}
-}
-
 // clone deep-copies a model through JSON.
 func clone(m backend.Model) backend.Model {
 	b, _ := json.Marshal(m)
@@ -309,7 +291,7 @@ func clone(m backend.Model) backend.Model {
 
 func sanitizedJSON(m backend.Model) json.RawMessage {
 	c := clone(m)
-	sanitize(c)
+	backend.Sanitize(c)
 	b, _ := json.Marshal(c)
 	return b
 }

@@ -158,7 +158,7 @@ func hasParams(k *backend.Kind, typ, key string) error {
 // plugins). aggregate merges in profiles, stage, global profile and schema
 // defaults; decode decrypts secure values (the caller checks getSecure).
 func (s *Service) Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
-	k, err := kindOf(prefix)
+	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +277,7 @@ func (s *Service) DeleteParam(ctx context.Context, prefix, key, name string) (an
 }
 
 func (s *Service) mutateParams(ctx context.Context, prefix, key, typ string, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
-	k, err := kindOf(prefix)
+	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}

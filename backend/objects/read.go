@@ -11,7 +11,7 @@ import (
 // for a unique index (Name:m1, Uuid:..., Key:...), sanitized, with its
 // revision. Secure params are the stored envelopes. 404 GET "Not Found".
 func (s *Service) Get(ctx context.Context, prefix, key string) (backend.Model, int64, error) {
-	k, err := kindOf(prefix)
+	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -23,7 +23,7 @@ func (s *Service) getTyped(ctx context.Context, k *backend.Kind, key, typ string
 	if err != nil {
 		return nil, 0, err
 	}
-	sanitize(m)
+	backend.Sanitize(m)
 	return m, rec.Rev, nil
 }
 
@@ -31,7 +31,7 @@ func (s *Service) getTyped(ctx context.Context, k *backend.Kind, key, typ string
 // paging run in the store) with the kind's total and matched counts, each
 // object sanitized and shaped by q (see Shape).
 func (s *Service) List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error) {
-	k, err := kindOf(prefix)
+	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -45,7 +45,7 @@ func (s *Service) List(ctx context.Context, prefix string, q backend.Query) ([]b
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		sanitize(m)
+		backend.Sanitize(m)
 		if err := s.Shape(ctx, m, q); err != nil {
 			return nil, 0, 0, err
 		}

@@ -55,11 +55,11 @@ func parsePatch(patch []byte, prefix, key string) (jsonpatch.Patch, []Op, error)
 		if err := json.Unmarshal(r["path"], &o.Path); err != nil {
 			return nil, nil, bad(fmt.Sprintf("Patch line %d: path must be a string", i))
 		}
-		if !validPointer(o.Path) {
+		if !backend.ValidPointer(o.Path) {
 			return nil, nil, bad(fmt.Sprintf("Patch line %d: invalid path %q", i, o.Path))
 		}
 		if o.Op == "move" || o.Op == "copy" {
-			if err := json.Unmarshal(r["from"], &o.From); err != nil || !validPointer(o.From) {
+			if err := json.Unmarshal(r["from"], &o.From); err != nil || !backend.ValidPointer(o.From) {
 				return nil, nil, bad(fmt.Sprintf("Patch line %d: %s needs a valid from", i, o.Op))
 			}
 		} else {
@@ -200,7 +200,7 @@ func (s *Service) keepSecrets(old, m backend.Model, se secretEdits) {
 // relaxes nothing.
 func (s *Service) Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error) {
 	_ = force
-	k, err := kindOf(prefix)
+	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (s *Service) Patch(ctx context.Context, prefix, key string, patch []byte, f
 	}
 	m, err := s.mutate(ctx, k, key, "PATCH", "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		view := clone(old)
-		sanitize(view)
+		backend.Sanitize(view)
 		doc, err := encode(view)
 		if err != nil {
 			return nil, err
@@ -237,7 +237,7 @@ func (s *Service) Patch(ctx context.Context, prefix, key string, patch []byte, f
 	if err != nil {
 		return nil, err
 	}
-	sanitize(m)
+	backend.Sanitize(m)
 	return m, nil
 }
 
@@ -255,7 +255,7 @@ func resultError(prefix, key string, err error) error {
 // Secret and PasswordHash are kept unless the body sets them (a new Secret
 // value rotates it to a fresh random one; a PasswordHash is taken as is).
 func (s *Service) Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error) {
-	k, err := kindOf(prefix)
+	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +289,7 @@ func (s *Service) Put(ctx context.Context, prefix, key string, body []byte) (bac
 	if err != nil {
 		return nil, err
 	}
-	sanitize(m)
+	backend.Sanitize(m)
 	return m, nil
 }
 

@@ -208,7 +208,7 @@ func checkClaims(claims []backend.Claim, c *check) {
 					}
 				}
 			}
-			if ptr, ok := strings.CutPrefix(a, "update:"); ok && !validPointer(ptr) {
+			if ptr, ok := strings.CutPrefix(a, "update:"); ok && !backend.ValidPointer(ptr) {
 				add("Invalid JSON pointer '%s' in action '%s'", ptr, a)
 			}
 		}
@@ -222,23 +222,6 @@ func anyScopeHas(action string) bool {
 		}
 	}
 	return false
-}
-
-// validPointer accepts "" (the whole object) and "/..." pointers whose only
-// escapes are ~0 and ~1 (RFC 6901).
-func validPointer(p string) bool {
-	if p == "" {
-		return true
-	}
-	if p[0] != '/' {
-		return false
-	}
-	for i := 0; i < len(p); i++ {
-		if p[i] == '~' && (i+1 >= len(p) || (p[i+1] != '0' && p[i+1] != '1')) {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Service) checkTenant(ctx context.Context, t *backend.Tenant, c *check) error {

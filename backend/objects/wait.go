@@ -13,7 +13,7 @@ import (
 // by polling the database, so changes made by another replica are seen only
 // when they reach this replica's Bus.
 func (s *Service) Wait(ctx context.Context, prefix, key, etag string, d time.Duration) (bool, error) {
-	k, err := kindOf(prefix)
+	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return false, err
 	}
@@ -30,7 +30,7 @@ func (s *Service) Wait(ctx context.Context, prefix, key, etag string, d time.Dur
 			}
 			return false, err
 		}
-		sanitize(m)
+		backend.Sanitize(m)
 		return ModelETag(m, rec.Rev) != etag, nil
 	}
 	if s.bus == nil || d <= 0 {

@@ -72,7 +72,7 @@ func TestBodyChangesNeedMachineClaims(t *testing.T) {
 				ctx := backend.WithAccess(f.ctx, acc)
 				tt.body["pool/machine-list"] = list
 				before := f.snapshot()
-				_, err := f.svc.Allocate(ctx, "p1", body(tt.body), OpOptions{})
+				_, err := f.svc.Allocate(ctx, "p1", body(tt.body), backend.PoolOptions{})
 				wantCode(t, err, backend.EFORBIDDEN, "Requires: machines "+tt.claim+" "+uuidFor(1))
 				f.unchanged(before)
 			})
@@ -81,7 +81,7 @@ func TestBodyChangesNeedMachineClaims(t *testing.T) {
 			acc := &fakeAccess{held: holds(both, "update:/Params/ok", "update:/Profiles", "update:/Workflow")}
 			ctx := backend.WithAccess(f.ctx, acc)
 			_, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/machine-list": list,
-				"pool/add-parameters": map[string]any{"ok": 1}, "pool/add-profiles": []string{"prof-a"}, "pool/workflow": "wf-alloc"}), OpOptions{})
+				"pool/add-parameters": map[string]any{"ok": 1}, "pool/add-profiles": []string{"prof-a"}, "pool/workflow": "wf-alloc"}), backend.PoolOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestBodyChangesNeedMachineClaims(t *testing.T) {
 			f.machines(4, 8, "p1", nil)
 			acc := &fakeAccess{held: holds([]string{"*"}, "update:/Params/ok")}
 			ctx := backend.WithAccess(f.ctx, acc)
-			_, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/count": 5, "pool/add-parameters": map[string]any{"ok": 2}}), OpOptions{})
+			_, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/count": 5, "pool/add-parameters": map[string]any{"ok": 2}}), backend.PoolOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +111,7 @@ func TestBodyChangesNeedMachineClaims(t *testing.T) {
 			}
 			acc := &fakeAccess{held: holds([]string{uuidFor(9)}, "update:/Params/k000")}
 			ctx := backend.WithAccess(f.ctx, acc)
-			_, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/machine-list": []string{"Name:m009"}, "pool/add-parameters": params}), OpOptions{})
+			_, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/machine-list": []string{"Name:m009"}, "pool/add-parameters": params}), backend.PoolOptions{})
 			wantCode(t, err, backend.EFORBIDDEN, "Requires: machines update:/Params "+uuidFor(9))
 			for _, cs := range acc.asked {
 				if len(cs) > 1 {
@@ -123,7 +123,7 @@ func TestBodyChangesNeedMachineClaims(t *testing.T) {
 			f.machines(3, 3, "p1", nil)
 			acc := &fakeAccess{held: map[backend.Claim]bool{}}
 			ctx := backend.WithAccess(f.ctx, acc)
-			if _, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/machine-list": []string{"Name:m003"}}), OpOptions{}); err != nil {
+			if _, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/machine-list": []string{"Name:m003"}}), backend.PoolOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if len(acc.asked) != 0 {
@@ -157,8 +157,8 @@ func TestBodyNamesHiddenAsMissing(t *testing.T) {
 					return []string{n}
 				}
 				before := f.snapshot()
-				_, herr := f.svc.Allocate(ctx, "p1", body(map[string]any{tt.key: val(tt.hidden)}), OpOptions{})
-				_, merr := f.svc.Allocate(ctx, "p1", body(map[string]any{tt.key: val(tt.missing)}), OpOptions{})
+				_, herr := f.svc.Allocate(ctx, "p1", body(map[string]any{tt.key: val(tt.hidden)}), backend.PoolOptions{})
+				_, merr := f.svc.Allocate(ctx, "p1", body(map[string]any{tt.key: val(tt.missing)}), backend.PoolOptions{})
 				wantCode(t, herr, backend.EINVALID, tt.hidden+" does not exist")
 				wantCode(t, merr, backend.EINVALID, tt.missing+" does not exist")
 				hb, mb := backend.AsError(herr), backend.AsError(merr)
@@ -169,7 +169,7 @@ func TestBodyNamesHiddenAsMissing(t *testing.T) {
 			})
 		}
 		t.Run("the pool's own hidden workflow and profile apply", func(t *testing.T) {
-			if _, err := f.svc.Allocate(ctx, "p1", nil, OpOptions{}); err != nil {
+			if _, err := f.svc.Allocate(ctx, "p1", nil, backend.PoolOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if m := f.machine(1); m.Workflow != "wf-alloc" || !slices.Contains(m.Profiles, "prof-b") {

@@ -35,21 +35,21 @@ type actionSet struct {
 // over the exit workflow, which runs only when the destination has none.
 // A workflow or added profile that does not exist, or that the request body
 // names and the caller may not see, is a 422 and nothing changes.
-func (s *Service) actions(ctx context.Context, v verb, pool, from, to string, r *request) (*actionSet, error) {
+func (s *Service) actions(ctx context.Context, v backend.PoolVerb, pool, from, to string, r *request) (*actionSet, error) {
 	var names []string
 	var pick []func(*backend.Pool) *backend.PoolTransitionActions
 	switch v {
-	case verbAdd, verbRemove:
+	case backend.PoolAdd, backend.PoolRemove:
 		names = []string{from, to}
 		pick = []func(*backend.Pool) *backend.PoolTransitionActions{
 			func(p *backend.Pool) *backend.PoolTransitionActions { return p.ExitActions },
 			func(p *backend.Pool) *backend.PoolTransitionActions { return p.EnterActions },
 		}
-	case verbAllocate:
+	case backend.PoolAllocate:
 		names = []string{pool}
 		pick = []func(*backend.Pool) *backend.PoolTransitionActions{
 			func(p *backend.Pool) *backend.PoolTransitionActions { return p.AllocateActions }}
-	case verbRelease:
+	case backend.PoolRelease:
 		names = []string{pool}
 		pick = []func(*backend.Pool) *backend.PoolTransitionActions{
 			func(p *backend.Pool) *backend.PoolTransitionActions { return p.ReleaseActions }}
@@ -245,8 +245,8 @@ func authorizeChanges(ctx context.Context, r *request, keys []string) error {
 //
 // A workflow whose task list is empty completes at once, so the machine goes
 // straight to the stable status, as with no workflow.
-func (a *actionSet) applyTo(v verb, to string, m *backend.Machine) {
-	if v == verbAllocate {
+func (a *actionSet) applyTo(v backend.PoolVerb, to string, m *backend.Machine) {
+	if v == backend.PoolAllocate {
 		m.PoolAllocated = true
 	}
 	for _, g := range a.groups {
@@ -259,13 +259,13 @@ func (a *actionSet) applyTo(v verb, to string, m *backend.Machine) {
 	}
 	var status string
 	switch v {
-	case verbAdd, verbRemove:
+	case backend.PoolAdd, backend.PoolRemove:
 		m.Pool = to
 		m.PoolAllocated = false
 		status = backend.PoolJoining
-	case verbAllocate:
+	case backend.PoolAllocate:
 		status = backend.PoolBuilding
-	case verbRelease:
+	case backend.PoolRelease:
 		m.PoolAllocated = false
 		status = backend.PoolDestroying
 	}

@@ -137,20 +137,20 @@ func TestApplyTo(t *testing.T) {
 	stages := map[string]*backend.Stage{"s1": {Name: "s1", BootEnv: "local", Tasks: []string{"t1"}}}
 	tests := []struct {
 		name       string
-		v          verb
+		v          backend.PoolVerb
 		wf         *backend.Workflow
 		allocated  bool
 		wantStatus string
 		wantAlloc  bool
 	}{
-		{"add with workflow", verbAdd, wf, false, backend.PoolJoining, false},
-		{"add without workflow", verbAdd, nil, false, backend.PoolFree, false},
-		{"add with empty workflow", verbAdd, empty, false, backend.PoolFree, false},
-		{"remove with workflow", verbRemove, wf, false, backend.PoolJoining, false},
-		{"allocate with workflow", verbAllocate, wf, false, backend.PoolBuilding, true},
-		{"allocate without workflow", verbAllocate, nil, false, backend.PoolInUse, true},
-		{"release with workflow", verbRelease, wf, true, backend.PoolDestroying, false},
-		{"release without workflow", verbRelease, nil, true, backend.PoolFree, false},
+		{"add with workflow", backend.PoolAdd, wf, false, backend.PoolJoining, false},
+		{"add without workflow", backend.PoolAdd, nil, false, backend.PoolFree, false},
+		{"add with empty workflow", backend.PoolAdd, empty, false, backend.PoolFree, false},
+		{"remove with workflow", backend.PoolRemove, wf, false, backend.PoolJoining, false},
+		{"allocate with workflow", backend.PoolAllocate, wf, false, backend.PoolBuilding, true},
+		{"allocate without workflow", backend.PoolAllocate, nil, false, backend.PoolInUse, true},
+		{"release with workflow", backend.PoolRelease, wf, true, backend.PoolDestroying, false},
+		{"release without workflow", backend.PoolRelease, nil, true, backend.PoolFree, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,7 +167,7 @@ func TestApplyTo(t *testing.T) {
 				t.Errorf("status %s allocated %v, want %s %v", m.PoolStatus, m.PoolAllocated, tt.wantStatus, tt.wantAlloc)
 			}
 			wantPool := "p1"
-			if tt.v == verbAdd || tt.v == verbRemove {
+			if tt.v == backend.PoolAdd || tt.v == backend.PoolRemove {
 				wantPool = "p2"
 			}
 			if m.Pool != wantPool {

@@ -37,7 +37,7 @@ func TestConcurrentAllocate(t *testing.T) {
 				defer wg.Done()
 				for i := 0; i < rounds; i++ {
 					count := (g+i)%3 + 1
-					res, err := f.svc.Allocate(context.Background(), "big", body(map[string]any{"pool/count": count}), OpOptions{})
+					res, err := f.svc.Allocate(context.Background(), "big", body(map[string]any{"pool/count": count}), backend.PoolOptions{})
 					if err != nil {
 						failed.Add(1)
 						t.Errorf("caller %d: %v", g, err)
@@ -89,7 +89,7 @@ func TestConcurrentExhaustion(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := f.svc.Allocate(context.Background(), "small", nil, OpOptions{})
+				_, err := f.svc.Allocate(context.Background(), "small", nil, backend.PoolOptions{})
 				switch backend.ErrorCode(err) {
 				case "":
 					ok.Add(1)
@@ -127,7 +127,7 @@ func BenchmarkAllocate(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for next.Add(1) <= int64(b.N) {
-						if _, err := f.svc.Allocate(f.ctx, "bench", nil, OpOptions{}); err != nil {
+						if _, err := f.svc.Allocate(f.ctx, "bench", nil, backend.PoolOptions{}); err != nil {
 							b.Error(err)
 							return
 						}

@@ -12,54 +12,36 @@ import (
 	"github.com/provgate/provgate/backend/store"
 )
 
-// OpOptions carry what a verb takes besides the pool and the body.
-type OpOptions struct {
-	// SourcePool is the ?source-pool= of addMachines ("" = the target pool's
-	// ParentPool, else default). Ignored by the other verbs.
-	SourcePool string
-	// Force (?force=true) widens the statuses a verb accepts; see eligible.
-	Force bool
-	// Visible, when non-nil, is the set of machine keys the caller's tenant
-	// may see; other machines are never chosen and are "not found" by name.
-	Visible []string
-	// Principal is recorded in the published events.
-	Principal string
-}
-
-type verb int
-
-const (
-	verbAdd verb = iota
-	verbRemove
-	verbAllocate
-	verbRelease
-)
-
-func (v verb) String() string {
-	return [...]string{"addMachines", "removeMachines", "allocateMachines", "releaseMachines"}[v]
+// Op runs verb v on pool (POST /pools/<id>/<verb>); an unknown verb is
+// ENOTFOUND.
+func (s *Service) Op(ctx context.Context, v backend.PoolVerb, pool string, body []byte, opts backend.PoolOptions) ([]backend.PoolResult, error) {
+	if !v.Valid() {
+		return nil, backend.Errorf(backend.ENOTFOUND, "unknown pool operation %s", v)
+	}
+	return s.parseAndRun(ctx, v, pool, body, opts)
 }
 
 // Add moves machines from the source pool into pool (POST
 // /pools/<id>/addMachines).
-func (s *Service) Add(ctx context.Context, pool string, body []byte, opts OpOptions) ([]backend.PoolResult, error) {
-	return s.parseAndRun(ctx, verbAdd, pool, body, opts)
+func (s *Service) Add(ctx context.Context, pool string, body []byte, opts backend.PoolOptions) ([]backend.PoolResult, error) {
+	return s.parseAndRun(ctx, backend.PoolAdd, pool, body, opts)
 }
 
 // Remove moves machines out of pool into its parent, else default (POST
 // /pools/<id>/removeMachines).
-func (s *Service) Remove(ctx context.Context, pool string, body []byte, opts OpOptions) ([]backend.PoolResult, error) {
-	return s.parseAndRun(ctx, verbRemove, pool, body, opts)
+func (s *Service) Remove(ctx context.Context, pool string, body []byte, opts backend.PoolOptions) ([]backend.PoolResult, error) {
+	return s.parseAndRun(ctx, backend.PoolRemove, pool, body, opts)
 }
 
 // Allocate reserves Free machines of pool (POST /pools/<id>/allocateMachines).
-func (s *Service) Allocate(ctx context.Context, pool string, body []byte, opts OpOptions) ([]backend.PoolResult, error) {
-	return s.parseAndRun(ctx, verbAllocate, pool, body, opts)
+func (s *Service) Allocate(ctx context.Context, pool string, body []byte, opts backend.PoolOptions) ([]backend.PoolResult, error) {
+	return s.parseAndRun(ctx, backend.PoolAllocate, pool, body, opts)
 }
 
 // Release returns allocated machines of pool to Free (POST
 // /pools/<id>/releaseMachines).
-func (s *Service) Release(ctx context.Context, pool string, body []byte, opts OpOptions) ([]backend.PoolResult, error) {
-	return s.parseAndRun(ctx, verbRelease, pool, body, opts)
+func (s *Service) Release(ctx context.Context, pool string, body []byte, opts backend.PoolOptions) ([]backend.PoolResult, error) {
+	return s.parseAndRun(ctx, backend.PoolRelease, pool, body, opts)
 }
 
 // ReleaseToPool releases one machine in the pool it is in (POST
@@ -80,11 +62,11 @@ func (s *Service) ReleaseToPool(ctx context.Context, machineKey string) ([]backe
 		return nil, err
 	}
 	r := &request{MachineList: []string{machineKey}}
-	return s.run(ctx, verbRelease, m.Pool, r, OpOptions{Force: true})
+	return s.run(ctx, backend.PoolRelease, m.Pool, r, backend.PoolOptions{Force: true})
 }
 
-func (s *Service) parseAndRun(ctx context.Context, v verb, pool string, body []byte, opts OpOptions) ([]backend.PoolResult, error) {
-	r, err := parseBody(v.String(), pool, body)
+func (s *Service) parseAndRun(ctx context.Context, v backend.PoolVerb, pool string, body []byte, opts backend.PoolOptions) ([]backend.PoolResult, error) {
+	r, err := parseBody(string(v), pool, body)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +84,7 @@ var errStale = errors.New("pools: machine changed during the operation")
 
 const maxAttempts = 3
 
-func (s *Service) run(ctx context.Context, v verb, pool string, r *request, opts OpOptions) ([]backend.PoolResult, error) {
+func (s *Service) run(ctx context.Context, v backend.PoolVerb, pool string, r *request, opts backend.PoolOptions) ([]backend.PoolResult, error) {
 	sel, err := r.plan(pool)
 	if err != nil {
 		return nil, err
@@ -173,15 +155,15 @@ func (s *Service) run(ctx context.Context, v verb, pool string, r *request, opts
 		out = s.wait(ctx, w, changes, r.Wait)
 	}
 	sortResults(out)
-	s.log.DebugContext(ctx, "pool operation", "verb", v.String(), "pool", pool, "from", from, "to", to,
+	s.log.DebugContext(ctx, "pool operation", "verb", string(v), "pool", pool, "from", from, "to", to,
 		"machines", len(out))
 	return out, nil
 }
 
 // route returns the pool machines are taken from and the pool they end in.
-func (s *Service) route(ctx context.Context, v verb, pool string, opts OpOptions) (from, to string, err error) {
+func (s *Service) route(ctx context.Context, v backend.PoolVerb, pool string, opts backend.PoolOptions) (from, to string, err error) {
 	switch v {
-	case verbAdd:
+	case backend.PoolAdd:
 		from = opts.SourcePool
 		if from == "" {
 			p, err := s.poolObject(ctx, pool)
@@ -194,7 +176,7 @@ func (s *Service) route(ctx context.Context, v verb, pool string, opts OpOptions
 			return "", "", badRequest(pool, "source pool and target pool are both %s", pool)
 		}
 		return from, pool, nil
-	case verbRemove:
+	case backend.PoolRemove:
 		if pool == backend.DefaultPool {
 			return "", "", badRequest(pool, "cannot remove machines from the default pool")
 		}
@@ -229,16 +211,16 @@ func parentOf(p *backend.Pool) string {
 //
 // A Locked machine refuses changes (docs/design.md §11.2), so no verb takes one,
 // forced or not.
-func eligible(v verb, pool string, force bool) []backend.Filter {
+func eligible(v backend.PoolVerb, pool string, force bool) []backend.Filter {
 	fs := []backend.Filter{indexFilter("Pool", backend.OpEq, pool), indexFilter("Locked", backend.OpEq, "false")}
 	switch {
-	case v == verbRelease && force:
+	case v == backend.PoolRelease && force:
 		fs = append(fs, indexFilter("PoolStatus", backend.OpIn, backend.PoolInUse, backend.PoolBuilding,
 			backend.PoolHoldBuild, backend.PoolDestroying, backend.PoolHoldDestroy))
-	case v == verbRelease:
+	case v == backend.PoolRelease:
 		fs = append(fs, indexFilter("PoolAllocated", backend.OpEq, "true"),
 			indexFilter("PoolStatus", backend.OpEq, backend.PoolInUse))
-	case force && v != verbAllocate:
+	case force && v != backend.PoolAllocate:
 		fs = append(fs, indexFilter("PoolAllocated", backend.OpEq, "false"),
 			indexFilter("PoolStatus", backend.OpIn, backend.PoolFree, backend.PoolJoining, backend.PoolHoldJoin,
 				backend.PoolLeaving, backend.PoolHoldLeave))
@@ -249,13 +231,13 @@ func eligible(v verb, pool string, force bool) []backend.Filter {
 	return fs
 }
 
-func describeEligible(v verb, force bool) string {
+func describeEligible(v backend.PoolVerb, force bool) string {
 	switch {
-	case v == verbRelease && force:
+	case v == backend.PoolRelease && force:
 		return "unlocked and InUse, Building, HoldBuild, Destroying or HoldDestroy"
-	case v == verbRelease:
+	case v == backend.PoolRelease:
 		return "unlocked, allocated and InUse"
-	case force && v != verbAllocate:
+	case force && v != backend.PoolAllocate:
 		return "unlocked, unallocated and Free, Joining, HoldJoin, Leaving or HoldLeave"
 	}
 	return "unlocked, Free and not allocated"
@@ -263,8 +245,8 @@ func describeEligible(v verb, force bool) string {
 
 // apply runs inside the transaction: resolve the action groups, claim the
 // machines, change and write them. Any error rolls everything back.
-func (s *Service) apply(ctx context.Context, v verb, pool, from, to string, r *request, sel selection,
-	filters []backend.Filter, uuids []string, refs map[string]string, opts OpOptions) ([]change, error) {
+func (s *Service) apply(ctx context.Context, v backend.PoolVerb, pool, from, to string, r *request, sel selection,
+	filters []backend.Filter, uuids []string, refs map[string]string, opts backend.PoolOptions) ([]change, error) {
 	acts, err := s.actions(ctx, v, pool, from, to, r)
 	if err != nil {
 		return nil, err

@@ -157,7 +157,7 @@ func TestAddSourcePool(t *testing.T) {
 		f.machines(10, 11, "other", nil)
 
 		t.Run("default when no parent", func(t *testing.T) {
-			res, err := f.svc.Add(f.ctx, "p1", body(map[string]any{"pool/count": 2}), OpOptions{})
+			res, err := f.svc.Add(f.ctx, "p1", body(map[string]any{"pool/count": 2}), backend.PoolOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +174,7 @@ func TestAddSourcePool(t *testing.T) {
 			}
 		})
 		t.Run("parent pool", func(t *testing.T) {
-			res, err := f.svc.Add(f.ctx, "child", nil, OpOptions{})
+			res, err := f.svc.Add(f.ctx, "child", nil, backend.PoolOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,7 +193,7 @@ func TestAddSourcePool(t *testing.T) {
 			}
 		})
 		t.Run("source-pool parameter", func(t *testing.T) {
-			res, err := f.svc.Add(f.ctx, "p1", body(map[string]any{"pool/all-machines": true}), OpOptions{SourcePool: "other"})
+			res, err := f.svc.Add(f.ctx, "p1", body(map[string]any{"pool/all-machines": true}), backend.PoolOptions{SourcePool: "other"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,15 +202,15 @@ func TestAddSourcePool(t *testing.T) {
 			}
 		})
 		t.Run("unknown source pool", func(t *testing.T) {
-			_, err := f.svc.Add(f.ctx, "p1", nil, OpOptions{SourcePool: "nowhere"})
+			_, err := f.svc.Add(f.ctx, "p1", nil, backend.PoolOptions{SourcePool: "nowhere"})
 			wantCode(t, err, backend.ENOTFOUND, "nowhere")
 		})
 		t.Run("same pool", func(t *testing.T) {
-			_, err := f.svc.Add(f.ctx, "p1", nil, OpOptions{SourcePool: "p1"})
+			_, err := f.svc.Add(f.ctx, "p1", nil, backend.PoolOptions{SourcePool: "p1"})
 			wantCode(t, err, backend.EBADREQUEST, "p1")
 		})
 		t.Run("implicit target pool", func(t *testing.T) {
-			res, err := f.svc.Add(f.ctx, "implicit", nil, OpOptions{})
+			res, err := f.svc.Add(f.ctx, "implicit", nil, backend.PoolOptions{})
 			if err != nil || len(res) != 1 {
 				t.Fatalf("got %v, %v", res, err)
 			}
@@ -249,7 +249,7 @@ func TestAddActionsAndEvents(t *testing.T) {
 			"pool/add-parameters":  map[string]any{"shared": "body", "big": 12345678901234567},
 			"pool/remove-profiles": []string{"prof-a"}, "pool/add-profiles": []string{"tenant-a"},
 			"pool/remove-parameters": []string{"left"},
-		}), OpOptions{Principal: "alice"})
+		}), backend.PoolOptions{Principal: "alice"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +298,7 @@ func TestAddActionsAndEvents(t *testing.T) {
 		}
 
 		t.Run("body workflow overrides", func(t *testing.T) {
-			res, err := f.svc.Add(f.ctx, "dst", body(map[string]any{"pool/workflow": "wf-body"}), OpOptions{})
+			res, err := f.svc.Add(f.ctx, "dst", body(map[string]any{"pool/workflow": "wf-body"}), backend.PoolOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,7 +315,7 @@ func TestExitWorkflowWhenTargetHasNone(t *testing.T) {
 		f.workflowsAndProfiles()
 		f.put(&backend.Pool{Id: "p1", ExitActions: &backend.PoolTransitionActions{Workflow: "wf-exit"}})
 		f.machines(1, 1, "p1", nil)
-		res, err := f.svc.Remove(f.ctx, "p1", nil, OpOptions{})
+		res, err := f.svc.Remove(f.ctx, "p1", nil, backend.PoolOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +337,7 @@ func TestRemove(t *testing.T) {
 		f.machines(1, 3, "kid", func(m *backend.Machine) { m.Params = map[string]any{"kid/param": 1} })
 		f.machines(4, 4, "flat", nil)
 
-		res, err := f.svc.Remove(f.ctx, "kid", body(map[string]any{"pool/count": 2}), OpOptions{})
+		res, err := f.svc.Remove(f.ctx, "kid", body(map[string]any{"pool/count": 2}), backend.PoolOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -352,7 +352,7 @@ func TestRemove(t *testing.T) {
 			}
 		}
 		t.Run("implicit pool goes to default", func(t *testing.T) {
-			res, err := f.svc.Remove(f.ctx, "flat", nil, OpOptions{})
+			res, err := f.svc.Remove(f.ctx, "flat", nil, backend.PoolOptions{})
 			if err != nil || len(res) != 1 {
 				t.Fatalf("got %v, %v", res, err)
 			}
@@ -362,12 +362,12 @@ func TestRemove(t *testing.T) {
 		})
 		t.Run("default pool", func(t *testing.T) {
 			before := f.snapshot()
-			_, err := f.svc.Remove(f.ctx, backend.DefaultPool, nil, OpOptions{})
+			_, err := f.svc.Remove(f.ctx, backend.DefaultPool, nil, backend.PoolOptions{})
 			wantCode(t, err, backend.EBADREQUEST, "cannot remove machines from the default pool")
 			f.unchanged(before)
 		})
 		t.Run("unknown pool", func(t *testing.T) {
-			_, err := f.svc.Remove(f.ctx, "ghost", nil, OpOptions{})
+			_, err := f.svc.Remove(f.ctx, "ghost", nil, backend.PoolOptions{})
 			wantCode(t, err, backend.ENOTFOUND, "ghost")
 		})
 	})
@@ -385,7 +385,7 @@ func TestAllocateRelease(t *testing.T) {
 		f.machines(1, 4, "plain", nil)
 		f.machines(5, 6, "wf", nil)
 
-		res, err := f.svc.Allocate(f.ctx, "plain", body(map[string]any{"pool/count": 3}), OpOptions{})
+		res, err := f.svc.Allocate(f.ctx, "plain", body(map[string]any{"pool/count": 3}), backend.PoolOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,7 +400,7 @@ func TestAllocateRelease(t *testing.T) {
 		if !sortedByName(res) {
 			t.Errorf("reply not sorted: %v", names(res))
 		}
-		rel, err := f.svc.Release(f.ctx, "plain", body(map[string]any{"pool/all-machines": true}), OpOptions{})
+		rel, err := f.svc.Release(f.ctx, "plain", body(map[string]any{"pool/all-machines": true}), backend.PoolOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -414,7 +414,7 @@ func TestAllocateRelease(t *testing.T) {
 		}
 
 		t.Run("with workflows", func(t *testing.T) {
-			res, err := f.svc.Allocate(f.ctx, "wf", body(map[string]any{"pool/machine-list": []string{"Name:m005"}}), OpOptions{})
+			res, err := f.svc.Allocate(f.ctx, "wf", body(map[string]any{"pool/machine-list": []string{"Name:m005"}}), backend.PoolOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -427,11 +427,11 @@ func TestAllocateRelease(t *testing.T) {
 			}
 			// Building is not InUse: a plain release does not take it.
 			before := f.snapshot()
-			_, err = f.svc.Release(f.ctx, "wf", body(map[string]any{"pool/machine-list": []string{"Name:m005"}}), OpOptions{})
+			_, err = f.svc.Release(f.ctx, "wf", body(map[string]any{"pool/machine-list": []string{"Name:m005"}}), backend.PoolOptions{})
 			wantCode(t, err, backend.ECONFLICT, "Name:m005")
 			f.unchanged(before)
 			// Forced, it does.
-			res, err = f.svc.Release(f.ctx, "wf", body(map[string]any{"pool/machine-list": []string{uuidFor(5)}}), OpOptions{Force: true})
+			res, err = f.svc.Release(f.ctx, "wf", body(map[string]any{"pool/machine-list": []string{uuidFor(5)}}), backend.PoolOptions{Force: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -443,12 +443,12 @@ func TestAllocateRelease(t *testing.T) {
 				t.Errorf("workflow %s profiles %v", m.Workflow, m.Profiles)
 			}
 			// Destroying is not Free: it cannot be allocated again yet.
-			_, err = f.svc.Allocate(f.ctx, "wf", body(map[string]any{"pool/machine-list": []string{"Uuid:" + uuidFor(5)}}), OpOptions{})
+			_, err = f.svc.Allocate(f.ctx, "wf", body(map[string]any{"pool/machine-list": []string{"Uuid:" + uuidFor(5)}}), backend.PoolOptions{})
 			wantCode(t, err, backend.ECONFLICT, uuidFor(5))
 		})
 
 		t.Run("releaseToPool", func(t *testing.T) {
-			if _, err := f.svc.Allocate(f.ctx, "plain", body(map[string]any{"pool/machine-list": []string{"Name:m001"}}), OpOptions{}); err != nil {
+			if _, err := f.svc.Allocate(f.ctx, "plain", body(map[string]any{"pool/machine-list": []string{"Name:m001"}}), backend.PoolOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			res, err := f.svc.ReleaseToPool(f.ctx, "Name:m001")
@@ -484,7 +484,7 @@ func TestMachineList(t *testing.T) {
 		f.machines(7, 7, "p1", func(m *backend.Machine) { m.Locked = true })
 
 		res, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{
-			"pool/machine-list": []string{"Name:m002", uuidFor(4), "Uuid:" + uuidFor(4)}}), OpOptions{})
+			"pool/machine-list": []string{"Name:m002", uuidFor(4), "Uuid:" + uuidFor(4)}}), backend.PoolOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -494,19 +494,19 @@ func TestMachineList(t *testing.T) {
 		tests := []struct {
 			name   string
 			list   []string
-			opts   OpOptions
+			opts   backend.PoolOptions
 			code   string
 			naming []string
 		}{
-			{"missing", []string{"Name:m001", "Name:ghost", "00000000-0000-4000-8000-999999999999"}, OpOptions{},
+			{"missing", []string{"Name:m001", "Name:ghost", "00000000-0000-4000-8000-999999999999"}, backend.PoolOptions{},
 				backend.ENOTFOUND, []string{"Name:ghost", "999999999999"}},
-			{"not eligible", []string{"Name:m001", "Name:m006"}, OpOptions{}, backend.ECONFLICT, []string{"Name:m006"}},
-			{"already allocated", []string{"Name:m002"}, OpOptions{}, backend.ECONFLICT, []string{"Name:m002"}},
-			{"locked", []string{"Name:m007"}, OpOptions{}, backend.ECONFLICT, []string{"Name:m007", "unlocked"}},
-			{"hidden by tenant", []string{"Name:m001", "Name:m003"}, OpOptions{Visible: []string{uuidFor(1)}},
+			{"not eligible", []string{"Name:m001", "Name:m006"}, backend.PoolOptions{}, backend.ECONFLICT, []string{"Name:m006"}},
+			{"already allocated", []string{"Name:m002"}, backend.PoolOptions{}, backend.ECONFLICT, []string{"Name:m002"}},
+			{"locked", []string{"Name:m007"}, backend.PoolOptions{}, backend.ECONFLICT, []string{"Name:m007", "unlocked"}},
+			{"hidden by tenant", []string{"Name:m001", "Name:m003"}, backend.PoolOptions{Visible: []string{uuidFor(1)}},
 				backend.ENOTFOUND, []string{"Name:m003"}},
-			{"non-unique index", []string{"Arch:amd64"}, OpOptions{}, backend.EBADREQUEST, []string{"Arch"}},
-			{"unknown index", []string{"Colour:red"}, OpOptions{}, backend.EBADREQUEST, []string{"Colour"}},
+			{"non-unique index", []string{"Arch:amd64"}, backend.PoolOptions{}, backend.EBADREQUEST, []string{"Arch"}},
+			{"unknown index", []string{"Colour:red"}, backend.PoolOptions{}, backend.EBADREQUEST, []string{"Colour"}},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -540,14 +540,14 @@ func TestFilters(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				// Allocate all matches, check, then release them again.
-				res, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/all-machines": true, "pool/filter": tt.filter}), OpOptions{})
+				res, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/all-machines": true, "pool/filter": tt.filter}), backend.PoolOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if got := names(res); !reflect.DeepEqual(got, tt.want) {
 					t.Errorf("got %v, want %v", got, tt.want)
 				}
-				if _, err := f.svc.Release(f.ctx, "p1", body(map[string]any{"pool/all-machines": true}), OpOptions{}); err != nil {
+				if _, err := f.svc.Release(f.ctx, "p1", body(map[string]any{"pool/all-machines": true}), backend.PoolOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -566,7 +566,7 @@ func TestFilters(t *testing.T) {
 		for _, tt := range errs {
 			t.Run(tt.name, func(t *testing.T) {
 				before := f.snapshot()
-				_, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/filter": tt.filter}), OpOptions{})
+				_, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/filter": tt.filter}), backend.PoolOptions{})
 				wantCode(t, err, tt.code, tt.naming)
 				f.unchanged(before)
 			})
@@ -581,28 +581,28 @@ func TestMinimum(t *testing.T) {
 		f.machines(4, 4, "p1", func(m *backend.Machine) { m.PoolStatus = backend.PoolHoldJoin })
 
 		before := f.snapshot()
-		_, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/count": 5}), OpOptions{})
+		_, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/count": 5}), backend.PoolOptions{})
 		wantCode(t, err, backend.ECONFLICT, "wanted 5", "found 3")
 		f.unchanged(before)
 
-		_, err = f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/all-machines": true, "pool/minimum": 4}), OpOptions{})
+		_, err = f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/all-machines": true, "pool/minimum": 4}), backend.PoolOptions{})
 		wantCode(t, err, backend.ECONFLICT, "minimum 4", "found 3")
 		f.unchanged(before)
 
-		_, err = f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/count": 2, "pool/minimum": 3}), OpOptions{})
+		_, err = f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/count": 2, "pool/minimum": 3}), backend.PoolOptions{})
 		wantCode(t, err, backend.EBADREQUEST, "pool/minimum")
 		f.unchanged(before)
 
-		res, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/count": 5, "pool/minimum": 2}), OpOptions{})
+		res, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/count": 5, "pool/minimum": 2}), backend.PoolOptions{})
 		if err != nil || len(res) != 3 {
 			t.Fatalf("partial: got %v, %v; want 3 machines", res, err)
 		}
-		res, err = f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/count": 2, "pool/minimum": 0}), OpOptions{})
+		res, err = f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/count": 2, "pool/minimum": 0}), backend.PoolOptions{})
 		if err != nil || res == nil || len(res) != 0 {
 			t.Fatalf("minimum 0: got %#v, %v; want []", res, err)
 		}
 		// Force lets add and remove take the machine whose join failed.
-		res, err = f.svc.Remove(f.ctx, "p1", nil, OpOptions{Force: true})
+		res, err = f.svc.Remove(f.ctx, "p1", nil, backend.PoolOptions{Force: true})
 		if err != nil || len(res) != 1 || res[0].Name != "m004" || res[0].Status != backend.PoolFree {
 			t.Fatalf("forced remove: got %v, %v", res, err)
 		}
@@ -625,19 +625,19 @@ func TestMissingReferences(t *testing.T) {
 			naming string
 		}{
 			{"pool workflow", func() error {
-				_, err := f.svc.Allocate(f.ctx, "badwf", nil, OpOptions{})
+				_, err := f.svc.Allocate(f.ctx, "badwf", nil, backend.PoolOptions{})
 				return err
 			}, "no-such-wf"},
 			{"body workflow", func() error {
-				_, err := f.svc.Allocate(f.ctx, "ok", body(map[string]any{"pool/workflow": "nope-wf"}), OpOptions{})
+				_, err := f.svc.Allocate(f.ctx, "ok", body(map[string]any{"pool/workflow": "nope-wf"}), backend.PoolOptions{})
 				return err
 			}, "nope-wf"},
 			{"pool profile", func() error {
-				_, err := f.svc.Add(f.ctx, "badprof", nil, OpOptions{SourcePool: "ok"})
+				_, err := f.svc.Add(f.ctx, "badprof", nil, backend.PoolOptions{SourcePool: "ok"})
 				return err
 			}, "no-such-prof"},
 			{"body profile", func() error {
-				_, err := f.svc.Allocate(f.ctx, "ok", body(map[string]any{"pool/add-profiles": []string{"prof-a", "nope-prof"}}), OpOptions{})
+				_, err := f.svc.Allocate(f.ctx, "ok", body(map[string]any{"pool/add-profiles": []string{"prof-a", "nope-prof"}}), backend.PoolOptions{})
 				return err
 			}, "nope-prof"},
 		}
@@ -650,7 +650,7 @@ func TestMissingReferences(t *testing.T) {
 		}
 		t.Run("removing a missing profile or param is fine", func(t *testing.T) {
 			_, err := f.svc.Allocate(f.ctx, "ok", body(map[string]any{
-				"pool/remove-profiles": []string{"nope"}, "pool/remove-parameters": []string{"nope"}}), OpOptions{})
+				"pool/remove-profiles": []string{"nope"}, "pool/remove-parameters": []string{"nope"}}), backend.PoolOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -662,14 +662,14 @@ func TestMalformedBody(t *testing.T) {
 	each(t, func(t *testing.T, f *fixture) {
 		f.machines(1, 1, "p1", nil)
 		before := f.snapshot()
-		verbs := map[string]func(context.Context, string, []byte, OpOptions) ([]backend.PoolResult, error){
+		verbs := map[string]func(context.Context, string, []byte, backend.PoolOptions) ([]backend.PoolResult, error){
 			"add": f.svc.Add, "remove": f.svc.Remove, "allocate": f.svc.Allocate, "release": f.svc.Release,
 		}
 		for name, fn := range verbs {
 			t.Run(name, func(t *testing.T) {
-				_, err := fn(f.ctx, "p1", []byte(`{"pool/count":"two"}`), OpOptions{})
+				_, err := fn(f.ctx, "p1", []byte(`{"pool/count":"two"}`), backend.PoolOptions{})
 				wantCode(t, err, backend.EBADREQUEST, "pool/count")
-				_, err = fn(f.ctx, "p1", []byte(`{"pool/wait-timeout":"-3s"}`), OpOptions{})
+				_, err = fn(f.ctx, "p1", []byte(`{"pool/wait-timeout":"-3s"}`), backend.PoolOptions{})
 				wantCode(t, err, backend.EBADREQUEST, "pool/wait-timeout")
 			})
 		}
@@ -762,7 +762,7 @@ func TestWait(t *testing.T) {
 			done := f.completeOnEvent(t, 50*time.Millisecond)
 			start := time.Now()
 			res, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/wait-timeout": "10s",
-				"pool/machine-list": []string{"Name:m001"}}), OpOptions{Principal: "pool-op"})
+				"pool/machine-list": []string{"Name:m001"}}), backend.PoolOptions{Principal: "pool-op"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -776,7 +776,7 @@ func TestWait(t *testing.T) {
 			// Terraform's release: wait, then require Free.
 			done = f.completeOnEvent(t, 50*time.Millisecond)
 			res, err = f.svc.Release(f.ctx, "p1", body(map[string]any{"pool/wait-timeout": "10s",
-				"pool/machine-list": []string{uuidFor(1)}, "pool/remove-profiles": []string{}}), OpOptions{Principal: "pool-op"})
+				"pool/machine-list": []string{uuidFor(1)}, "pool/remove-profiles": []string{}}), backend.PoolOptions{Principal: "pool-op"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -787,7 +787,7 @@ func TestWait(t *testing.T) {
 		})
 		t.Run("times out", func(t *testing.T) {
 			start := time.Now()
-			res, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/wait-timeout": 0.3}), OpOptions{})
+			res, err := f.svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/wait-timeout": 0.3}), backend.PoolOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -800,7 +800,7 @@ func TestWait(t *testing.T) {
 			}
 		})
 		t.Run("context ends the wait", func(t *testing.T) {
-			if _, err := f.svc.Release(f.ctx, "p1", body(map[string]any{"pool/all-machines": true}), OpOptions{Force: true}); err != nil {
+			if _, err := f.svc.Release(f.ctx, "p1", body(map[string]any{"pool/all-machines": true}), backend.PoolOptions{Force: true}); err != nil {
 				t.Fatal(err)
 			}
 			// Make the released machines Free again without a workflow.
@@ -816,7 +816,7 @@ func TestWait(t *testing.T) {
 			ctx, cancel := context.WithTimeout(f.ctx, 200*time.Millisecond)
 			defer cancel()
 			start := time.Now()
-			res, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/wait-timeout": "1h"}), OpOptions{})
+			res, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/wait-timeout": "1h"}), backend.PoolOptions{})
 			if err != nil || len(res) != 1 {
 				t.Fatalf("got %v, %v", res, err)
 			}
@@ -846,7 +846,7 @@ func TestWaitRecheck(t *testing.T) {
 			e.Principal = "pool-op"
 			f.bus.Publish(f.ctx, e)
 		}()
-		res, err := svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/wait-timeout": "10s"}), OpOptions{})
+		res, err := svc.Allocate(f.ctx, "p1", body(map[string]any{"pool/wait-timeout": "10s"}), backend.PoolOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -879,7 +879,7 @@ func TestHiddenReferences(t *testing.T) {
 		refused := func(b map[string]any) string {
 			t.Helper()
 			before := f.snapshot()
-			_, err := f.svc.Allocate(ctx, "ok", body(b), OpOptions{})
+			_, err := f.svc.Allocate(ctx, "ok", body(b), backend.PoolOptions{})
 			f.unchanged(before)
 			if backend.ErrorCode(err) != backend.EINVALID {
 				t.Fatalf("got %v, want a 422", err)
@@ -897,7 +897,7 @@ func TestHiddenReferences(t *testing.T) {
 			t.Fatalf("hidden profile %q, missing %q", hidden, missing)
 		}
 		// The pool's own group names the same hidden objects: it applies.
-		res, err := f.svc.Allocate(ctx, "grp", nil, OpOptions{})
+		res, err := f.svc.Allocate(ctx, "grp", nil, backend.PoolOptions{})
 		if err != nil || len(res) != 1 {
 			t.Fatalf("pool group: %v %v", res, err)
 		}

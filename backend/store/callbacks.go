@@ -49,40 +49,6 @@ func (s *Store) DeleteJobLog(ctx context.Context, jobUUID string) error {
 	return s.dbErr("DELETE", "jobs", jobUUID, err)
 }
 
-// Delivery states.
-const (
-	DeliveryPending = "pending"
-	DeliveryDone    = "done"
-	DeliveryFailed  = "failed"
-)
-
-// Delivery is one durable callback delivery (the callback plugin's jobfail
-// queue). A claimed delivery is leased: nobody else claims it until
-// LeaseUntil passes or FinishDelivery releases it.
-type Delivery struct {
-	ID                   int64
-	Plugin, Callback     string
-	Machine, Job         string
-	Payload              []byte
-	Attempts             int
-	State                string // pending | done | failed
-	LastError            string
-	NextAt               time.Time
-	LeaseUntil           time.Time
-	CreatedAt, UpdatedAt time.Time
-}
-
-// CallbackAttempt records one try of a callback, for operators.
-type CallbackAttempt struct {
-	ID                        int64
-	Plugin, Callback, Machine string
-	Source                    string // action | jobfail
-	Attempt, Status           int
-	DurationMs                int64
-	Error                     string
-	At                        time.Time
-}
-
 func micros(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
@@ -121,13 +87,13 @@ func (s *Store) now(ctx context.Context) (time.Time, error) {
 // EnqueueDelivery stores a new delivery and returns its ID. It joins ctx's
 // transaction when there is one, so a delivery can be queued atomically with
 // the change that caused it. State defaults to pending and NextAt to now.
-func (s *Store) EnqueueDelivery(ctx context.Context, d Delivery) (int64, error) {
+func (s *Store) EnqueueDelivery(ctx context.Context, d backend.Delivery) (int64, error) {
 	now, err := s.now(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if d.State == "" {
-		d.State = DeliveryPending
+		d.State = backend.DeliveryPending
 	}
 	if err := checkState(d.State); err != nil {
 		return 0, err
@@ -141,7 +107,7 @@ func (s *Store) EnqueueDelivery(ctx context.Context, d Delivery) (int64, error) 
 	rows, err := s.conn(ctx).Raw(`INSERT INTO callback_deliveries
 	(plugin, callback, machine, job, payload, attempts, state, last_error, next_at_us, lease_until_us, created_at_us, updated_at_us)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		d.Plugin, d.Callback, d.Machine, d.Job, nonNilBytes(d.Payload), d.Attempts, d.State, d.LastError,
+		d.Plugin, d.Callback, d.Machine, d.Job, nonNilBytes(d.Payload), d.Attempts, string(d.State), d.LastError,
 		micros(d.NextAt), micros(d.LeaseUntil), micros(d.CreatedAt), micros(now)).Rows()
 	if err != nil {
 		return 0, s.dbErr("CREATE", "deliveries", "", err)
@@ -166,9 +132,9 @@ func nonNilBytes(b []byte) []byte {
 	return b
 }
 
-func checkState(st string) error {
+func checkState(st backend.DeliveryState) error {
 	switch st {
-	case DeliveryPending, DeliveryDone, DeliveryFailed:
+	case backend.DeliveryPending, backend.DeliveryDone, backend.DeliveryFailed:
 		return nil
 	}
 	return backend.NewError(backend.EINVALID, "ValidationError", "deliveries", "", "state must be pending, done or failed")
@@ -176,15 +142,15 @@ func checkState(st string) error {
 
 const deliveryCols = `id, plugin, callback, machine, job, payload, attempts, state, last_error, next_at_us, lease_until_us, created_at_us, updated_at_us`
 
-func (s *Store) scanDeliveries(db *gorm.DB) ([]Delivery, error) {
+func (s *Store) scanDeliveries(db *gorm.DB) ([]backend.Delivery, error) {
 	rows, err := db.Rows()
 	if err != nil {
 		return nil, s.dbErr("GET", "deliveries", "", err)
 	}
 	defer rows.Close()
-	var out []Delivery
+	var out []backend.Delivery
 	for rows.Next() {
-		var d Delivery
+		var d backend.Delivery
 		var next, lease, created, updated int64
 		if err := rows.Scan(&d.ID, &d.Plugin, &d.Callback, &d.Machine, &d.Job, &d.Payload, &d.Attempts, &d.State,
 			&d.LastError, &next, &lease, &created, &updated); err != nil {
@@ -205,11 +171,11 @@ func (s *Store) scanDeliveries(db *gorm.DB) ([]Delivery, error) {
 // SKIP LOCKED, so concurrent claimers, in this process or others sharing
 // the database, never get the same delivery; on SQLite the statement runs
 // alone on the single connection.
-func (s *Store) ClaimDeliveries(ctx context.Context, n int, lease time.Duration) ([]Delivery, error) {
+func (s *Store) ClaimDeliveries(ctx context.Context, n int, lease time.Duration) ([]backend.Delivery, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	var out []Delivery
+	var out []backend.Delivery
 	err := s.InTx(ctx, func(ctx context.Context) error {
 		now, err := s.now(ctx)
 		if err != nil {
@@ -238,7 +204,7 @@ WHERE id IN (SELECT id FROM c) RETURNING ` + deliveryCols
 }
 
 // sortDeliveries puts claimed deliveries in due order; RETURNING gives none.
-func sortDeliveries(ds []Delivery) {
+func sortDeliveries(ds []backend.Delivery) {
 	sort.Slice(ds, func(i, j int) bool {
 		if !ds[i].NextAt.Equal(ds[j].NextAt) {
 			return ds[i].NextAt.Before(ds[j].NextAt)
@@ -249,7 +215,7 @@ func sortDeliveries(ds []Delivery) {
 
 // FinishDelivery records the outcome of a claimed delivery and clears its
 // lease: pending (retry at nextAt), done or failed.
-func (s *Store) FinishDelivery(ctx context.Context, id int64, state, lastErr string, nextAt time.Time) error {
+func (s *Store) FinishDelivery(ctx context.Context, id int64, state backend.DeliveryState, lastErr string, nextAt time.Time) error {
 	if err := checkState(state); err != nil {
 		return err
 	}
@@ -258,7 +224,7 @@ func (s *Store) FinishDelivery(ctx context.Context, id int64, state, lastErr str
 		return err
 	}
 	res := s.conn(ctx).Exec(`UPDATE callback_deliveries SET state = ?, last_error = ?, next_at_us = ?, lease_until_us = 0, updated_at_us = ? WHERE id = ?`,
-		state, lastErr, micros(nextAt), micros(now), id)
+		string(state), lastErr, micros(nextAt), micros(now), id)
 	if res.Error != nil {
 		return s.dbErr("PUT", "deliveries", "", res.Error)
 	}
@@ -270,12 +236,12 @@ func (s *Store) FinishDelivery(ctx context.Context, id int64, state, lastErr str
 
 // ListDeliveries returns deliveries in a state ("" = all), oldest first;
 // limit <= 0 means no limit.
-func (s *Store) ListDeliveries(ctx context.Context, state string, limit int) ([]Delivery, error) {
+func (s *Store) ListDeliveries(ctx context.Context, state backend.DeliveryState, limit int) ([]backend.Delivery, error) {
 	q := `SELECT ` + deliveryCols + ` FROM callback_deliveries`
 	var args []any
 	if state != "" {
 		q += ` WHERE state = ?`
-		args = append(args, state)
+		args = append(args, string(state))
 	}
 	q += ` ORDER BY id`
 	if limit > 0 {
@@ -286,35 +252,19 @@ func (s *Store) ListDeliveries(ctx context.Context, state string, limit int) ([]
 }
 
 // RecordAttempt stores one callback attempt; At defaults to now.
-func (s *Store) RecordAttempt(ctx context.Context, a CallbackAttempt) error {
+func (s *Store) RecordAttempt(ctx context.Context, a backend.CallbackAttempt) error {
 	if a.At.IsZero() {
 		a.At = time.Now()
 	}
 	err := s.conn(ctx).Exec(`INSERT INTO callback_attempts (plugin, callback, machine, source, attempt, status, duration_ms, error, at_us)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		a.Plugin, a.Callback, a.Machine, a.Source, a.Attempt, a.Status, a.DurationMs, a.Error, micros(a.At)).Error
+		a.Plugin, a.Callback, a.Machine, string(a.Source), a.Attempt, a.Status, a.DurationMs, a.Error, micros(a.At)).Error
 	return s.dbErr("CREATE", "attempts", "", err)
 }
 
-// ListAttempts returns attempts newest first, filtered by plugin and machine
-// when they are not empty; limit <= 0 means no limit.
-func (s *Store) ListAttempts(ctx context.Context, plugin, machine string, limit int) ([]CallbackAttempt, error) {
-	return s.ListAttemptsPage(ctx, AttemptQuery{Plugin: plugin, Machine: machine, Limit: limit})
-}
-
-// AttemptQuery selects attempts, newest first (by At, then by ID).
-type AttemptQuery struct {
-	Plugin, Machine string // filters, when not empty
-	Limit           int    // <= 0: no limit
-	// After continues a listing: when AfterID is set, only the attempts
-	// listed after the one with AfterAt and AfterID are returned, so pages
-	// neither repeat nor skip rows while new attempts are recorded.
-	AfterAt time.Time
-	AfterID int64
-}
-
-// ListAttemptsPage returns the attempts q selects.
-func (s *Store) ListAttemptsPage(ctx context.Context, q AttemptQuery) ([]CallbackAttempt, error) {
+// ListAttempts returns the attempts q selects, newest first (by At, then
+// by ID).
+func (s *Store) ListAttempts(ctx context.Context, q backend.AttemptQuery) ([]backend.CallbackAttempt, error) {
 	sql := `SELECT id, plugin, callback, machine, source, attempt, status, duration_ms, error, at_us FROM callback_attempts`
 	var conds []string
 	var args []any
@@ -344,9 +294,9 @@ func (s *Store) ListAttemptsPage(ctx context.Context, q AttemptQuery) ([]Callbac
 		return nil, s.dbErr("GET", "attempts", "", err)
 	}
 	defer rows.Close()
-	var out []CallbackAttempt
+	var out []backend.CallbackAttempt
 	for rows.Next() {
-		var a CallbackAttempt
+		var a backend.CallbackAttempt
 		var at int64
 		if err := rows.Scan(&a.ID, &a.Plugin, &a.Callback, &a.Machine, &a.Source, &a.Attempt, &a.Status, &a.DurationMs, &a.Error, &at); err != nil {
 			return nil, s.dbErr("GET", "attempts", "", err)

@@ -32,13 +32,8 @@ type Options struct {
 	MaxOpenConns int
 }
 
-// Record is one stored object: its key, its revision (bumped on every write,
-// used for ETags and optimistic updates) and its JSON.
-type Record struct {
-	Key  string
-	Rev  int64
-	Data []byte
-}
+// Record is one stored object (backend.Record).
+type Record = backend.Record
 
 // Store is the GORM-backed repository. Transactions travel in the context:
 // every method called with a ctx derived from InTx's runs in that transaction.
@@ -434,6 +429,33 @@ func (s *Store) SetSetting(ctx context.Context, name, value string) error {
 		}
 		return s.bumpRevision(ctx)
 	})
+}
+
+// EnsureSetting returns the setting name, first creating it with mk() when
+// it is absent or empty: keys made on the first start and then shared by
+// every replica. When replicas race to create it, all get the one stored.
+func (s *Store) EnsureSetting(ctx context.Context, name string, mk func() string) (string, error) {
+	cur, ok, err := s.GetSetting(ctx, name)
+	if err != nil || (ok && cur != "") {
+		return cur, err
+	}
+	if ok {
+		// Present but empty: replaced.
+		v := mk()
+		return v, s.SetSetting(ctx, name, v)
+	}
+	err = s.InTx(ctx, func(ctx context.Context) error {
+		err := s.conn(ctx).Exec(`INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, mk()).Error
+		if err != nil {
+			return s.dbErr("PUT", "settings", name, err)
+		}
+		return s.bumpRevision(ctx)
+	})
+	if err != nil {
+		return "", err
+	}
+	cur, _, err = s.GetSetting(ctx, name)
+	return cur, err
 }
 
 // Revision is a counter bumped by every write to users, roles, tenants and

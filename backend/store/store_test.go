@@ -465,7 +465,7 @@ func TestTransactions(t *testing.T) {
 			if err := s.SetSetting(ctx, "k", "v"); err != nil {
 				return err
 			}
-			if _, err := s.EnqueueDelivery(ctx, store.Delivery{Plugin: "p"}); err != nil {
+			if _, err := s.EnqueueDelivery(ctx, backend.Delivery{Plugin: "p"}); err != nil {
 				return err
 			}
 			if _, err := s.Get(ctx, "users", "alice"); err != nil {
@@ -689,7 +689,7 @@ func TestDeliveries(t *testing.T) {
 		ctx := context.Background()
 		const n = 300
 		for i := 0; i < n; i++ {
-			if _, err := s.EnqueueDelivery(ctx, store.Delivery{Plugin: "cb", Callback: "jobfail", Machine: fmt.Sprintf("m%d", i%5), Job: fmt.Sprint(i), Payload: []byte(`{"i":` + fmt.Sprint(i) + `}`)}); err != nil {
+			if _, err := s.EnqueueDelivery(ctx, backend.Delivery{Plugin: "cb", Callback: "jobfail", Machine: fmt.Sprintf("m%d", i%5), Job: fmt.Sprint(i), Payload: []byte(`{"i":` + fmt.Sprint(i) + `}`)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -711,14 +711,14 @@ func TestDeliveries(t *testing.T) {
 						return
 					}
 					for _, d := range ds {
-						if d.Attempts != 1 || d.State != store.DeliveryPending || !d.LeaseUntil.After(time.Now().Add(30*time.Second)) {
+						if d.Attempts != 1 || d.State != backend.DeliveryPending || !d.LeaseUntil.After(time.Now().Add(30*time.Second)) {
 							errs <- fmt.Errorf("claimed delivery %+v", d)
 							return
 						}
 						mu.Lock()
 						seen[d.ID]++
 						mu.Unlock()
-						if err := s.FinishDelivery(ctx, d.ID, store.DeliveryDone, "", time.Time{}); err != nil {
+						if err := s.FinishDelivery(ctx, d.ID, backend.DeliveryDone, "", time.Time{}); err != nil {
 							errs <- err
 							return
 						}
@@ -739,16 +739,16 @@ func TestDeliveries(t *testing.T) {
 				t.Fatalf("delivery %d claimed %d times", id, c)
 			}
 		}
-		if done, _ := s.ListDeliveries(ctx, store.DeliveryDone, 0); len(done) != n {
+		if done, _ := s.ListDeliveries(ctx, backend.DeliveryDone, 0); len(done) != n {
 			t.Fatalf("done = %d", len(done))
 		}
 
 		t.Run("lease, retry and failure", func(t *testing.T) {
-			future, err := s.EnqueueDelivery(ctx, store.Delivery{Plugin: "cb", NextAt: time.Now().Add(time.Hour)})
+			future, err := s.EnqueueDelivery(ctx, backend.Delivery{Plugin: "cb", NextAt: time.Now().Add(time.Hour)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, err := s.EnqueueDelivery(ctx, store.Delivery{Plugin: "cb", Payload: []byte("x")})
+			id, err := s.EnqueueDelivery(ctx, backend.Delivery{Plugin: "cb", Payload: []byte("x")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -767,26 +767,26 @@ func TestDeliveries(t *testing.T) {
 			if err != nil || len(ds) != 1 || ds[0].ID != id || ds[0].Attempts != 2 {
 				t.Fatalf("reclaim after lease = %+v %v", ds, err)
 			}
-			if err := s.FinishDelivery(ctx, id, store.DeliveryPending, "503", time.Now().Add(-time.Second)); err != nil {
+			if err := s.FinishDelivery(ctx, id, backend.DeliveryPending, "503", time.Now().Add(-time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			ds, err = s.ClaimDeliveries(ctx, 10, time.Minute)
 			if err != nil || len(ds) != 1 || ds[0].Attempts != 3 || ds[0].LastError != "503" {
 				t.Fatalf("retry claim = %+v %v", ds, err)
 			}
-			if err := s.FinishDelivery(ctx, id, store.DeliveryFailed, "gave up", time.Time{}); err != nil {
+			if err := s.FinishDelivery(ctx, id, backend.DeliveryFailed, "gave up", time.Time{}); err != nil {
 				t.Fatal(err)
 			}
-			failed, _ := s.ListDeliveries(ctx, store.DeliveryFailed, 0)
+			failed, _ := s.ListDeliveries(ctx, backend.DeliveryFailed, 0)
 			if len(failed) != 1 || failed[0].ID != id || failed[0].LastError != "gave up" || !failed[0].LeaseUntil.IsZero() {
 				t.Fatalf("failed = %+v", failed)
 			}
-			pending, _ := s.ListDeliveries(ctx, store.DeliveryPending, 0)
+			pending, _ := s.ListDeliveries(ctx, backend.DeliveryPending, 0)
 			if len(pending) != 1 || pending[0].ID != future {
 				t.Fatalf("pending = %+v", pending)
 			}
 			wantCode(t, s.FinishDelivery(ctx, id, "bogus", "", time.Time{}), backend.EINVALID)
-			wantCode(t, s.FinishDelivery(ctx, 999999, store.DeliveryDone, "", time.Time{}), backend.ENOTFOUND)
+			wantCode(t, s.FinishDelivery(ctx, 999999, backend.DeliveryDone, "", time.Time{}), backend.ENOTFOUND)
 			if all, _ := s.ListDeliveries(ctx, "", 5); len(all) != 5 {
 				t.Fatalf("limit: %d", len(all))
 			}
@@ -799,13 +799,13 @@ func TestAttempts(t *testing.T) {
 		ctx := context.Background()
 		base := time.Now().Add(-time.Hour)
 		for i := 0; i < 6; i++ {
-			a := store.CallbackAttempt{Plugin: []string{"p1", "p2"}[i%2], Callback: "cb", Machine: []string{"m1", "m2", "m3"}[i%3],
+			a := backend.CallbackAttempt{Plugin: []string{"p1", "p2"}[i%2], Callback: "cb", Machine: []string{"m1", "m2", "m3"}[i%3],
 				Source: "jobfail", Attempt: i + 1, Status: 200 + i, DurationMs: int64(i * 10), Error: "", At: base.Add(time.Duration(i) * time.Minute)}
 			if err := s.RecordAttempt(ctx, a); err != nil {
 				t.Fatal(err)
 			}
 		}
-		all, err := s.ListAttempts(ctx, "", "", 0)
+		all, err := s.ListAttempts(ctx, backend.AttemptQuery{Plugin: "", Machine: "", Limit: 0})
 		if err != nil || len(all) != 6 {
 			t.Fatalf("all = %d %v", len(all), err)
 		}
@@ -815,25 +815,25 @@ func TestAttempts(t *testing.T) {
 		if all[0].Status != 205 || all[0].DurationMs != 50 || all[0].Source != "jobfail" || all[0].Plugin != "p2" || all[0].Machine != "m3" {
 			t.Fatalf("fields: %+v", all[0])
 		}
-		if got, _ := s.ListAttempts(ctx, "p1", "", 0); len(got) != 3 {
+		if got, _ := s.ListAttempts(ctx, backend.AttemptQuery{Plugin: "p1", Machine: "", Limit: 0}); len(got) != 3 {
 			t.Fatalf("p1 = %d", len(got))
 		}
-		if got, _ := s.ListAttempts(ctx, "p1", "m1", 0); len(got) != 1 || got[0].Attempt != 1 {
+		if got, _ := s.ListAttempts(ctx, backend.AttemptQuery{Plugin: "p1", Machine: "m1", Limit: 0}); len(got) != 1 || got[0].Attempt != 1 {
 			t.Fatalf("p1/m1 = %+v", got)
 		}
-		if got, _ := s.ListAttempts(ctx, "", "m2", 1); len(got) != 1 || got[0].Attempt != 5 {
+		if got, _ := s.ListAttempts(ctx, backend.AttemptQuery{Plugin: "", Machine: "m2", Limit: 1}); len(got) != 1 || got[0].Attempt != 5 {
 			t.Fatalf("m2 limit 1 = %+v", got)
 		}
 		// Pages continue after the last row they returned, ties on At
 		// broken by ID, and see neither rows recorded since nor repeats.
-		tie := store.CallbackAttempt{Plugin: "p1", Callback: "cb", Machine: "m1", Source: "action", Attempt: 7, At: all[0].At}
+		tie := backend.CallbackAttempt{Plugin: "p1", Callback: "cb", Machine: "m1", Source: "action", Attempt: 7, At: all[0].At}
 		if err := s.RecordAttempt(ctx, tie); err != nil {
 			t.Fatal(err)
 		}
 		var paged []int
-		q := store.AttemptQuery{Limit: 2}
+		q := backend.AttemptQuery{Limit: 2}
 		for {
-			page, err := s.ListAttemptsPage(ctx, q)
+			page, err := s.ListAttempts(ctx, q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -846,7 +846,7 @@ func TestAttempts(t *testing.T) {
 			last := page[len(page)-1]
 			q.AfterAt, q.AfterID = last.At, last.ID
 			if len(paged) == 2 {
-				late := store.CallbackAttempt{Plugin: "p1", Callback: "cb", Machine: "m1", Source: "action", Attempt: 8}
+				late := backend.CallbackAttempt{Plugin: "p1", Callback: "cb", Machine: "m1", Source: "action", Attempt: 8}
 				if err := s.RecordAttempt(ctx, late); err != nil {
 					t.Fatal(err)
 				}
@@ -855,7 +855,7 @@ func TestAttempts(t *testing.T) {
 		if fmt.Sprint(paged) != "[7 6 5 4 3 2 1]" {
 			t.Fatalf("paged = %v, want [7 6 5 4 3 2 1]", paged)
 		}
-		if got, _ := s.ListAttemptsPage(ctx, store.AttemptQuery{Machine: "m1", AfterAt: all[0].At, AfterID: all[0].ID}); len(got) != 2 || got[0].Attempt != 4 {
+		if got, _ := s.ListAttempts(ctx, backend.AttemptQuery{Machine: "m1", AfterAt: all[0].At, AfterID: all[0].ID}); len(got) != 2 || got[0].Attempt != 4 {
 			t.Fatalf("m1 after the newest = %+v", got)
 		}
 		n, err := s.PruneCallbackHistory(ctx, base.Add(150*time.Second))

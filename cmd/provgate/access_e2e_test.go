@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/prefs"
 	"github.com/provgate/provgate/backend/store"
 	"github.com/provgate/provgate/gateway/auth"
 )
@@ -1214,7 +1215,7 @@ func TestE2EAccessLicense(t *testing.T) {
 
 // TestE2EAccessDiscovery checks the discovery token. Nothing over HTTP
 // renders a template for a machine the server does not know, so the token
-// is minted by the server's own machineTokens adapter over the server's
+// is minted by the server's own template token source over the server's
 // store while the server is stopped, then used against the restarted one.
 func TestE2EAccessDiscovery(t *testing.T) {
 	forEachDB(t, func(t *testing.T, s *tserver) {
@@ -1228,7 +1229,7 @@ func TestE2EAccessDiscovery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mt := machineTokens{authn: auth.New(&secrets{st: st}, auth.Options{}), prefs: prefs{st: st}}
+		mt := auth.NewMachineTokens(auth.New(auth.NewSecretCache(st), auth.Options{}), prefs.New(st))
 		disc, err := mt.GenerateToken(t.Context(), nil)
 		if err != nil {
 			t.Fatal(err)

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+
+	"github.com/provgate/provgate/backend/atomicfile"
+	"github.com/provgate/provgate/backend/objects"
 )
 
 const (
-	adminUser             = "rocketskates"
 	initialAdminPassFile  = "initial-admin-password"
 	generatedPasswordSize = 26 // rand.Text's length: 128 bits of base32
 )
@@ -26,10 +28,10 @@ func initialAdminPassword(cfg Config, stdout io.Writer) (pw string, generated bo
 	path := filepath.Join(cfg.DataDir, initialAdminPassFile)
 	// A stale file from an earlier, discarded store is replaced: the file
 	// must always hold the password that works.
-	if err := writeFileAtomic(path, []byte(pw+"\n"), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(pw+"\n"), 0o600); err != nil {
 		return "", false, fmt.Errorf("write initial admin password: %w", err)
 	}
-	if _, err := fmt.Fprintf(stdout, "Initial admin password for user %s: %s\n(shown only once; also saved in %s)\n", adminUser, pw, path); err != nil {
+	if _, err := fmt.Fprintf(stdout, "Initial admin password for user %s: %s\n(shown only once; also saved in %s)\n", objects.AdminUser, pw, path); err != nil {
 		return "", false, err
 	}
 	return pw, true, nil

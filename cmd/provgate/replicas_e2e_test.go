@@ -919,7 +919,7 @@ func replicasKill(t *testing.T, reps []*replica, dsn string) {
 		states := map[string]int{}
 		retried := 0
 		for _, d := range ds {
-			states[d.State]++
+			states[string(d.State)]++
 			if d.Attempts > 1 {
 				retried++
 			}

@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/provgate/provgate/backend/atomicfile"
 )
 
 const (
@@ -80,10 +82,10 @@ func ensureSelfSigned(certFile, keyFile string, logger *slog.Logger) error {
 	}
 	// The key is written first so that a crash in between leaves a key
 	// without a certificate, which the next start reports instead of using.
-	if err := writeFileAtomic(keyFile, keyPEM, 0o600); err != nil {
+	if err := atomicfile.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		return fmt.Errorf("tls: write %s: %w", keyFile, err)
 	}
-	if err := writeFileAtomic(certFile, certPEM, 0o644); err != nil {
+	if err := atomicfile.WriteFile(certFile, certPEM, 0o644); err != nil {
 		return fmt.Errorf("tls: write %s: %w", certFile, err)
 	}
 	logger.Info("generated self-signed TLS certificate", "cert", certFile, "key", keyFile, "hosts", hosts)
@@ -167,26 +169,4 @@ func exists(path string) (bool, error) {
 		return false, nil
 	}
 	return false, err
-}
-
-// writeFileAtomic replaces path with data and mode in one rename, so readers
-// never see a partial file and an old file's mode is not inherited.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -20,22 +20,6 @@ import (
 	"github.com/provgate/provgate/backend"
 )
 
-// Principal kinds, machine token kinds and the fixed grantor of machine
-// tokens.
-const (
-	KindUser    = "user"
-	KindMachine = "machine"
-
-	MachineDiscovery  = "discovery"
-	MachineOperations = "operations"
-
-	// SystemGrantor grants every machine token (docs/design.md §8.6).
-	SystemGrantor = "system"
-	// UnknownMachine is the subject of discovery tokens minted for a machine
-	// the server does not know yet; DRP uses the same user id.
-	UnknownMachine = "general"
-)
-
 // MaxHeaderLen bounds the Authorization header we are willing to look at.
 // Our own tokens are well under 2 KiB; anything longer is refused before any
 // decoding or lookup.
@@ -68,48 +52,6 @@ type UserRecord struct {
 	Secret       string
 	PasswordHash []byte
 	Roles        []string
-}
-
-// Principal is who a request acts for. The gateway turns it into
-// policies.Principal (Kind, Name, Roles, TokenRoles, Restrict and
-// MachineToken keep their meanings there); the policies add the implicit
-// self claims of users.
-type Principal struct {
-	// Kind is KindUser or KindMachine.
-	Kind string
-	// Name is the user name, or the machine UUID (UnknownMachine for
-	// discovery tokens of unknown machines).
-	Name string
-	// Grantor is the user that asked for the token, the user itself for
-	// Basic, and SystemGrantor for machine tokens.
-	Grantor string
-	// Roles are a user's roles as read during authentication, from the
-	// current user record for tokens as for Basic: a role taken from the
-	// user ends it for every token of the user at the next request (the
-	// gateway drops its cached users and tokens on every user, role or
-	// tenant change).
-	Roles []string
-	// TokenRoles, when RoleRestricted, are the roles the token was minted
-	// for (roles=). They narrow Roles, never add to them: a claim must be
-	// held by one of TokenRoles and by one of Roles.
-	TokenRoles     []string
-	RoleRestricted bool
-	// Restrict, when non-empty, narrows the principal: every required claim
-	// must also be contained by one of these.
-	Restrict []backend.Claim
-	// MachineToken is MachineDiscovery or MachineOperations for machines.
-	MachineToken string
-	// ExpiresAt is the token's expiry; zero for Basic.
-	ExpiresAt time.Time
-	// TokenID is the token's jti, for audit logs; empty for Basic.
-	TokenID string
-	// Basic marks a per-request principal built from Basic credentials.
-	Basic bool
-	// Job is the job a job token was minted for (docs/design.md §8.7): a
-	// machine operations principal whose token ends with the job. Claims
-	// are the extra claims its task grants, beside the operations set.
-	Job    string
-	Claims []backend.Claim
 }
 
 // Options tune an Authenticator. Zero values take the defaults noted.

@@ -78,7 +78,7 @@ func (a *Authenticator) basic(ctx context.Context, user, pw, clientIP string) (*
 // basicPrincipal: Basic acts as a one-use token the user grants itself with
 // all its roles (docs/design.md §5.5).
 func basicPrincipal(u UserRecord) *Principal {
-	return &Principal{Kind: KindUser, Name: u.Name, Grantor: u.Name, Roles: slices.Clone(u.Roles), Basic: true}
+	return &Principal{Kind: KindUser, Name: u.Name, Grantor: u.Name, Roles: slices.Clone(u.Roles), Method: MethodBasic}
 }
 
 // credKey keys the cache by an HMAC of everything that makes the credential

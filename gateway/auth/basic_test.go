@@ -82,7 +82,7 @@ func TestBasicPrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator", "readonly"}, Basic: true}
+	want := Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator", "readonly"}, Method: MethodBasic}
 	if got := fmt.Sprintf("%+v", *p); got != fmt.Sprintf("%+v", want) {
 		t.Errorf("got  %s\nwant %+v", got, want)
 	}

@@ -28,13 +28,13 @@ const (
 // Secret, hash or password ever appears in it, because the Secrets enter
 // the token only through the MAC key.
 type tokenClaims struct {
-	Kind    string `json:"kind"`
+	Kind    Kind   `json:"kind"`
 	Grantor string `json:"grantor"`
 	// Roles absent means all of the user's roles, resolved at request time;
 	// present (even empty) restricts the token to exactly those.
-	Roles        *[]string       `json:"roles,omitempty"`
-	Restrict     []backend.Claim `json:"restrict,omitempty"`
-	MachineToken string          `json:"machine_token,omitempty"`
+	Roles        *[]string        `json:"roles,omitempty"`
+	Restrict     []backend.Claim  `json:"restrict,omitempty"`
+	MachineToken MachineTokenKind `json:"machine_token,omitempty"`
 	// Job and Claims make a machine operations token a job token.
 	Job    string          `json:"job,omitempty"`
 	Claims []backend.Claim `json:"claims,omitempty"`
@@ -47,7 +47,8 @@ const kindJob = "job"
 
 // keyInputs are the secrets a token's MAC key depends on.
 type keyInputs struct {
-	kind, system, user, grantor, machine string
+	kind                           Kind
+	system, user, grantor, machine string
 }
 
 // deriveKey makes the per-token MAC key: HKDF-SHA256 keyed by the base key,
@@ -59,7 +60,7 @@ func deriveKey(base []byte, in keyInputs) ([]byte, error) {
 		return nil, errors.New("token base key shorter than 32 bytes")
 	}
 	info := make([]byte, 0, 64+len(in.system)+len(in.user)+len(in.grantor)+len(in.machine))
-	for _, s := range []string{in.kind, in.system, in.user, in.grantor, in.machine} {
+	for _, s := range []string{string(in.kind), in.system, in.user, in.grantor, in.machine} {
 		info = binary.BigEndian.AppendUint32(info, uint32(len(s)))
 		info = append(info, s...)
 	}
@@ -191,7 +192,7 @@ func (a *Authenticator) IssueUserToken(ctx context.Context, user UserRecord, gra
 // discovery token for a machine not known yet (subject UnknownMachine),
 // which depends on the system Secret alone; a known machine's token also
 // dies when the machine's Secret changes. An unknown uuid is ENOTFOUND.
-func (a *Authenticator) IssueMachineToken(ctx context.Context, uuid, kind string, ttl time.Duration) (string, time.Time, error) {
+func (a *Authenticator) IssueMachineToken(ctx context.Context, uuid string, kind MachineTokenKind, ttl time.Duration) (string, time.Time, error) {
 	if ttl <= 0 {
 		return "", time.Time{}, backend.Errorf(backend.EBADREQUEST, "ttl must be positive")
 	}
@@ -291,10 +292,17 @@ func (a *Authenticator) bearer(ctx context.Context, tok string) (*Principal, err
 		Grantor:      c.Grantor,
 		Restrict:     c.Restrict,
 		MachineToken: c.MachineToken,
+		Method:       MethodBearer,
 		ExpiresAt:    c.ExpiresAt.Time,
 		TokenID:      c.ID,
 		Job:          c.Job,
 		Claims:       c.Claims,
+	}
+	if c.IssuedAt != nil {
+		p.IssuedAt = c.IssuedAt.Time
+	}
+	if c.Kind == KindMachine {
+		p.Method = MethodMachine
 	}
 	if c.Kind == KindUser {
 		p.Roles = slices.Clone(st.user.Roles)

@@ -55,7 +55,7 @@ func (w *tokenWorld) userToken(t *testing.T, u UserRecord, g *Principal, ttl tim
 	return tok
 }
 
-func (w *tokenWorld) machineToken(t *testing.T, uuid, kind string) string {
+func (w *tokenWorld) machineToken(t *testing.T, uuid string, kind MachineTokenKind) string {
 	t.Helper()
 	tok, _, err := w.a.IssueMachineToken(context.Background(), uuid, kind, time.Hour)
 	if err != nil {
@@ -79,12 +79,12 @@ func TestTokenRoundTrip(t *testing.T) {
 		{
 			name: "user self-granted, all roles",
 			tok:  func() string { return w.userToken(t, w.bob, basicGrantor(w.bob), 0, nil, nil) },
-			want: Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator"}},
+			want: Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator"}, Method: MethodBearer},
 		},
 		{
 			name: "user granted by another user",
 			tok:  func() string { return w.userToken(t, w.bob, basicGrantor(w.admin), time.Minute, nil, nil) },
-			want: Principal{Kind: KindUser, Name: "bob", Grantor: "admin", Roles: []string{"operator"}},
+			want: Principal{Kind: KindUser, Name: "bob", Grantor: "admin", Roles: []string{"operator"}, Method: MethodBearer},
 		},
 		{
 			name: "restricted roles and claims",
@@ -93,27 +93,27 @@ func TestTokenRoundTrip(t *testing.T) {
 			},
 			// Roles are bob's own, as stored now; the token's roles narrow them.
 			want: Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator"},
-				TokenRoles: []string{"readonly"}, RoleRestricted: true, Restrict: restrict},
+				TokenRoles: []string{"readonly"}, RoleRestricted: true, Restrict: restrict, Method: MethodBearer},
 		},
 		{
 			name: "every requested role dropped",
 			tok:  func() string { return w.userToken(t, w.bob, basicGrantor(w.bob), time.Hour, []string{}, nil) },
-			want: Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator"}, TokenRoles: []string{}, RoleRestricted: true},
+			want: Principal{Kind: KindUser, Name: "bob", Grantor: "bob", Roles: []string{"operator"}, TokenRoles: []string{}, RoleRestricted: true, Method: MethodBearer},
 		},
 		{
 			name: "machine operations",
 			tok:  func() string { return w.machineToken(t, machine1, MachineOperations) },
-			want: Principal{Kind: KindMachine, Name: machine1, Grantor: SystemGrantor, MachineToken: MachineOperations},
+			want: Principal{Kind: KindMachine, Name: machine1, Grantor: SystemGrantor, MachineToken: MachineOperations, Method: MethodMachine},
 		},
 		{
 			name: "known machine discovery",
 			tok:  func() string { return w.machineToken(t, machine1, MachineDiscovery) },
-			want: Principal{Kind: KindMachine, Name: machine1, Grantor: SystemGrantor, MachineToken: MachineDiscovery},
+			want: Principal{Kind: KindMachine, Name: machine1, Grantor: SystemGrantor, MachineToken: MachineDiscovery, Method: MethodMachine},
 		},
 		{
 			name: "unknown machine discovery",
 			tok:  func() string { return w.machineToken(t, "", MachineDiscovery) },
-			want: Principal{Kind: KindMachine, Name: UnknownMachine, Grantor: SystemGrantor, MachineToken: MachineDiscovery},
+			want: Principal{Kind: KindMachine, Name: UnknownMachine, Grantor: SystemGrantor, MachineToken: MachineDiscovery, Method: MethodMachine},
 		},
 	}
 	for _, tt := range tests {
@@ -122,10 +122,10 @@ func TestTokenRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.ExpiresAt.IsZero() || p.TokenID == "" || p.Basic {
-				t.Errorf("got ExpiresAt %v, TokenID %q, Basic %v", p.ExpiresAt, p.TokenID, p.Basic)
+			if p.ExpiresAt.IsZero() || p.IssuedAt.IsZero() || !p.IssuedAt.Before(p.ExpiresAt) || p.TokenID == "" {
+				t.Errorf("got IssuedAt %v, ExpiresAt %v, TokenID %q", p.IssuedAt, p.ExpiresAt, p.TokenID)
 			}
-			p.ExpiresAt, p.TokenID = time.Time{}, ""
+			p.IssuedAt, p.ExpiresAt, p.TokenID = time.Time{}, time.Time{}, ""
 			if got, want := fmt.Sprintf("%+v", *p), fmt.Sprintf("%+v", tt.want); got != want {
 				t.Errorf("got  %s\nwant %s", got, want)
 			}

@@ -164,7 +164,7 @@ func (d *deriver) derive() (Result, error) {
 		}
 		d.add("create", m)
 	case hSystemAction:
-		// Reference §6.4: system actions are claimed on specific "global".
+		// docs/design.md §5.4: system actions are claimed on specific "global".
 		out.Operation = "action:" + d.caps.cmd
 		d.add(out.Operation, "global")
 	case hObject, hPatch, hPut:
@@ -221,7 +221,7 @@ func (d *deriver) objectClaims(out *Result, key, specific string) error {
 			action = "action:" + d.caps.cmd
 			out.Operation = action
 		case fromParam:
-			ptr := "/Params/" + escapePointer(d.caps.name)
+			ptr := "/Params/" + backend.EscapePointer(d.caps.name)
 			action = "update:" + ptr
 			if d.r.Method != "DELETE" && len(d.r.Body) > 0 {
 				d.written = append(d.written, Write{Pointer: ptr, Value: json.RawMessage(d.r.Body)})

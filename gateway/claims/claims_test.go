@@ -604,13 +604,13 @@ func TestFiberPath(t *testing.T) {
 
 func TestPointerHelpers(t *testing.T) {
 	for in, want := range map[string]string{"a": "a", "a/b": "a~1b", "a~b": "a~0b", "~/": "~0~1", "": ""} {
-		if got := escapePointer(in); got != want {
-			t.Errorf("escapePointer(%q) = %q, want %q", in, got, want)
+		if got := backend.EscapePointer(in); got != want {
+			t.Errorf("backend.EscapePointer(%q) = %q, want %q", in, got, want)
 		}
 	}
 	for p, want := range map[string]bool{"": true, "/": true, "/a~0~1": true, "a": false, "/~": false, "/~2": false} {
-		if got := validPointer(p); got != want {
-			t.Errorf("validPointer(%q) = %v, want %v", p, got, want)
+		if got := backend.ValidPointer(p); got != want {
+			t.Errorf("backend.ValidPointer(%q) = %v, want %v", p, got, want)
 		}
 	}
 }

@@ -83,7 +83,7 @@ func FuzzDerive(f *testing.F) {
 			if !slices.Contains(actions, base) {
 				t.Fatalf("action %q not valid in %s (%s %s)", c.Action, c.Scope, method, path)
 			}
-			if base == "update" && hasArg && !validPointer(rest) {
+			if base == "update" && hasArg && !backend.ValidPointer(rest) {
 				t.Fatalf("invalid pointer in %q", c.Action)
 			}
 		}
@@ -140,7 +140,7 @@ func FuzzPatchPointers(f *testing.F) {
 			}
 		}
 		for _, p := range ptrs {
-			if !validPointer(p) {
+			if !backend.ValidPointer(p) {
 				t.Fatalf("invalid pointer %q from %q", p, body)
 			}
 		}

@@ -14,30 +14,6 @@ import (
 	"github.com/provgate/provgate/backend"
 )
 
-var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
-
-// escapePointer escapes one reference token (RFC 6901 §3).
-func escapePointer(tok string) string {
-	if strings.IndexByte(tok, '~') < 0 && strings.IndexByte(tok, '/') < 0 {
-		return tok
-	}
-	return pointerEscaper.Replace(tok)
-}
-
-// validPointer reports whether p is an RFC 6901 pointer as written in a
-// patch: "" or '/'-led, with '~' only in "~0" and "~1".
-func validPointer(p string) bool {
-	if p != "" && p[0] != '/' {
-		return false
-	}
-	for i := 0; i < len(p); i++ {
-		if p[i] == '~' && (i+1 == len(p) || (p[i+1] != '0' && p[i+1] != '1')) {
-			return false
-		}
-	}
-	return true
-}
-
 // errTooManyOps refuses a patch of more than MaxPatchOps operations.
 var errTooManyOps = fmt.Errorf("a patch may hold at most %d operations", MaxPatchOps)
 
@@ -130,7 +106,7 @@ func opPointer(op map[string]json.RawMessage, field string) (string, error) {
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return "", fmt.Errorf("malformed %s", field)
 	}
-	if !validPointer(p) {
+	if !backend.ValidPointer(p) {
 		return "", fmt.Errorf("invalid JSON pointer %q in %s", p, field)
 	}
 	return p, nil
@@ -223,13 +199,13 @@ func putPointers(scope, key string, cur, body []byte) ([]string, []Write, error)
 	for k, bv := range b {
 		if fields[k] {
 			if !skip(k, bv) && !(isZero(bv) && isZero(c[k])) {
-				diff("/"+escapePointer(k), bv, c[k], set)
+				diff("/"+backend.EscapePointer(k), bv, c[k], set)
 			}
 			continue
 		}
 		for f := range fields {
 			if strings.EqualFold(k, f) && !skip(f, bv) {
-				set["/"+escapePointer(f)] = true
+				set["/"+backend.EscapePointer(f)] = true
 			}
 		}
 	}
@@ -238,7 +214,7 @@ func putPointers(scope, key string, cur, body []byte) ([]string, []Write, error)
 			continue
 		}
 		if !isZero(cv) {
-			set["/"+escapePointer(k)] = true
+			set["/"+backend.EscapePointer(k)] = true
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -252,7 +228,7 @@ func putPointers(scope, key string, cur, body []byte) ([]string, []Write, error)
 			// Which spelling the model keeps depends on document order.
 			continue
 		}
-		if v, ok := lookup(b, p); ok {
+		if v, ok := backend.LookupPointer(b, p); ok {
 			if raw, err := json.Marshal(v); err == nil {
 				written = append(written, Write{Pointer: p, Value: raw})
 			}
@@ -265,7 +241,7 @@ func putPointers(scope, key string, cur, body []byte) ([]string, []Write, error)
 // any case.
 func spellings(b map[string]any, p string) int {
 	field, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
-	field = unescapePointer(field)
+	field = backend.UnescapePointer(field)
 	n := 0
 	for k := range b {
 		if strings.EqualFold(k, field) {
@@ -273,31 +249,6 @@ func spellings(b map[string]any, p string) int {
 		}
 	}
 	return n
-}
-
-// lookup returns the value at pointer p of a decoded document, through
-// objects only.
-func lookup(doc map[string]any, p string) (any, bool) {
-	var cur any = doc
-	for _, tok := range strings.Split(p, "/")[1:] {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[unescapePointer(tok)]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
-}
-
-var pointerUnescaper = strings.NewReplacer("~1", "/", "~0", "~")
-
-func unescapePointer(tok string) string {
-	if strings.IndexByte(tok, '~') < 0 {
-		return tok
-	}
-	return pointerUnescaper.Replace(tok)
 }
 
 // topLevel reduces pointers to their top-level fields ("/Params/a" to
@@ -341,7 +292,7 @@ func diff(ptr string, a, b any, set map[string]bool) {
 		return
 	}
 	for k, av := range am {
-		p := ptr + "/" + escapePointer(k)
+		p := ptr + "/" + backend.EscapePointer(k)
 		if bv, ok := bm[k]; ok {
 			diff(p, av, bv, set)
 		} else {
@@ -350,7 +301,7 @@ func diff(ptr string, a, b any, set map[string]bool) {
 	}
 	for k := range bm {
 		if _, ok := am[k]; !ok {
-			set[ptr+"/"+escapePointer(k)] = true
+			set[ptr+"/"+backend.EscapePointer(k)] = true
 		}
 	}
 }

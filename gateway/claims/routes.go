@@ -152,7 +152,7 @@ func buildTable() *routeTable {
 		add("GET", obj+"/actions", route{h: hObject, scope: p, action: "actions", op: "actions", resolve: true})
 		add("GET|POST", obj+"/actions/{cmd}", route{h: hObject, scope: p, from: fromCmd, resolve: true})
 		if kind.HasParams {
-			// Reference §3.9: params mutations are update:/Params patches
+			// docs/design.md §5.4: params mutations are update:/Params patches
 			// of the parent object.
 			add("GET", obj+"/params", route{h: hObject, scope: p, action: "get", op: "get", secure: secure, resolve: true})
 			add("POST", obj+"/params", route{h: hObject, scope: p, action: "update:/Params", op: "update", resolve: true})
@@ -172,7 +172,8 @@ func buildTable() *routeTable {
 			add("POST", obj+"/secret", route{h: hObject, scope: p, action: "update:/Secret", op: "update", resolve: true})
 		case "pools":
 			add("GET", obj+"/status", route{h: hObject, scope: p, action: "get", op: "get", resolve: true})
-			for _, verb := range []string{"addMachines", "removeMachines", "allocateMachines", "releaseMachines"} {
+			for _, v := range backend.PoolVerbs {
+				verb := string(v)
 				add("POST", obj+"/"+verb, route{h: hObject, scope: p, action: "action:" + verb, op: "action:" + verb, resolve: true})
 			}
 		case "machines":

@@ -50,6 +50,30 @@ func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
 	}()
 }
 
+// ReloadOn reloads the policy directory each time a value arrives on c
+// (SIGHUP in the server) until ctx ends, running the directory's tests
+// first: a failing policy never replaces the working one. It returns at
+// once. Nothing happens for the embedded policy.
+func (e *Engine) ReloadOn(ctx context.Context, c <-chan os.Signal) {
+	if e.dir == "" {
+		return
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c:
+				if err := e.Reload(ctx); err != nil {
+					e.logger.ErrorContext(ctx, "policy reload refused; keeping the running policy", "error", err.Error())
+				} else {
+					e.logger.InfoContext(ctx, "policy reloaded", "dir", e.dir)
+				}
+			}
+		}
+	}()
+}
+
 // sums maps each file path to the SHA-256 of its content.
 func sums(files ...map[string]string) map[string][sha256.Size]byte {
 	out := map[string][sha256.Size]byte{}

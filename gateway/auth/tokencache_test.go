@@ -1,19 +1,17 @@
-package main
+package auth
 
 import (
 	"crypto/sha256"
 	"testing"
 	"time"
-
-	"github.com/provgate/provgate/gateway"
 )
 
 func TestTokenCache(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	c := newTokenCache(2, time.Minute)
+	c := NewTokenCache(nil, 2, time.Minute)
 	c.now = func() time.Time { return now }
 	k1, k2, k3 := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b")), sha256.Sum256([]byte("c"))
-	p := &gateway.Principal{Kind: "user", Name: "bob", Roles: []string{"ops"}}
+	p := &Principal{Kind: KindUser, Name: "bob", Roles: []string{"ops"}}
 
 	t.Run("hit returns a copy", func(t *testing.T) {
 		c.put(k1, p, now.Add(time.Hour))
@@ -42,13 +40,13 @@ func TestTokenCache(t *testing.T) {
 	})
 	t.Run("reset drops everything", func(t *testing.T) {
 		c.put(k1, p, now.Add(time.Hour))
-		c.reset()
+		c.Reset()
 		if _, ok := c.get(k1); ok {
 			t.Fatal("entry survived reset")
 		}
 	})
 	t.Run("bounded", func(t *testing.T) {
-		c.reset()
+		c.Reset()
 		c.put(k1, p, now.Add(time.Hour))
 		c.put(k2, p, now.Add(time.Hour))
 		c.put(k3, p, now.Add(time.Hour))

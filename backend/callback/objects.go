@@ -1,0 +1,191 @@
+package callback
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// Objects is what the callback plugin reads of the stored objects; the
+// object service implements it.
+type Objects interface {
+	Get(ctx context.Context, prefix, key string) (backend.Model, int64, error)
+	List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error)
+	// Params returns an object's params; Secure values decrypted only when
+	// decode is true.
+	Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error)
+	// Aggregate returns a machine's effective params (docs/design.md §4).
+	Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error)
+}
+
+// objectSource reads machines and plugins through Objects (Machines and
+// Plugins of a Service built with Objects).
+type objectSource struct{ o Objects }
+
+func (s objectSource) GetMachine(ctx context.Context, uuid string) (*backend.Machine, error) {
+	m, _, err := s.o.Get(ctx, backend.PrefixMachines, uuid)
+	if err != nil {
+		return nil, err
+	}
+	return m.(*backend.Machine), nil
+}
+
+func (s objectSource) MachineParams(ctx context.Context, m *backend.Machine, aggregate, decode bool) (map[string]any, error) {
+	if aggregate {
+		return s.o.Aggregate(ctx, m, decode)
+	}
+	return s.o.Params(ctx, backend.PrefixMachines, m.Uuid, false, decode)
+}
+
+// ListPlugins returns every plugin, callback plugins with their params in
+// the clear (see openParams).
+func (s objectSource) ListPlugins(ctx context.Context) ([]*backend.Plugin, error) {
+	list, _, _, err := s.o.List(ctx, backend.PrefixPlugins, backend.Query{Limit: -1})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*backend.Plugin, 0, len(list))
+	for _, m := range list {
+		p, ok := m.(*backend.Plugin)
+		if !ok {
+			return nil, fmt.Errorf("plugins: unexpected %T", m)
+		}
+		if p.Provider == ProviderName {
+			if err := s.openParams(ctx, p); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// openParams gives the service a plugin's params in the clear: callback/auths
+// is a Secure param, stored sealed, and the service must see what the
+// validation at save time saw.
+func (s objectSource) openParams(ctx context.Context, p *backend.Plugin) error {
+	params, err := s.o.Params(ctx, backend.PrefixPlugins, p.Name, false, true)
+	if err != nil {
+		return err
+	}
+	p.Params = params
+	return nil
+}
+
+// callbackPlugins lists the plugins of this provider.
+func (s objectSource) callbackPlugins(ctx context.Context) ([]*backend.Plugin, error) {
+	all, err := s.ListPlugins(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []*backend.Plugin{}
+	for _, p := range all {
+		if p.Provider == ProviderName {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// Actions are the plugin actions of the callback provider on machines
+// (docs/design.md §12.2): which are offered, running callbackDo, and the
+// recorded attempts.
+type Actions struct {
+	s   *Service
+	src objectSource
+}
+
+// Actions returns the plugin actions of s; s must have been built with
+// Options.Objects.
+func (s *Service) Actions() *Actions { return &Actions{s: s, src: objectSource{s.opts.Objects}} }
+
+// Providers lists the plugin providers the server has.
+func (a *Actions) Providers() []backend.PluginProvider {
+	return []backend.PluginProvider{Provider()}
+}
+
+// List returns the actions plugins offer on an object (one per plugin
+// instance; Provider is the provider name, as DRP reports it). A non-empty
+// plugin keeps only that plugin's.
+func (a *Actions) List(ctx context.Context, prefix, key, plugin string) ([]backend.AvailableAction, error) {
+	if _, _, err := a.src.o.Get(ctx, prefix, key); err != nil {
+		return nil, err
+	}
+	out := []backend.AvailableAction{}
+	if prefix != backend.PrefixMachines {
+		return out, nil
+	}
+	ps, err := a.src.callbackPlugins(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if plugin != "" && p.Name != plugin {
+			continue
+		}
+		out = append(out, Provider().AvailableActions...)
+	}
+	return out, nil
+}
+
+// Run runs action cmd on an object: callbackDo on a machine, with the named
+// plugin or the first callback plugin.
+func (a *Actions) Run(ctx context.Context, prefix, key, cmd, plugin string, params map[string]any) (json.RawMessage, error) {
+	m, _, err := a.src.o.Get(ctx, prefix, key)
+	if err != nil {
+		return nil, err
+	}
+	if prefix != backend.PrefixMachines || cmd != ActionName {
+		return nil, backend.NewError(backend.EBADREQUEST, "INVOKE", prefix, key, "Action "+cmd+" on "+prefix+": Not Found")
+	}
+	mc := m.(*backend.Machine)
+	var p *backend.Plugin
+	if plugin != "" {
+		pm, _, err := a.src.o.Get(ctx, backend.PrefixPlugins, plugin)
+		if err != nil || pm.(*backend.Plugin).Provider != ProviderName {
+			return nil, backend.NewError(backend.EBADREQUEST, "INVOKE", prefix, key,
+				"Action "+cmd+" on machines for plugin "+plugin+" not found")
+		}
+		p = pm.(*backend.Plugin)
+		if err := a.src.openParams(ctx, p); err != nil {
+			return nil, err
+		}
+	} else {
+		ps, err := a.src.callbackPlugins(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(ps) == 0 {
+			return nil, backend.NewError(backend.EBADREQUEST, "INVOKE", prefix, key, "Action "+cmd+" on machines: Not Found")
+		}
+		p = ps[0]
+	}
+	if !p.Available {
+		return nil, backend.NewError(backend.ECONFLICT, "INVOKE", backend.PrefixPlugins, p.Name,
+			append([]string{"plugin " + p.Name + " is not available"}, p.Errors...)...)
+	}
+	// Action params missing from the body come from the machine's
+	// aggregated params, as DRP fills declared action params.
+	agg, err := a.src.o.Aggregate(ctx, mc, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{ParamAction, ParamDataOverride} {
+		if _, ok := params[name]; !ok {
+			if v, ok := agg[name]; ok {
+				params[name] = v
+			}
+		}
+	}
+	return a.s.Do(ctx, p, mc, params, backend.SourceAction)
+}
+
+// Attempts lists a plugin's recorded attempts (see Service.Attempts).
+func (a *Actions) Attempts(ctx context.Context, plugin, machine string, limit int) ([]backend.CallbackAttempt, error) {
+	if _, _, err := a.src.o.Get(ctx, backend.PrefixPlugins, plugin); err != nil {
+		return nil, err
+	}
+	return a.s.Attempts(ctx, plugin, machine, limit)
+}

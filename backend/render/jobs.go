@@ -1,0 +1,85 @@
+package render
+
+import (
+	"context"
+	"strings"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// JobObjects is what job actions are rendered from; the object service
+// implements it.
+type JobObjects interface {
+	Get(ctx context.Context, prefix, key string) (backend.Model, int64, error)
+	// Aggregate returns a machine's effective params; decode opens Secure
+	// values.
+	Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error)
+}
+
+// JobActions renders the task templates of jobs for the agent that runs
+// them (GET /jobs/<id>/actions; docs/design.md §10.4).
+type JobActions struct {
+	o      JobObjects
+	tokens TokenMinter
+	info   func() Info
+}
+
+// NewJobActions returns the job action renderer; tokens mints the machine
+// tokens templates ask for, info describes the server's endpoint.
+func NewJobActions(o JobObjects, tokens TokenMinter, info func() Info) *JobActions {
+	return &JobActions{o: o, tokens: tokens, info: info}
+}
+
+// JobActions renders job key's task templates for the agent's OS goos (""
+// for every template): one action per template, in the task's order. A
+// job whose task is not a task (a "stage:", "bootenv:" or "action:" entry)
+// has none.
+func (j *JobActions) JobActions(ctx context.Context, key, goos string) ([]backend.JobAction, error) {
+	jm, _, err := j.o.Get(ctx, backend.PrefixJobs, key)
+	if err != nil {
+		return nil, err
+	}
+	job := jm.(*backend.Job)
+	mm, _, err := j.o.Get(ctx, backend.PrefixMachines, job.Machine)
+	if err != nil {
+		return nil, err
+	}
+	m := mm.(*backend.Machine)
+	out := []backend.JobAction{}
+	if strings.Contains(job.Task, ":") {
+		return out, nil
+	}
+	tm, _, err := j.o.Get(ctx, backend.PrefixTasks, job.Task)
+	if err != nil {
+		return nil, err
+	}
+	task := tm.(*backend.Task)
+	agg, err := j.o.Aggregate(ctx, m, true)
+	if err != nil {
+		return nil, err
+	}
+	env := Env{
+		Machine: m,
+		Params: func(_ context.Context, name string) (any, bool, error) {
+			v, ok := agg[name]
+			return v, ok, nil
+		},
+		Info:   j.info(),
+		Tokens: j.tokens,
+	}
+	for _, t := range task.Templates {
+		if os := t.Meta["OS"]; os != "" && goos != "" && !strings.EqualFold(os, goos) {
+			continue
+		}
+		text, err := Render(ctx, Task, t.Name, t.Contents, env, Limits{})
+		if err != nil {
+			return nil, backend.NewError(backend.ECONFLICT, "GET", backend.PrefixJobs, key, "template "+t.Name+": "+err.Error())
+		}
+		meta := t.Meta
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		out = append(out, backend.JobAction{Name: t.Name, Path: t.Path, Content: text, Meta: meta})
+	}
+	return out, nil
+}

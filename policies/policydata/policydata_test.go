@@ -1,0 +1,119 @@
+package policydata_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/store/storetest"
+	"github.com/provgate/provgate/policies"
+	"github.com/provgate/provgate/policies/policydata"
+)
+
+type fixedLicense backend.LicenseState
+
+func (l fixedLicense) LicenseState(context.Context) backend.LicenseState {
+	return backend.LicenseState(l)
+}
+
+// engine keeps the last data it was given.
+type engine struct {
+	d   policies.Data
+	n   int
+	err error
+}
+
+func (e *engine) SetData(_ context.Context, d policies.Data) error {
+	e.n++
+	if e.err != nil {
+		return e.err
+	}
+	e.d = d
+	return nil
+}
+
+func TestSync(t *testing.T) {
+	for _, c := range storetest.Open(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			ctx := context.Background()
+			put := func(prefix, key string, v any) {
+				b, err := json.Marshal(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.Store.Create(ctx, prefix, key, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			put("roles", "ops", backend.Role{Name: "ops", Claims: []backend.Claim{{Scope: "machines", Action: "get", Specific: "*"}}})
+			put("tenants", "t1", backend.Tenant{Name: "t1", Users: []string{"bob"}, Members: map[string][]string{"machines": {"m1"}}})
+			e := &engine{}
+			s := policydata.NewSync(c.Store, fixedLicense{Valid: true, Features: []string{"rbac"}}, e)
+			if got := s.TenantOf("bob"); got != "" {
+				t.Fatalf("tenant before the first refresh: %q", got)
+			}
+			if err := s.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := e.d.Roles["ops"]; !ok || len(e.d.Roles) != 1 {
+				t.Fatalf("roles %v", e.d.Roles)
+			}
+			if !e.d.License.Valid || len(e.d.License.Features) != 1 || e.d.License.Features[0] != "rbac" {
+				t.Fatalf("license %+v", e.d.License)
+			}
+			if s.TenantOf("bob") != "t1" || s.TenantOf("alice") != "" {
+				t.Fatalf("tenants: bob %q, alice %q", s.TenantOf("bob"), s.TenantOf("alice"))
+			}
+			// An engine that refuses the data keeps the tenants it had.
+			e.err = errors.New("refused")
+			if err := s.Refresh(ctx); err == nil || s.TenantOf("bob") != "t1" {
+				t.Fatalf("refused data: %v, bob in %q", err, s.TenantOf("bob"))
+			}
+		})
+	}
+}
+
+type revisions struct {
+	rev int64
+	err error
+}
+
+func (r *revisions) Revision(context.Context) (int64, error) { return r.rev, r.err }
+
+type cache struct{ resets int }
+
+func (c *cache) Reset() { c.resets++ }
+
+type reloader struct{ n int }
+
+func (r *reloader) Refresh(context.Context) error { r.n++; return nil }
+
+func TestFreshness(t *testing.T) {
+	ctx := context.Background()
+	rev, c1, c2, pol := &revisions{rev: 1}, &cache{}, &cache{}, &reloader{}
+	f := policydata.NewFreshness(rev, true, pol, c1, c2)
+	if err := f.Refresh(ctx); err != nil || pol.n != 1 || c1.resets != 1 || c2.resets != 1 {
+		t.Fatalf("refresh: %v, reloads %d, resets %d %d", err, pol.n, c1.resets, c2.resets)
+	}
+	// The same revision: nothing to do.
+	if err := f.Check(ctx); err != nil || pol.n != 1 || c1.resets != 1 {
+		t.Fatalf("check at the same revision reloaded: %v, %d", err, pol.n)
+	}
+	// Another replica wrote.
+	rev.rev = 2
+	if err := f.Check(ctx); err != nil || pol.n != 2 || c1.resets != 2 || c2.resets != 2 {
+		t.Fatalf("check after a write: %v, reloads %d, resets %d %d", err, pol.n, c1.resets, c2.resets)
+	}
+	// An unreadable revision is an error, never a silent pass.
+	rev.err = errors.New("db down")
+	if err := f.Check(ctx); err == nil {
+		t.Fatal("check passed without reading the revision")
+	}
+	// Without polling (one process owns the store) Check reads nothing.
+	g := policydata.NewFreshness(rev, false, pol, c1)
+	if err := g.Check(ctx); err != nil || pol.n != 2 {
+		t.Fatalf("check without polling: %v, %d", err, pol.n)
+	}
+}
