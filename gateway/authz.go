@@ -12,7 +12,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/objects"
 	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
 	"github.com/provgate/provgate/policies"
@@ -80,12 +79,12 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	if p.IsMachine() {
 		who = "runner:" + p.Name
 	}
-	ctx = objects.WithPrincipal(ctx, who)
+	ctx = backend.WithPrincipal(ctx, who)
 	ctx = backend.WithAccess(ctx, &requestAccess{s: s, p: p})
 	if p.IsUser() && s.TenantOf != nil {
 		if t := s.TenantOf(p.Name); t != "" {
 			// Objects a tenant user creates join its tenant (docs/design.md §6).
-			ctx = objects.WithTenant(ctx, t)
+			ctx = backend.WithTenant(ctx, t)
 		}
 	}
 	c.SetUserContext(ctx)

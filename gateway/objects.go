@@ -11,7 +11,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/objects"
 )
 
 // Objects is the object service behind the DRP CRUD routes.
@@ -41,7 +40,7 @@ func (s *Server) isParam(ctx context.Context, name string) bool {
 
 // etagOf is the object's ETag, the same on every replica; Wait compares
 // against the same value.
-func etagOf(m backend.Model, rev int64) string { return objects.ModelETag(m, rev) }
+func etagOf(m backend.Model, rev int64) string { return backend.ModelETag(m, rev) }
 
 // routePrefix is the scope (kind prefix) the request was authorized for.
 func routePrefix(c *fiber.Ctx) string { return accessOf(c).Scope }

@@ -71,7 +71,7 @@ func (s *Service) Create(ctx context.Context, prefix string, body []byte) (backe
 			return err
 		}
 		emit(ctx, s.event(ctx, "create", m, nil))
-		return s.addToTenant(ctx, tenantOf(ctx), prefix, m.Key())
+		return s.addToTenant(ctx, backend.TenantFrom(ctx), prefix, m.Key())
 	})
 	if err != nil {
 		return nil, err

@@ -193,7 +193,7 @@ func TestWait(t *testing.T) {
 		ctx := context.Background()
 		mustCreate(t, e, "profiles", `{"Name":"wp"}`)
 		m, rev, _ := e.svc.Get(ctx, "profiles", "wp")
-		tag := ModelETag(m, rev)
+		tag := backend.ModelETag(m, rev)
 		t.Run("times out without change", func(t *testing.T) {
 			changed, err := e.svc.Wait(ctx, "profiles", "wp", tag, 50*time.Millisecond)
 			if err != nil || changed {
@@ -230,7 +230,7 @@ func TestWait(t *testing.T) {
 			m, rev, _ := e.svc.Get(ctx, "profiles", "wp")
 			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			defer cancel()
-			_, err := e.svc.Wait(cctx, "profiles", "wp", ModelETag(m, rev), time.Minute)
+			_, err := e.svc.Wait(cctx, "profiles", "wp", backend.ModelETag(m, rev), time.Minute)
 			if err == nil {
 				t.Fatal("want ctx error")
 			}
@@ -244,7 +244,7 @@ func TestWait(t *testing.T) {
 
 func TestEventsAfterCommit(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := WithPrincipal(context.Background(), "user:rocketskates")
+		ctx := backend.WithPrincipal(context.Background(), "user:rocketskates")
 		sub := e.bus.Subscribe(16, func(ev backend.Event) bool { return ev.Type == "users" })
 		defer sub.Close()
 		if _, err := e.svc.Create(ctx, "users", []byte(`{"Name":"-bad"}`)); err == nil {

@@ -8,8 +8,6 @@ package objects
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,25 +141,6 @@ func New(st Store, o Options) *Service {
 	return s
 }
 
-// ETag is the entity tag of a stored object: a hash of its revision and JSON,
-// the same on every replica.
-func ETag(rev int64, data []byte) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%d\n", rev)
-	h.Write(data)
-	return `"` + hex.EncodeToString(h.Sum(nil)[:16]) + `"`
-}
-
-// ModelETag is the ETag of an object as Get returns it (sanitized, unshaped)
-// at revision rev. Wait compares against this value.
-func ModelETag(m backend.Model, rev int64) string {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return `""`
-	}
-	return ETag(rev, b)
-}
-
 const secretChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 func randomSecret() string {
@@ -181,26 +160,7 @@ func randomSecret() string {
 
 type ctxKey int
 
-const (
-	principalKey ctxKey = iota
-	tenantKey
-	eventsKey
-)
-
-// WithPrincipal records who makes the change ("user:bob", "runner:<uuid>");
-// it goes into the Principal of published events.
-func WithPrincipal(ctx context.Context, p string) context.Context {
-	return context.WithValue(ctx, principalKey, p)
-}
-
-// WithTenant records the caller's tenant: objects it creates in a scope the
-// tenant restricts are appended to the tenant's Members (docs/design.md §6).
-func WithTenant(ctx context.Context, tenant string) context.Context {
-	return context.WithValue(ctx, tenantKey, tenant)
-}
-
-func principal(ctx context.Context) string { p, _ := ctx.Value(principalKey).(string); return p }
-func tenantOf(ctx context.Context) string  { t, _ := ctx.Value(tenantKey).(string); return t }
+const eventsKey ctxKey = 0
 
 // pending collects the events of a transaction; they are published only once
 // the outermost Service transaction has committed, so subscribers never see
@@ -249,7 +209,7 @@ func (s *Service) publish(ctx context.Context, evs []backend.Event) {
 
 // event builds a change event; obj and orig are sanitized copies.
 func (s *Service) event(ctx context.Context, action string, obj, orig backend.Model) backend.Event {
-	e := backend.Event{Time: s.now(), Action: action, Principal: principal(ctx)}
+	e := backend.Event{Time: s.now(), Action: action, Principal: backend.PrincipalFrom(ctx)}
 	if obj != nil {
 		e.Type, e.Key = obj.Prefix(), obj.Key()
 		e.Object = sanitizedJSON(obj)

@@ -226,7 +226,7 @@ func TestDelete(t *testing.T) {
 func TestTenantCreateMembership(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		mustCreate(t, e, "tenants", `{"Name":"t3","Members":{"profiles":[]}}`)
-		ctx := WithTenant(context.Background(), "t3")
+		ctx := backend.WithTenant(context.Background(), "t3")
 		if _, err := e.svc.Create(ctx, "profiles", []byte(`{"Name":"mine"}`)); err != nil {
 			t.Fatal(err)
 		}

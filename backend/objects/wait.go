@@ -31,7 +31,7 @@ func (s *Service) Wait(ctx context.Context, prefix, key, etag string, d time.Dur
 			return false, err
 		}
 		backend.Sanitize(m)
-		return ModelETag(m, rec.Rev) != etag, nil
+		return backend.ModelETag(m, rec.Rev) != etag, nil
 	}
 	if s.bus == nil || d <= 0 {
 		return changed()
