@@ -210,7 +210,7 @@ func (keyResolver) Current(_ context.Context, prefix, key string) ([]byte, error
 func fuzzServer() (*Server, *recorder, *allowAll) {
 	rec := &recorder{}
 	dec := &allowAll{}
-	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{}, Objects: recObjects{rec},
+	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{}, Objects: recObjects{rec}, Params: recObjects{rec},
 		Pools: recPools{rec}, Users: recUsers{rec}, Actions: recActions{rec}, Jobs: recJobs{rec}, JobTokens: recJobs{rec}, JobActions: recJobs{rec}}})
 	return s, rec, dec
 }

@@ -63,7 +63,7 @@ func (o richObjects) SetParam(_ context.Context, _, _, _ string, v any) (any, er
 func TestWriteReplyWithoutGet(t *testing.T) {
 	dec := &denyGet{}
 	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{},
-		Objects: richObjects{recObjects{&recorder{}}}}})
+		Objects: richObjects{recObjects{&recorder{}}}, Params: richObjects{recObjects{&recorder{}}}}})
 	for _, tc := range []struct{ method, uri, body, want string }{
 		{"PATCH", "/api/v3/machines/m1", `[{"op":"replace","path":"/Description","value":"new"},{"op":"add","path":"/Params/pub","value":3}]`,
 			`{"Description":"new","Uuid":"m1"}`},
@@ -96,7 +96,7 @@ func TestWriteReplyWithoutGet(t *testing.T) {
 	// With get, the whole object.
 	all := &allowAll{}
 	s = New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: all, Policy: all, Resolver: keyResolver{},
-		Objects: richObjects{recObjects{&recorder{}}}}})
+		Objects: richObjects{recObjects{&recorder{}}}, Params: richObjects{recObjects{&recorder{}}}}})
 	ctx := serve(s, "PATCH", "/api/v3/machines/m1", []byte(`[{"op":"replace","path":"/Description","value":"new"}]`))
 	var m backend.Machine
 	if err := json.Unmarshal(ctx.Response.Body(), &m); err != nil || m.Name != "secret-name" || m.Params["secret"] != "s3cr3t" {

@@ -9,10 +9,15 @@ import (
 )
 
 // Objects is what the callback plugin reads of the stored objects; the
-// object service implements it.
+// object service's object part implements it.
 type Objects interface {
 	Get(ctx context.Context, prefix, key string) (backend.Model, int64, error)
 	List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error)
+}
+
+// Params is what the callback plugin reads of objects' params; the object
+// service's params part implements it.
+type Params interface {
 	// Params returns an object's params; Secure values decrypted only when
 	// decode is true.
 	Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error)
@@ -20,9 +25,12 @@ type Objects interface {
 	Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error)
 }
 
-// objectSource reads machines and plugins through Objects (Machines and
-// Plugins of a Service built with Objects).
-type objectSource struct{ o Objects }
+// objectSource reads machines and plugins through Objects and Params
+// (Machines and Plugins of a Service built with them).
+type objectSource struct {
+	o Objects
+	p Params
+}
 
 func (s objectSource) GetMachine(ctx context.Context, uuid string) (*backend.Machine, error) {
 	m, _, err := s.o.Get(ctx, backend.PrefixMachines, uuid)
@@ -34,9 +42,9 @@ func (s objectSource) GetMachine(ctx context.Context, uuid string) (*backend.Mac
 
 func (s objectSource) MachineParams(ctx context.Context, m *backend.Machine, aggregate, decode bool) (map[string]any, error) {
 	if aggregate {
-		return s.o.Aggregate(ctx, m, decode)
+		return s.p.Aggregate(ctx, m, decode)
 	}
-	return s.o.Params(ctx, backend.PrefixMachines, m.Uuid, false, decode)
+	return s.p.Params(ctx, backend.PrefixMachines, m.Uuid, false, decode)
 }
 
 // ListPlugins returns every plugin, callback plugins with their params in
@@ -66,7 +74,7 @@ func (s objectSource) ListPlugins(ctx context.Context) ([]*backend.Plugin, error
 // is a Secure param, stored sealed, and the service must see what the
 // validation at save time saw.
 func (s objectSource) openParams(ctx context.Context, p *backend.Plugin) error {
-	params, err := s.o.Params(ctx, backend.PrefixPlugins, p.Name, false, true)
+	params, err := s.p.Params(ctx, backend.PrefixPlugins, p.Name, false, true)
 	if err != nil {
 		return err
 	}
@@ -98,8 +106,10 @@ type Actions struct {
 }
 
 // Actions returns the plugin actions of s; s must have been built with
-// Options.Objects.
-func (s *Service) Actions() *Actions { return &Actions{s: s, src: objectSource{s.opts.Objects}} }
+// Options.Objects and Options.Params.
+func (s *Service) Actions() *Actions {
+	return &Actions{s: s, src: objectSource{s.opts.Objects, s.opts.Params}}
+}
 
 // Providers lists the plugin providers the server has.
 func (a *Actions) Providers() []backend.PluginProvider {
@@ -168,7 +178,7 @@ func (a *Actions) Run(ctx context.Context, prefix, key, cmd, plugin string, para
 	}
 	// Action params missing from the body come from the machine's
 	// aggregated params, as DRP fills declared action params.
-	agg, err := a.src.o.Aggregate(ctx, mc, false)
+	agg, err := a.src.p.Aggregate(ctx, mc, false)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func builtinBootEnvs() []*backend.BootEnv {
 // must be when a stored copy differs (an older server let clients create or
 // edit a bootenv of that name). It is idempotent and safe for several
 // replicas starting together.
-func (s *Service) InstallBuiltins(ctx context.Context) error {
+func (s *CRUD) InstallBuiltins(ctx context.Context) error {
 	for _, b := range builtinBootEnvs() {
 		b.Fill()
 		b.ReadOnly = true
@@ -49,7 +49,7 @@ func (s *Service) InstallBuiltins(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		err = s.InTx(ctx, func(ctx context.Context) error {
+		err = s.inTx(ctx, func(ctx context.Context) error {
 			rec, err := s.st.Get(ctx, b.Prefix(), b.Key())
 			switch {
 			case backend.IsCode(err, backend.ENOTFOUND):

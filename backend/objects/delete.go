@@ -34,13 +34,13 @@ const maxInUse = 10
 // locked machine, and with 422 for a job not in a final state. The key is
 // removed from every tenant's Members (and a deleted user from tenants'
 // Users) in the same transaction.
-func (s *Service) Delete(ctx context.Context, prefix, key string) (backend.Model, error) {
+func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
 	var out backend.Model
-	err = s.InTx(ctx, func(ctx context.Context) error {
+	err = s.inTx(ctx, func(ctx context.Context) error {
 		rec, m, err := s.read(ctx, k, key, "DELETE")
 		if err != nil {
 			return err
@@ -75,7 +75,7 @@ func (s *Service) Delete(ctx context.Context, prefix, key string) (backend.Model
 	return out, nil
 }
 
-func (s *Service) checkDelete(ctx context.Context, m backend.Model) error {
+func (s *core) checkDelete(ctx context.Context, m backend.Model) error {
 	prefix, key := m.Prefix(), m.Key()
 	if m.Env().ReadOnly {
 		return readOnly("DELETE", prefix, key)
@@ -140,39 +140,6 @@ func displayName(m backend.Model) string {
 		return mc.Name
 	}
 	return m.Key()
-}
-
-// dropFromTenants removes a deleted key from every tenant's Members, and a
-// deleted user from every tenant's Users.
-func (s *Service) dropFromTenants(ctx context.Context, prefix, key string) error {
-	recs, _, _, err := s.st.List(ctx, "tenants", backend.Query{Limit: -1})
-	if err != nil {
-		return err
-	}
-	tk := backend.KindOf("tenants")
-	for _, rec := range recs {
-		tm, err := decodeRecord(tk, rec.Data)
-		if err != nil {
-			return err
-		}
-		t := tm.(*backend.Tenant)
-		old := clone(t)
-		changed := false
-		if list, ok := t.Members[prefix]; ok && contains(list, key) {
-			t.Members[prefix] = without(list, key)
-			changed = true
-		}
-		if prefix == "users" && contains(t.Users, key) {
-			t.Users = without(t.Users, key)
-			changed = true
-		}
-		if changed {
-			if err := s.writeTenant(ctx, rec.Key, rec.Rev, old, t); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 func without(list []string, s string) []string {

@@ -53,7 +53,7 @@ func each(t *testing.T, f func(t *testing.T, e env), tune ...func(*Options)) {
 
 func mustCreate(t *testing.T, e env, prefix, body string) backend.Model {
 	t.Helper()
-	m, err := e.svc.Create(context.Background(), prefix, []byte(body))
+	m, err := e.svc.Objects.Create(context.Background(), prefix, []byte(body))
 	if err != nil {
 		t.Fatalf("create %s %s: %v", prefix, body, err)
 	}

@@ -29,7 +29,7 @@ const (
 // job) or reaching the end of the task list (WorkflowComplete, PoolStatus).
 // Errors: 400 without Machine, 422 unknown machine, 409 Conflict when the
 // machine is not runnable or already has a created or running job.
-func (s *Service) CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error) {
+func (s *Jobs) CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error) {
 	var req backend.Job
 	if err := json.Unmarshal(body, &req); err != nil {
 		return 0, nil, bodyError("POST", "jobs", "", err)
@@ -41,7 +41,7 @@ func (s *Service) CreateJob(ctx context.Context, body []byte) (int, *backend.Job
 		status int
 		job    *backend.Job
 	)
-	err := s.InTx(ctx, func(ctx context.Context) error {
+	err := s.inTx(ctx, func(ctx context.Context) error {
 		status, job = 0, nil
 		mrec, mm, err := s.read(ctx, backend.KindOf("machines"), req.Machine, "POST")
 		if err != nil {
@@ -171,7 +171,7 @@ func (s *Service) CreateJob(ctx context.Context, body []byte) (int, *backend.Job
 var zeroTime = backend.Job{}.EndTime
 
 // newJob builds the job for task index i of m.
-func (s *Service) newJob(m *backend.Machine, i int, prev *backend.Job) *backend.Job {
+func (s *core) newJob(m *backend.Machine, i int, prev *backend.Job) *backend.Job {
 	j := &backend.Job{
 		Uuid: uuid.NewString(), Previous: zeroUUID, Machine: m.Uuid, Task: m.Tasks[i], Stage: m.Stage,
 		Context: m.Context, State: backend.JobCreated, StartTime: s.now(), Current: true,
@@ -186,7 +186,7 @@ func (s *Service) newJob(m *backend.Machine, i int, prev *backend.Job) *backend.
 }
 
 // startJob stores j, makes it m's current job and retires prev.
-func (s *Service) startJob(ctx context.Context, m *backend.Machine, j, prev *backend.Job) error {
+func (s *core) startJob(ctx context.Context, m *backend.Machine, j, prev *backend.Job) error {
 	data, err := encode(j)
 	if err != nil {
 		return err
@@ -210,7 +210,7 @@ func (s *Service) startJob(ctx context.Context, m *backend.Machine, j, prev *bac
 	return nil
 }
 
-func (s *Service) writeJob(ctx context.Context, key string, rev int64, old, j backend.Model) error {
+func (s *core) writeJob(ctx context.Context, key string, rev int64, old, j backend.Model) error {
 	data, err := encode(j)
 	if err != nil {
 		return err
@@ -226,7 +226,7 @@ func (s *Service) writeJob(ctx context.Context, key string, rev int64, old, j ba
 // validation or lock check: the agent and the job state machine own these
 // fields). An unchanged machine is not rewritten, so polling for jobs does
 // not wake every watcher.
-func (s *Service) writeMachine(ctx context.Context, key string, rev int64, old, m *backend.Machine) error {
+func (s *core) writeMachine(ctx context.Context, key string, rev int64, old, m *backend.Machine) error {
 	data, err := encode(m)
 	if err != nil {
 		return err
@@ -249,7 +249,7 @@ func conflictRetry(err error, prefix, key string) error {
 }
 
 // beforeJobWrite stamps job times on state changes made through the API.
-func (s *Service) beforeJobWrite(old, j *backend.Job) {
+func (s *core) beforeJobWrite(old, j *backend.Job) {
 	if old.State == j.State {
 		return
 	}
@@ -269,7 +269,7 @@ func (s *Service) beforeJobWrite(old, j *backend.Job) {
 // §5.3): failed makes the machine not Runnable and moves a transitional
 // PoolStatus to its Hold status; the current job of the last task finishing
 // completes the workflow.
-func (s *Service) jobChanged(ctx context.Context, old, j *backend.Job) error {
+func (s *core) jobChanged(ctx context.Context, old, j *backend.Job) error {
 	if old.State != j.State && s.onJobChange != nil {
 		// Inside the job's own transaction: what the hook records (the
 		// jobfail delivery) commits or rolls back with the job itself.
@@ -308,7 +308,7 @@ func (s *Service) jobChanged(ctx context.Context, old, j *backend.Job) error {
 }
 
 // AppendJobLog appends b to job uuid's log (PUT /jobs/<uuid>/log).
-func (s *Service) AppendJobLog(ctx context.Context, id string, b []byte) error {
+func (s *Jobs) AppendJobLog(ctx context.Context, id string, b []byte) error {
 	if s.jobLogs == nil {
 		return backend.NewError(backend.EUNAVAILABLE, "PUT", "jobs", id, "Job logs are not available")
 	}
@@ -319,7 +319,7 @@ func (s *Service) AppendJobLog(ctx context.Context, id string, b []byte) error {
 }
 
 // JobLog returns job uuid's log.
-func (s *Service) JobLog(ctx context.Context, id string) ([]byte, error) {
+func (s *Jobs) JobLog(ctx context.Context, id string) ([]byte, error) {
 	if s.jobLogs == nil {
 		return nil, backend.NewError(backend.EUNAVAILABLE, "GET", "jobs", id, "Job logs are not available")
 	}

@@ -30,7 +30,7 @@ func splitIndexKey(key string) (index, value string, ok bool) {
 
 // read loads the record addressed by key (native or "<Index>:<value>") and
 // decodes it. typ is the DRP error Type for failures (GET, PATCH, ...).
-func (s *Service) read(ctx context.Context, k *backend.Kind, key, typ string) (store.Record, backend.Model, error) {
+func (s *core) read(ctx context.Context, k *backend.Kind, key, typ string) (store.Record, backend.Model, error) {
 	rec, err := s.readRecord(ctx, k, key, typ)
 	if err != nil {
 		return rec, nil, err
@@ -42,7 +42,7 @@ func (s *Service) read(ctx context.Context, k *backend.Kind, key, typ string) (s
 	return rec, m, nil
 }
 
-func (s *Service) readRecord(ctx context.Context, k *backend.Kind, key, typ string) (store.Record, error) {
+func (s *core) readRecord(ctx context.Context, k *backend.Kind, key, typ string) (store.Record, error) {
 	var (
 		rec store.Record
 		err error
@@ -77,7 +77,7 @@ func (s *Service) readRecord(ctx context.Context, k *backend.Kind, key, typ stri
 }
 
 // exists reports whether prefix/key is stored.
-func (s *Service) exists(ctx context.Context, prefix, key string) (bool, error) {
+func (s *core) exists(ctx context.Context, prefix, key string) (bool, error) {
 	if key == "" {
 		return false, nil
 	}
@@ -92,7 +92,7 @@ func (s *Service) exists(ctx context.Context, prefix, key string) (bool, error) 
 }
 
 // load decodes prefix/key, or returns nil when it is absent.
-func (s *Service) load(ctx context.Context, prefix, key string) (backend.Model, error) {
+func (s *core) load(ctx context.Context, prefix, key string) (backend.Model, error) {
 	if key == "" {
 		return nil, nil
 	}
@@ -107,7 +107,7 @@ func (s *Service) load(ctx context.Context, prefix, key string) (backend.Model, 
 }
 
 // listAll decodes every object of prefix matching q's filters.
-func (s *Service) listAll(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, error) {
+func (s *core) listAll(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, error) {
 	q.Limit = -1
 	recs, _, _, err := s.st.List(ctx, prefix, q)
 	if err != nil {

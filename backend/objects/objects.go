@@ -74,8 +74,45 @@ type Options struct {
 	Notify func(ctx context.Context, evs []backend.Event) error
 }
 
-// Service is the object service. It is safe for concurrent use.
+// Service is the object service, in four parts over one store and one
+// event bus, each named for what it does:
+//
+//   - Objects creates, reads, lists, updates and deletes objects of every
+//     kind, keeping tenant membership in step (tenancy.go);
+//   - Params serves the params sub-resources and keeps Secure values
+//     sealed;
+//   - Jobs runs the job state machine and keeps job logs;
+//   - Accounts sets user passwords and token secrets and creates the first
+//     admin.
+//
+// The parts share validation, events and transactions: a change made in
+// one is seen by the others at once. All are safe for concurrent use.
 type Service struct {
+	Objects  *CRUD
+	Params   *Params
+	Jobs     *Jobs
+	Accounts *Accounts
+
+	c *core
+}
+
+// CRUD is the object part of the Service: the DRP CRUD routes.
+type CRUD struct{ *core }
+
+// Params is the params part of the Service: params sub-resources, the
+// aggregated params of machines and Secure values at rest.
+type Params struct{ *core }
+
+// Jobs is the job part of the Service: job creation, the job state machine
+// and job logs.
+type Jobs struct{ *core }
+
+// Accounts is the account part of the Service: passwords, token-revocation
+// secrets and the first admin.
+type Accounts struct{ *core }
+
+// core is the state the parts share.
+type core struct {
 	st          Store
 	bus         *backend.Bus
 	log         *slog.Logger
@@ -94,7 +131,19 @@ type Service struct {
 
 // New builds a Service over st.
 func New(st Store, o Options) *Service {
-	s := &Service{
+	c := newCore(st, o)
+	return &Service{Objects: &CRUD{c}, Params: &Params{c}, Jobs: &Jobs{c}, Accounts: &Accounts{c}, c: c}
+}
+
+// InTx runs fn in one store transaction. Calls to any part of the Service
+// made with fn's ctx join it, and their events are published after the
+// commit.
+func (s *Service) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return s.c.inTx(ctx, fn)
+}
+
+func newCore(st Store, o Options) *core {
+	s := &core{
 		st:          st,
 		bus:         o.Bus,
 		log:         o.Logger,
@@ -163,13 +212,12 @@ type ctxKey int
 const eventsKey ctxKey = 0
 
 // pending collects the events of a transaction; they are published only once
-// the outermost Service transaction has committed, so subscribers never see
+// the outermost transaction has committed, so subscribers never see
 // a change that was rolled back.
 type pending struct{ events []backend.Event }
 
-// InTx runs fn in one store transaction. Service calls made with fn's ctx
-// join it, and their events are published after the commit.
-func (s *Service) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+// inTx runs fn in one store transaction; see Service.InTx.
+func (s *core) inTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	if _, ok := ctx.Value(eventsKey).(*pending); ok {
 		return s.st.InTx(ctx, fn)
 	}
@@ -198,7 +246,7 @@ func emit(ctx context.Context, evs ...backend.Event) {
 	}
 }
 
-func (s *Service) publish(ctx context.Context, evs []backend.Event) {
+func (s *core) publish(ctx context.Context, evs []backend.Event) {
 	if s.bus == nil {
 		return
 	}
@@ -208,7 +256,7 @@ func (s *Service) publish(ctx context.Context, evs []backend.Event) {
 }
 
 // event builds a change event; obj and orig are sanitized copies.
-func (s *Service) event(ctx context.Context, action string, obj, orig backend.Model) backend.Event {
+func (s *core) event(ctx context.Context, action string, obj, orig backend.Model) backend.Event {
 	e := backend.Event{Time: s.now(), Action: action, Principal: backend.PrincipalFrom(ctx)}
 	if obj != nil {
 		e.Type, e.Key = obj.Prefix(), obj.Key()
@@ -266,3 +314,7 @@ func bodyError(method, prefix, key string, err error) error {
 	}
 	return &backend.Error{Code: backend.EBADREQUEST, Type: method, Model: prefix, Key: key, Messages: []string{msg}, Err: err}
 }
+
+// objects is the object part over the same core, for the other parts'
+// writes of whole objects.
+func (s *core) objects() *CRUD { return &CRUD{s} }

@@ -28,11 +28,11 @@ func paramsOf(m backend.Model) *map[string]any {
 
 // paramDefs caches Param definitions for the duration of one operation.
 type paramDefs struct {
-	s    *Service
+	s    *core
 	defs map[string]*backend.Param
 }
 
-func (s *Service) newParamDefs() *paramDefs {
+func (s *core) newParamDefs() *paramDefs {
 	return &paramDefs{s: s, defs: map[string]*backend.Param{}}
 }
 
@@ -70,7 +70,7 @@ func (d *paramDefs) get(ctx context.Context, name string) (*backend.Param, error
 // sealed envelopes must have been sealed for this very object and param,
 // whatever the param's definition: a sealed value cannot be carried to
 // another object and opened there.
-func (s *Service) prepareParams(ctx context.Context, m, old backend.Model, c *check) error {
+func (s *core) prepareParams(ctx context.Context, m, old backend.Model, c *check) error {
 	pp := paramsOf(m)
 	if pp == nil {
 		return nil
@@ -157,7 +157,7 @@ func hasParams(k *backend.Kind, typ, key string) error {
 // Params returns the params of prefix/key (machines, profiles, stages,
 // plugins). aggregate merges in profiles, stage, global profile and schema
 // defaults; decode decrypts secure values (the caller checks getSecure).
-func (s *Service) Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
+func (s *Params) Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func (s *Service) Params(ctx context.Context, prefix, key string, aggregate, dec
 	return s.paramsView(ctx, m, aggregate, decode)
 }
 
-func (s *Service) paramsView(ctx context.Context, m backend.Model, aggregate, decode bool) (map[string]any, error) {
+func (s *core) paramsView(ctx context.Context, m backend.Model, aggregate, decode bool) (map[string]any, error) {
 	if aggregate {
 		return s.aggregate(ctx, m, decode)
 	}
@@ -188,7 +188,7 @@ func (s *Service) paramsView(ctx context.Context, m backend.Model, aggregate, de
 
 // GetParam returns one param value of prefix/key, or nil (JSON null) when
 // it is not set (docs/design.md §3.9).
-func (s *Service) GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (any, error) {
+func (s *Params) GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (any, error) {
 	params, err := s.Params(ctx, prefix, key, aggregate, decode)
 	if err != nil {
 		return nil, err
@@ -198,7 +198,7 @@ func (s *Service) GetParam(ctx context.Context, prefix, key, name string, aggreg
 
 // SetParam sets one param and returns its stored value (the encrypted
 // envelope for a secure param).
-func (s *Service) SetParam(ctx context.Context, prefix, key, name string, value any) (any, error) {
+func (s *Params) SetParam(ctx context.Context, prefix, key, name string, value any) (any, error) {
 	if name == "" {
 		return nil, backend.NewError(backend.EINVALID, "ValidationError", prefix, key, "Invalid Param Name ``")
 	}
@@ -213,7 +213,7 @@ func (s *Service) SetParam(ctx context.Context, prefix, key, name string, value 
 }
 
 // SetParams replaces all params of prefix/key and returns the stored map.
-func (s *Service) SetParams(ctx context.Context, prefix, key string, params map[string]any) (map[string]any, error) {
+func (s *Params) SetParams(ctx context.Context, prefix, key string, params map[string]any) (map[string]any, error) {
 	m, err := s.mutateParams(ctx, prefix, key, "POST", func(map[string]any) (map[string]any, error) {
 		if params == nil {
 			return map[string]any{}, nil
@@ -228,7 +228,7 @@ func (s *Service) SetParams(ctx context.Context, prefix, key string, params map[
 
 // PatchParams applies a JSON Patch to the params map of prefix/key (drpcli's
 // "add param" sends a whole-map test plus an add) and returns the new map.
-func (s *Service) PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]any, error) {
+func (s *Params) PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]any, error) {
 	p, _, err := parsePatch(patch, prefix, key)
 	if err != nil {
 		return nil, err
@@ -259,7 +259,7 @@ func (s *Service) PatchParams(ctx context.Context, prefix, key string, patch []b
 
 // DeleteParam removes one param and returns its old (stored) value; 404
 // Type DELETE, Model params, Key name when it is not set.
-func (s *Service) DeleteParam(ctx context.Context, prefix, key, name string) (any, error) {
+func (s *Params) DeleteParam(ctx context.Context, prefix, key, name string) (any, error) {
 	var old any
 	_, err := s.mutateParams(ctx, prefix, key, "DELETE", func(p map[string]any) (map[string]any, error) {
 		v, ok := p[name]
@@ -276,7 +276,7 @@ func (s *Service) DeleteParam(ctx context.Context, prefix, key, name string) (an
 	return old, nil
 }
 
-func (s *Service) mutateParams(ctx context.Context, prefix, key, typ string, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
+func (s *core) mutateParams(ctx context.Context, prefix, key, typ string, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
@@ -304,11 +304,11 @@ func (s *Service) mutateParams(ctx context.Context, prefix, key, typ string, fn 
 // the machine's own, its profiles in order (each followed by its nested
 // profiles), its stage's params and profiles, the global profile, then the
 // defaults of param Schemas. decode decrypts secure values.
-func (s *Service) Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error) {
+func (s *Params) Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error) {
 	return s.aggregate(ctx, m, decode)
 }
 
-func (s *Service) aggregate(ctx context.Context, m backend.Model, decode bool) (map[string]any, error) {
+func (s *core) aggregate(ctx context.Context, m backend.Model, decode bool) (map[string]any, error) {
 	out := map[string]any{}
 	// from records where each value came from: a secure value opens only
 	// with the binding of the object that holds it.

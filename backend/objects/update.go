@@ -167,7 +167,7 @@ func splitSecretOps(k *backend.Kind, p jsonpatch.Patch, prefix, key string) (jso
 
 // keepSecrets carries the hidden fields of old into m (which came from a
 // sanitized document), applying requested rotations.
-func (s *Service) keepSecrets(old, m backend.Model, se secretEdits) {
+func (s *core) keepSecrets(old, m backend.Model, se secretEdits) {
 	switch v := m.(type) {
 	case *backend.User:
 		o := old.(*backend.User)
@@ -198,7 +198,7 @@ func (s *Service) keepSecrets(old, m backend.Model, se secretEdits) {
 // on the revision read and retried (patch re-applied to the fresh object) a
 // few times. force is accepted for drpcli's ?force=true and currently
 // relaxes nothing.
-func (s *Service) Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error) {
+func (s *CRUD) Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error) {
 	_ = force
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
@@ -254,7 +254,7 @@ func resultError(prefix, key string, err error) error {
 // Patch: the key cannot change (an empty key in the body means the URL's),
 // Secret and PasswordHash are kept unless the body sets them (a new Secret
 // value rotates it to a fresh random one; a PasswordHash is taken as is).
-func (s *Service) Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error) {
+func (s *CRUD) Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
@@ -299,12 +299,12 @@ func (s *Service) Put(ctx context.Context, prefix, key string, body []byte) (bac
 // kind's side effects and queues the event. A write that lost a race
 // (stale revision) is retried from the read. internal skips the lock check
 // (job bookkeeping on a locked machine still happens).
-func (s *Service) mutate(ctx context.Context, k *backend.Kind, key, typ, action string, internal bool,
+func (s *core) mutate(ctx context.Context, k *backend.Kind, key, typ, action string, internal bool,
 	fn func(ctx context.Context, old backend.Model) (backend.Model, error)) (backend.Model, error) {
 	var out backend.Model
 	for attempt := 0; ; attempt++ {
 		stale := false
-		err := s.InTx(ctx, func(ctx context.Context) error {
+		err := s.inTx(ctx, func(ctx context.Context) error {
 			rec, old, err := s.read(ctx, k, key, typ)
 			if err != nil {
 				return err
@@ -372,7 +372,7 @@ func readOnly(typ, prefix, key string) error {
 }
 
 // afterUpdate runs the cross-object effects of an update.
-func (s *Service) afterUpdate(ctx context.Context, old, m backend.Model) error {
+func (s *core) afterUpdate(ctx context.Context, old, m backend.Model) error {
 	if j, ok := m.(*backend.Job); ok {
 		return s.jobChanged(ctx, old.(*backend.Job), j)
 	}

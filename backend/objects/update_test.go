@@ -12,19 +12,19 @@ func TestPatch(t *testing.T) {
 		ctx := context.Background()
 		mustCreate(t, e, "stages", `{"Name":"john","Description":"x"}`)
 		t.Run("test and replace with from", func(t *testing.T) {
-			m, err := e.svc.Patch(ctx, "stages", "john", []byte(`[{"op":"test","path":"/Description","from":"","value":"x"},{"op":"replace","path":"/Description","from":"","value":"new"}]`), false)
+			m, err := e.svc.Objects.Patch(ctx, "stages", "john", []byte(`[{"op":"test","path":"/Description","from":"","value":"x"},{"op":"replace","path":"/Description","from":"","value":"new"}]`), false)
 			if err != nil || m.(*backend.Stage).Description != "new" {
 				t.Fatalf("got %v %v", m, err)
 			}
 		})
 		t.Run("params add with escaped pointer", func(t *testing.T) {
-			m, err := e.svc.Patch(ctx, "stages", "Name:john", []byte(`[{"op":"add","path":"/Params/callback~1action","from":"","value":"go"}]`), false)
+			m, err := e.svc.Objects.Patch(ctx, "stages", "Name:john", []byte(`[{"op":"add","path":"/Params/callback~1action","from":"","value":"go"}]`), false)
 			if err != nil || m.(*backend.Stage).Params["callback/action"] != "go" {
 				t.Fatalf("got %v %v", m, err)
 			}
 		})
 		t.Run("empty patch", func(t *testing.T) {
-			m, err := e.svc.Patch(ctx, "stages", "john", []byte(`[]`), false)
+			m, err := e.svc.Objects.Patch(ctx, "stages", "john", []byte(`[]`), false)
 			if err != nil || m.(*backend.Stage).Description != "new" {
 				t.Fatalf("got %v %v", m, err)
 			}
@@ -43,7 +43,7 @@ func TestPatch(t *testing.T) {
 		}
 		for _, tc := range errs {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := e.svc.Patch(ctx, "stages", tc.key, []byte(tc.patch), false)
+				_, err := e.svc.Objects.Patch(ctx, "stages", tc.key, []byte(tc.patch), false)
 				if tc.code == "" {
 					if err != nil {
 						t.Fatal(err)
@@ -54,15 +54,15 @@ func TestPatch(t *testing.T) {
 			})
 		}
 		t.Run("a refused patch changes nothing", func(t *testing.T) {
-			m, _, _ := e.svc.Get(ctx, "stages", "john")
+			m, _, _ := e.svc.Objects.Get(ctx, "stages", "john")
 			if st := m.(*backend.Stage); len(st.Tasks) != 0 || !st.Available {
 				t.Fatalf("got Tasks %v Available %v", st.Tasks, st.Available)
 			}
 		})
 		t.Run("whole document test", func(t *testing.T) {
-			m, _, _ := e.svc.Get(ctx, "stages", "john")
+			m, _, _ := e.svc.Objects.Get(ctx, "stages", "john")
 			p := `[{"op":"test","path":"","value":` + toJSON(t, m) + `},{"op":"replace","path":"/Description","value":"w"}]`
-			if _, err := e.svc.Patch(ctx, "stages", "john", []byte(p), false); err != nil {
+			if _, err := e.svc.Objects.Patch(ctx, "stages", "john", []byte(p), false); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -75,11 +75,11 @@ func TestPatchSecrets(t *testing.T) {
 		mustCreate(t, e, "users", `{"Name":"sam","Password":"pw"}`)
 		secret := rawRecord(t, e, "users", "sam")["Secret"]
 		t.Run("test on secret fails", func(t *testing.T) {
-			_, err := e.svc.Patch(ctx, "users", "sam", []byte(`[{"op":"test","path":"/Secret","value":"`+secret.(string)+`"}]`), false)
+			_, err := e.svc.Objects.Patch(ctx, "users", "sam", []byte(`[{"op":"test","path":"/Secret","value":"`+secret.(string)+`"}]`), false)
 			wantErr(t, err, backend.ECONFLICT, "PATCH", "Test op failed")
 		})
 		t.Run("unrelated patch keeps secrets", func(t *testing.T) {
-			u, err := e.svc.Patch(ctx, "users", "sam", []byte(`[{"op":"replace","path":"/Description","value":"d"}]`), false)
+			u, err := e.svc.Objects.Patch(ctx, "users", "sam", []byte(`[{"op":"replace","path":"/Description","value":"d"}]`), false)
 			if err != nil || u.(*backend.User).Secret != "" {
 				t.Fatalf("got %v %v", u, err)
 			}
@@ -89,7 +89,7 @@ func TestPatchSecrets(t *testing.T) {
 			}
 		})
 		t.Run("writing secret rotates it", func(t *testing.T) {
-			if _, err := e.svc.Patch(ctx, "users", "sam", []byte(`[{"op":"replace","path":"/Secret","value":"chosen"}]`), false); err != nil {
+			if _, err := e.svc.Objects.Patch(ctx, "users", "sam", []byte(`[{"op":"replace","path":"/Secret","value":"chosen"}]`), false); err != nil {
 				t.Fatal(err)
 			}
 			got := rawRecord(t, e, "users", "sam")["Secret"]
@@ -99,10 +99,10 @@ func TestPatchSecrets(t *testing.T) {
 		})
 		t.Run("set password rotates secret", func(t *testing.T) {
 			before := rawRecord(t, e, "users", "sam")["Secret"]
-			if _, err := e.svc.SetPassword(ctx, "sam", "new"); err != nil {
+			if _, err := e.svc.Accounts.SetPassword(ctx, "sam", "new"); err != nil {
 				t.Fatal(err)
 			}
-			h, s, _ := e.svc.PasswordHash(ctx, "sam")
+			h, s, _ := e.svc.Accounts.PasswordHash(ctx, "sam")
 			if string(h) != "16384$8$1$73616c74$new" || s == before {
 				t.Fatalf("got %q %q", h, s)
 			}
@@ -114,13 +114,13 @@ func TestLockedMachine(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		m := mustCreate(t, e, "machines", `{"Name":"lk1","Locked":true}`).(*backend.Machine)
-		_, err := e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
+		_, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
 		wantErr(t, err, backend.ECONFLICT, "PATCH", "Locked")
-		_, err = e.svc.SetParam(ctx, "machines", m.Uuid, "foo", 1)
+		_, err = e.svc.Params.SetParam(ctx, "machines", m.Uuid, "foo", 1)
 		wantErr(t, err, backend.ECONFLICT, "POST", "Locked")
-		_, err = e.svc.Delete(ctx, "machines", m.Uuid)
+		_, err = e.svc.Objects.Delete(ctx, "machines", m.Uuid)
 		wantErr(t, err, backend.ECONFLICT, "DELETE", "Locked")
-		got, err := e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Locked","value":false}]`), false)
+		got, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Locked","value":false}]`), false)
 		if err != nil || got.(*backend.Machine).Locked {
 			t.Fatalf("unlock: %v %v", got, err)
 		}
@@ -133,7 +133,7 @@ func TestPut(t *testing.T) {
 		m := mustCreate(t, e, "machines", `{"Name":"pm1"}`).(*backend.Machine)
 		secret := rawRecord(t, e, "machines", m.Uuid)["Secret"]
 		m.Description = "replaced"
-		got, err := e.svc.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, m)))
+		got, err := e.svc.Objects.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, m)))
 		if err != nil || got.(*backend.Machine).Description != "replaced" {
 			t.Fatalf("got %v %v", got, err)
 		}
@@ -142,11 +142,11 @@ func TestPut(t *testing.T) {
 		}
 		other := *m
 		other.Uuid = "3e7031fe-3062-45f1-835c-92541bc9cbd3"
-		_, err = e.svc.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, &other)))
+		_, err = e.svc.Objects.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, &other)))
 		wantErr(t, err, backend.EBADREQUEST, "PUT", "Key change from "+m.Uuid+" to 3e7031fe-3062-45f1-835c-92541bc9cbd3 not allowed")
-		_, err = e.svc.Put(ctx, "machines", "Name:nope", []byte(`{}`))
+		_, err = e.svc.Objects.Put(ctx, "machines", "Name:nope", []byte(`{}`))
 		wantErr(t, err, backend.ENOTFOUND, "PUT", "Not Found")
-		_, err = e.svc.Put(ctx, "machines", m.Uuid, []byte(`{"Name":1}`))
+		_, err = e.svc.Objects.Put(ctx, "machines", m.Uuid, []byte(`{"Name":1}`))
 		wantErr(t, err, backend.EBADREQUEST, "PUT", "Name")
 	})
 }
@@ -162,12 +162,12 @@ func TestWorkflowOnMachine(t *testing.T) {
 		if toJSON(t, m.Tasks) != `["stage:s1","bootenv:sledgehammer","t1"]` || m.CurrentTask != -1 || m.WorkflowComplete {
 			t.Fatalf("create: got %v %d %v", m.Tasks, m.CurrentTask, m.WorkflowComplete)
 		}
-		got, err := e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Workflow","value":""}]`), false)
+		got, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Workflow","value":""}]`), false)
 		gm := got.(*backend.Machine)
 		if err != nil || len(gm.Tasks) != 0 || !gm.WorkflowComplete {
 			t.Fatalf("clear: got %v %v", gm, err)
 		}
-		got, _ = e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Workflow","value":"w1"}]`), false)
+		got, _ = e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Workflow","value":"w1"}]`), false)
 		if len(got.(*backend.Machine).Tasks) != 3 {
 			t.Fatalf("set: got %v", got.(*backend.Machine).Tasks)
 		}
@@ -194,28 +194,28 @@ func TestDelete(t *testing.T) {
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := e.svc.Delete(ctx, tc.prefix, tc.key)
+				_, err := e.svc.Objects.Delete(ctx, tc.prefix, tc.key)
 				wantErr(t, err, tc.code, tc.typ, tc.msg)
 			})
 		}
 		t.Run("machine removed from tenant members", func(t *testing.T) {
-			got, err := e.svc.Delete(ctx, "machines", "Name:dm1")
+			got, err := e.svc.Objects.Delete(ctx, "machines", "Name:dm1")
 			if err != nil || got.(*backend.Machine).Name != "dm1" || got.(*backend.Machine).Secret != "" {
 				t.Fatalf("got %v %v", got, err)
 			}
-			tn, _, _ := e.svc.Get(ctx, "tenants", "t2")
+			tn, _, _ := e.svc.Objects.Get(ctx, "tenants", "t2")
 			if toJSON(t, tn.(*backend.Tenant).Members) != `{"machines":[],"profiles":["pf","other"]}` {
 				t.Fatalf("got %v", tn.(*backend.Tenant).Members)
 			}
-			if _, err := e.svc.Delete(ctx, "pools", "p1"); err != nil {
+			if _, err := e.svc.Objects.Delete(ctx, "pools", "p1"); err != nil {
 				t.Fatal(err)
 			}
 		})
 		t.Run("user removed from tenant users", func(t *testing.T) {
-			if _, err := e.svc.Delete(ctx, "users", "bob"); err != nil {
+			if _, err := e.svc.Objects.Delete(ctx, "users", "bob"); err != nil {
 				t.Fatal(err)
 			}
-			tn, _, _ := e.svc.Get(ctx, "tenants", "t1")
+			tn, _, _ := e.svc.Objects.Get(ctx, "tenants", "t1")
 			if toJSON(t, tn.(*backend.Tenant).Users) != `["rocketskates"]` {
 				t.Fatalf("got %v", tn.(*backend.Tenant).Users)
 			}
@@ -227,13 +227,13 @@ func TestTenantCreateMembership(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		mustCreate(t, e, "tenants", `{"Name":"t3","Members":{"profiles":[]}}`)
 		ctx := backend.WithTenant(context.Background(), "t3")
-		if _, err := e.svc.Create(ctx, "profiles", []byte(`{"Name":"mine"}`)); err != nil {
+		if _, err := e.svc.Objects.Create(ctx, "profiles", []byte(`{"Name":"mine"}`)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.svc.Create(ctx, "stages", []byte(`{"Name":"unrestricted"}`)); err != nil {
+		if _, err := e.svc.Objects.Create(ctx, "stages", []byte(`{"Name":"unrestricted"}`)); err != nil {
 			t.Fatal(err)
 		}
-		tn, _, _ := e.svc.Get(ctx, "tenants", "t3")
+		tn, _, _ := e.svc.Objects.Get(ctx, "tenants", "t3")
 		if toJSON(t, tn.(*backend.Tenant).Members) != `{"profiles":["mine"]}` {
 			t.Fatalf("got %v", tn.(*backend.Tenant).Members)
 		}
@@ -248,7 +248,7 @@ func TestConcurrentPatchesRetry(t *testing.T) {
 		errs := make(chan error, n)
 		for i := 0; i < n; i++ {
 			go func(i int) {
-				_, err := e.svc.SetParam(ctx, "profiles", "busy", "k"+string(rune('a'+i)), i)
+				_, err := e.svc.Params.SetParam(ctx, "profiles", "busy", "k"+string(rune('a'+i)), i)
 				errs <- err
 			}(i)
 		}
@@ -259,7 +259,7 @@ func TestConcurrentPatchesRetry(t *testing.T) {
 				t.Logf("concurrent write: %v", err)
 			}
 		}
-		params, err := e.svc.Params(ctx, "profiles", "busy", false, false)
+		params, err := e.svc.Params.Params(ctx, "profiles", "busy", false, false)
 		if err != nil || len(params)+failed != n || failed > 0 {
 			t.Fatalf("got %d params, %d failures (%v)", len(params), failed, err)
 		}

@@ -12,7 +12,7 @@ import (
 // and false when d elapses first. It wakes on Bus events for the object, not
 // by polling the database, so changes made by another replica are seen only
 // when they reach this replica's Bus.
-func (s *Service) Wait(ctx context.Context, prefix, key, etag string, d time.Duration) (bool, error) {
+func (s *CRUD) Wait(ctx context.Context, prefix, key, etag string, d time.Duration) (bool, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return false, err
