@@ -107,7 +107,7 @@ func (s *Server) guard(c *fiber.Ctx) error {
 		// keys); a missing object is still this request's 404, whose Type
 		// DRP sets to the method (docs/design.md §3.2: "PUT: users/jill").
 		var be *backend.Error
-		if errors.As(err, &be) && be.Code == backend.ENOTFOUND && be.Type == fiber.MethodGet {
+		if errors.As(err, &be) && be.Code == backend.ENOTFOUND && drpType(be, method) == fiber.MethodGet {
 			be.Type = method
 		}
 		return err
@@ -162,7 +162,7 @@ func (s *Server) decide(c *fiber.Ctx, p *auth.Principal, res claims.Result, in p
 	}
 	if d.NotFound {
 		s.metrics.decisions.WithLabelValues("hidden").Inc()
-		return d, backend.NotFound(in.Method, res.Scope, res.Ref)
+		return d, notFound(in.Method, res.Scope, res.Ref)
 	}
 	if err := s.jobMachineHidden(c, p, res); err != nil {
 		s.metrics.decisions.WithLabelValues("hidden").Inc()
@@ -195,7 +195,7 @@ func (s *Server) hidden(c *fiber.Ctx, p *auth.Principal, res claims.Result) erro
 	}
 	if d.NotFound {
 		s.metrics.decisions.WithLabelValues("hidden").Inc()
-		return backend.NotFound(in.Method, res.Scope, res.Ref)
+		return notFound(in.Method, res.Scope, res.Ref)
 	}
 	if err := s.jobMachineHidden(c, p, res); err != nil {
 		s.metrics.decisions.WithLabelValues("hidden").Inc()
@@ -259,7 +259,7 @@ func (s *Server) jobMachineHidden(c *fiber.Ctx, p *auth.Principal, res claims.Re
 		// Job creation: the same answer as for a machine that does not exist.
 		return backend.NewError(backend.EINVALID, "ValidationError", "jobs", "", "Machine "+machine+" does not exist")
 	}
-	return backend.NotFound(strings.Clone(c.Method()), res.Scope, res.Ref)
+	return backend.NotFound(backend.RequestOp, res.Scope, res.Ref)
 }
 
 // isDecode reports whether the request asks for decoded secure values.

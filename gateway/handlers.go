@@ -344,7 +344,7 @@ func (s *Server) handleGetProvider(c *fiber.Ctx) error {
 			}
 		}
 	}
-	return backend.NotFound(c.Method(), "plugin_providers", name)
+	return backend.NotFound(backend.RequestOp, "plugin_providers", name)
 }
 
 func (s *Server) handleListActions(c *fiber.Ctx) error {

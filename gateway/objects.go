@@ -210,7 +210,7 @@ func (s *Server) lostAccess(c *fiber.Ctx, err error) error {
 	switch backend.ErrorCode(err) {
 	case backend.EFORBIDDEN, backend.ENOTFOUND, backend.EUNAUTHORIZED, backend.EINVALID:
 		a := accessOf(c)
-		return backend.NotFound(strings.Clone(c.Method()), a.Scope, a.Ref)
+		return backend.NotFound(backend.RequestOp, a.Scope, a.Ref)
 	}
 	return err
 }

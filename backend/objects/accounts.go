@@ -54,7 +54,7 @@ func (s *Accounts) Bootstrap(ctx context.Context, password func() (string, error
 // RotateSecret gives user name a new Secret, which kills every token of
 // the user (docs/design.md §8.4).
 func (s *Accounts) RotateSecret(ctx context.Context, name string) error {
-	_, err := s.mutate(ctx, backend.KindOf(backend.PrefixUsers), name, "POST", "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	_, err := s.mutate(ctx, backend.KindOf(backend.PrefixUsers), name, backend.ActionOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		u := clone(old).(*backend.User)
 		u.Secret = s.newSecret()
 		return u, nil
@@ -67,13 +67,13 @@ func (s *Accounts) RotateSecret(ctx context.Context, name string) error {
 // (docs/design.md §4.8).
 func (s *Accounts) SetPassword(ctx context.Context, name, password string) (*backend.User, error) {
 	if s.hash == nil {
-		return nil, backend.NewError(backend.EUNAVAILABLE, "PUT", "users", name, "Password hashing is not configured")
+		return nil, backend.OpError(backend.EUNAVAILABLE, backend.ReplaceOp, "users", name, "Password hashing is not configured")
 	}
 	h, err := s.hash(password)
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.mutate(ctx, backend.KindOf("users"), name, "PUT", "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	m, err := s.mutate(ctx, backend.KindOf("users"), name, backend.ReplaceOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		u := clone(old).(*backend.User)
 		u.PasswordHash = h
 		u.Secret = s.newSecret()
@@ -90,7 +90,7 @@ func (s *Accounts) SetPassword(ctx context.Context, name, password string) (*bac
 // PasswordHash returns a user's stored hash, for the gateway's password
 // check; it never leaves the server.
 func (s *Accounts) PasswordHash(ctx context.Context, name string) ([]byte, string, error) {
-	_, m, err := s.read(ctx, backend.KindOf("users"), name, "GET")
+	_, m, err := s.read(ctx, backend.KindOf("users"), name, backend.ReadOp)
 	if err != nil {
 		return nil, "", err
 	}

@@ -26,11 +26,11 @@ func (s *CRUD) Create(ctx context.Context, prefix string, body []byte) (backend.
 		return nil, err
 	}
 	if prefix == "jobs" {
-		return nil, backend.NewError(backend.EBADREQUEST, "POST", prefix, "", "jobs are created with CreateJob")
+		return nil, backend.OpError(backend.EBADREQUEST, backend.ActionOp, prefix, "", "jobs are created with CreateJob")
 	}
 	m := k.New()
 	if err := json.Unmarshal(body, m); err != nil {
-		return nil, bodyError("POST", prefix, "", err)
+		return nil, bodyError(backend.ActionOp, prefix, "", err)
 	}
 	m.Fill()
 	// ReadOnly marks built-in objects (InstallBuiltins); what a client
@@ -54,7 +54,7 @@ func (s *CRUD) Create(ctx context.Context, prefix string, body []byte) (backend.
 		}
 	}
 	if m.Key() == "" {
-		return nil, backend.NewError(backend.EBADREQUEST, "CREATE", prefix, "", "Empty key not allowed")
+		return nil, backend.OpError(backend.EBADREQUEST, backend.CreateOp, prefix, "", "Empty key not allowed")
 	}
 	err = s.inTx(ctx, func(ctx context.Context) error {
 		if err := s.prepare(ctx, m, nil); err != nil {
@@ -66,7 +66,7 @@ func (s *CRUD) Create(ctx context.Context, prefix string, body []byte) (backend.
 		}
 		if _, err := s.st.Create(ctx, prefix, m.Key(), data); err != nil {
 			if backend.IsCode(err, backend.ECONFLICT) {
-				return backend.NewError(backend.ECONFLICT, "CREATE", prefix, m.Key(), "already exists")
+				return backend.OpError(backend.ECONFLICT, backend.CreateOp, prefix, m.Key(), "already exists")
 			}
 			return err
 		}
@@ -90,7 +90,7 @@ func (s *core) createPassword(u *backend.User, body []byte) error {
 	_ = json.Unmarshal(body, &extra)
 	if extra.Password != nil && *extra.Password != "" {
 		if s.hash == nil {
-			return backend.NewError(backend.EUNAVAILABLE, "CREATE", "users", u.Name, "Password hashing is not configured")
+			return backend.OpError(backend.EUNAVAILABLE, backend.CreateOp, "users", u.Name, "Password hashing is not configured")
 		}
 		h, err := s.hash(*extra.Password)
 		if err != nil {

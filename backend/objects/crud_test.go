@@ -52,9 +52,9 @@ func TestCreateDefaults(t *testing.T) {
 		tests := []struct {
 			name, prefix, body, code, typ, msg string
 		}{
-			{"empty key", "roles", `{"Name":""}`, backend.EBADREQUEST, "CREATE", "Empty key not allowed"},
-			{"malformed json", "roles", `{"Name":`, backend.EBADREQUEST, "POST", "unexpected end"},
-			{"wrong field type", "roles", `{"Name":5}`, backend.EBADREQUEST, "POST", "Name"},
+			{"empty key", "roles", `{"Name":""}`, backend.EBADREQUEST, "create", "Empty key not allowed"},
+			{"malformed json", "roles", `{"Name":`, backend.EBADREQUEST, "action", "unexpected end"},
+			{"wrong field type", "roles", `{"Name":5}`, backend.EBADREQUEST, "action", "Name"},
 			{"bad password hash", "users", `{"Name":"dave","PasswordHash":"eHl6"}`, backend.EINVALID, "ValidationError", "PasswordHash"},
 		}
 		for _, tc := range tests {
@@ -66,7 +66,7 @@ func TestCreateDefaults(t *testing.T) {
 		t.Run("duplicate", func(t *testing.T) {
 			mustCreate(t, e, "profiles", `{"Name":"dup"}`)
 			_, err := e.svc.Objects.Create(ctx, "profiles", []byte(`{"Name":"dup"}`))
-			wantErr(t, err, backend.ECONFLICT, "CREATE", "already exists")
+			wantErr(t, err, backend.ECONFLICT, "create", "already exists")
 		})
 		t.Run("duplicate machine name", func(t *testing.T) {
 			_, err := e.svc.Objects.Create(ctx, "machines", []byte(`{"Name":"m1"}`))
@@ -96,7 +96,7 @@ func TestKeys(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				_, _, err := e.svc.Objects.Get(ctx, "machines", tc.key)
-				wantErr(t, err, tc.code, "GET", tc.msg)
+				wantErr(t, err, tc.code, "read", tc.msg)
 			})
 		}
 	})

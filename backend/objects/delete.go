@@ -41,7 +41,7 @@ func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, e
 	}
 	var out backend.Model
 	err = s.inTx(ctx, func(ctx context.Context) error {
-		rec, m, err := s.read(ctx, k, key, "DELETE")
+		rec, m, err := s.read(ctx, k, key, backend.DeleteOp)
 		if err != nil {
 			return err
 		}
@@ -50,7 +50,7 @@ func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, e
 		}
 		if _, err := s.st.Delete(ctx, prefix, rec.Key); err != nil {
 			if backend.IsCode(err, backend.ENOTFOUND) {
-				return backend.NotFound("DELETE", prefix, key)
+				return backend.NotFound(backend.DeleteOp, prefix, key)
 			}
 			return err
 		}
@@ -78,12 +78,12 @@ func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, e
 func (s *core) checkDelete(ctx context.Context, m backend.Model) error {
 	prefix, key := m.Prefix(), m.Key()
 	if m.Env().ReadOnly {
-		return readOnly("DELETE", prefix, key)
+		return readOnly(backend.DeleteOp, prefix, key)
 	}
 	switch v := m.(type) {
 	case *backend.Machine:
 		if v.Locked {
-			return backend.NewError(backend.ECONFLICT, "DELETE", prefix, key, "Locked")
+			return backend.OpError(backend.ECONFLICT, backend.DeleteOp, prefix, key, "Locked")
 		}
 	case *backend.Job:
 		if v.State != backend.JobFailed && v.State != backend.JobFinished {

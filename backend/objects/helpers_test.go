@@ -60,15 +60,20 @@ func mustCreate(t *testing.T, e env, prefix, body string) backend.Model {
 	return m
 }
 
-// wantErr checks err's code, DRP Type and that some message contains msg.
+// wantErr checks err's code, its domain Type or else its operation
+// (Operation.String), and that some message contains msg.
 func wantErr(t *testing.T, err error, code, typ, msg string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got no error, want %s %s %q", code, typ, msg)
 	}
 	be := backend.AsError(err)
-	if be.Code != code || (typ != "" && be.Type != typ) {
-		t.Fatalf("got %s %s %v, want %s %s %q", be.Code, be.Type, be.Messages, code, typ, msg)
+	label := be.Type
+	if label == "" {
+		label = be.Op.String()
+	}
+	if be.Code != code || (typ != "" && label != typ) {
+		t.Fatalf("got %s %s %v, want %s %s %q", be.Code, label, be.Messages, code, typ, msg)
 	}
 	for _, m := range be.Messages {
 		if strings.Contains(m, msg) {

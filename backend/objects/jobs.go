@@ -32,10 +32,10 @@ const (
 func (s *Jobs) CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error) {
 	var req backend.Job
 	if err := json.Unmarshal(body, &req); err != nil {
-		return 0, nil, bodyError("POST", "jobs", "", err)
+		return 0, nil, bodyError(backend.ActionOp, "jobs", "", err)
 	}
 	if req.Machine == "" {
-		return 0, nil, backend.NewError(backend.EBADREQUEST, "POST", "jobs", "", "Create request must have Machine field")
+		return 0, nil, backend.OpError(backend.EBADREQUEST, backend.ActionOp, "jobs", "", "Create request must have Machine field")
 	}
 	var (
 		status int
@@ -43,7 +43,7 @@ func (s *Jobs) CreateJob(ctx context.Context, body []byte) (int, *backend.Job, e
 	)
 	err := s.inTx(ctx, func(ctx context.Context) error {
 		status, job = 0, nil
-		mrec, mm, err := s.read(ctx, backend.KindOf("machines"), req.Machine, "POST")
+		mrec, mm, err := s.read(ctx, backend.KindOf("machines"), req.Machine, backend.ActionOp)
 		if err != nil {
 			if backend.IsCode(err, backend.ENOTFOUND) {
 				return backend.NewError(backend.EINVALID, "ValidationError", "jobs", "",
@@ -310,9 +310,9 @@ func (s *core) jobChanged(ctx context.Context, old, j *backend.Job) error {
 // AppendJobLog appends b to job uuid's log (PUT /jobs/<uuid>/log).
 func (s *Jobs) AppendJobLog(ctx context.Context, id string, b []byte) error {
 	if s.jobLogs == nil {
-		return backend.NewError(backend.EUNAVAILABLE, "PUT", "jobs", id, "Job logs are not available")
+		return backend.OpError(backend.EUNAVAILABLE, backend.ReplaceOp, "jobs", id, "Job logs are not available")
 	}
-	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, "PUT"); err != nil {
+	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, backend.ReplaceOp); err != nil {
 		return err
 	}
 	return s.jobLogs.AppendJobLog(ctx, id, b)
@@ -321,9 +321,9 @@ func (s *Jobs) AppendJobLog(ctx context.Context, id string, b []byte) error {
 // JobLog returns job uuid's log.
 func (s *Jobs) JobLog(ctx context.Context, id string) ([]byte, error) {
 	if s.jobLogs == nil {
-		return nil, backend.NewError(backend.EUNAVAILABLE, "GET", "jobs", id, "Job logs are not available")
+		return nil, backend.OpError(backend.EUNAVAILABLE, backend.ReadOp, "jobs", id, "Job logs are not available")
 	}
-	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, "GET"); err != nil {
+	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, backend.ReadOp); err != nil {
 		return nil, err
 	}
 	return s.jobLogs.JobLog(ctx, id)

@@ -48,7 +48,7 @@ func TestJobLifecycle(t *testing.T) {
 		}
 		t.Run("no machine field", func(t *testing.T) {
 			_, _, err := e.svc.Jobs.CreateJob(ctx, []byte(`{"Machine":""}`))
-			wantErr(t, err, backend.EBADREQUEST, "POST", "Create request must have Machine field")
+			wantErr(t, err, backend.EBADREQUEST, "action", "Create request must have Machine field")
 		})
 		t.Run("unknown machine", func(t *testing.T) {
 			_, _, err := e.svc.Jobs.CreateJob(ctx, []byte(`{"Machine":"3e7031fe-3062-45f1-835c-92541bc9cbd3"}`))
@@ -168,7 +168,7 @@ func TestJobLifecycle(t *testing.T) {
 				t.Fatalf("got %q %v", log, err)
 			}
 			err = e.svc.Jobs.AppendJobLog(ctx, "3e7031fe-3062-45f1-835c-92541bc9cbd3", []byte("x"))
-			wantErr(t, err, backend.ENOTFOUND, "PUT", "Not Found")
+			wantErr(t, err, backend.ENOTFOUND, "replace", "Not Found")
 		})
 	})
 }
@@ -237,7 +237,7 @@ func TestWait(t *testing.T) {
 		})
 		t.Run("missing", func(t *testing.T) {
 			_, err := e.svc.Objects.Wait(ctx, "profiles", "ghost", tag, time.Second)
-			wantErr(t, err, backend.ENOTFOUND, "GET", "Not Found")
+			wantErr(t, err, backend.ENOTFOUND, "read", "Not Found")
 		})
 	})
 }

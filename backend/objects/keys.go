@@ -29,9 +29,9 @@ func splitIndexKey(key string) (index, value string, ok bool) {
 }
 
 // read loads the record addressed by key (native or "<Index>:<value>") and
-// decodes it. typ is the DRP error Type for failures (GET, PATCH, ...).
-func (s *core) read(ctx context.Context, k *backend.Kind, key, typ string) (store.Record, backend.Model, error) {
-	rec, err := s.readRecord(ctx, k, key, typ)
+// decodes it. op is the operation failures report.
+func (s *core) read(ctx context.Context, k *backend.Kind, key string, op backend.Operation) (store.Record, backend.Model, error) {
+	rec, err := s.readRecord(ctx, k, key, op)
 	if err != nil {
 		return rec, nil, err
 	}
@@ -42,7 +42,7 @@ func (s *core) read(ctx context.Context, k *backend.Kind, key, typ string) (stor
 	return rec, m, nil
 }
 
-func (s *core) readRecord(ctx context.Context, k *backend.Kind, key, typ string) (store.Record, error) {
+func (s *core) readRecord(ctx context.Context, k *backend.Kind, key string, op backend.Operation) (store.Record, error) {
 	var (
 		rec store.Record
 		err error
@@ -51,10 +51,10 @@ func (s *core) readRecord(ctx context.Context, k *backend.Kind, key, typ string)
 		idx, known := k.Indexes[index]
 		switch {
 		case !known:
-			return rec, backend.NewError(backend.ENOTFOUND, typ, k.Prefix, key,
+			return rec, backend.OpError(backend.ENOTFOUND, op, k.Prefix, key,
 				"Not Found: "+k.Prefix+" has no index "+index)
 		case !idx.Unique:
-			return rec, backend.NewError(backend.EBADREQUEST, typ, k.Prefix, key,
+			return rec, backend.OpError(backend.EBADREQUEST, op, k.Prefix, key,
 				"Index "+index+" of "+k.Prefix+" is not unique and cannot address an object")
 		case idx.Field == k.KeyField:
 			rec, err = s.st.Get(ctx, k.Prefix, value)
@@ -63,13 +63,13 @@ func (s *core) readRecord(ctx context.Context, k *backend.Kind, key, typ string)
 		}
 	} else {
 		if key == "" {
-			return rec, backend.NotFound(typ, k.Prefix, key)
+			return rec, backend.NotFound(op, k.Prefix, key)
 		}
 		rec, err = s.st.Get(ctx, k.Prefix, key)
 	}
 	if err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
-			return rec, backend.NotFound(typ, k.Prefix, key)
+			return rec, backend.NotFound(op, k.Prefix, key)
 		}
 		return rec, err
 	}

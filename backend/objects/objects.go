@@ -306,13 +306,13 @@ func sanitizedJSON(m backend.Model) json.RawMessage {
 
 // bodyError turns a JSON decoding failure of a request body into DRP's 400
 // with the method as Type.
-func bodyError(method, prefix, key string, err error) error {
+func bodyError(op backend.Operation, prefix, key string, err error) error {
 	msg := err.Error()
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		msg = fmt.Sprintf("json: cannot unmarshal %s into field %s of type %s", te.Value, te.Field, te.Type)
 	}
-	return &backend.Error{Code: backend.EBADREQUEST, Type: method, Model: prefix, Key: key, Messages: []string{msg}, Err: err}
+	return &backend.Error{Code: backend.EBADREQUEST, Op: op, Model: prefix, Key: key, Messages: []string{msg}, Err: err}
 }
 
 // objects is the object part over the same core, for the other parts'

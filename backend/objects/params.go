@@ -147,9 +147,9 @@ func (s *core) prepareParams(ctx context.Context, m, old backend.Model, c *check
 	return nil
 }
 
-func hasParams(k *backend.Kind, typ, key string) error {
+func hasParams(k *backend.Kind, op backend.Operation, key string) error {
 	if !k.HasParams {
-		return backend.NewError(backend.ENOTFOUND, typ, k.Prefix, key, k.Prefix+" have no params")
+		return backend.OpError(backend.ENOTFOUND, op, k.Prefix, key, k.Prefix+" have no params")
 	}
 	return nil
 }
@@ -162,10 +162,10 @@ func (s *Params) Params(ctx context.Context, prefix, key string, aggregate, deco
 	if err != nil {
 		return nil, err
 	}
-	if err := hasParams(k, "GET", key); err != nil {
+	if err := hasParams(k, backend.ReadOp, key); err != nil {
 		return nil, err
 	}
-	_, m, err := s.read(ctx, k, key, "GET")
+	_, m, err := s.read(ctx, k, key, backend.ReadOp)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func (s *Params) SetParam(ctx context.Context, prefix, key, name string, value a
 	if name == "" {
 		return nil, backend.NewError(backend.EINVALID, "ValidationError", prefix, key, "Invalid Param Name ``")
 	}
-	m, err := s.mutateParams(ctx, prefix, key, "POST", func(p map[string]any) (map[string]any, error) {
+	m, err := s.mutateParams(ctx, prefix, key, backend.ActionOp, func(p map[string]any) (map[string]any, error) {
 		p[name] = value
 		return p, nil
 	})
@@ -214,7 +214,7 @@ func (s *Params) SetParam(ctx context.Context, prefix, key, name string, value a
 
 // SetParams replaces all params of prefix/key and returns the stored map.
 func (s *Params) SetParams(ctx context.Context, prefix, key string, params map[string]any) (map[string]any, error) {
-	m, err := s.mutateParams(ctx, prefix, key, "POST", func(map[string]any) (map[string]any, error) {
+	m, err := s.mutateParams(ctx, prefix, key, backend.ActionOp, func(map[string]any) (map[string]any, error) {
 		if params == nil {
 			return map[string]any{}, nil
 		}
@@ -233,7 +233,7 @@ func (s *Params) PatchParams(ctx context.Context, prefix, key string, patch []by
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.mutateParams(ctx, prefix, key, "PATCH", func(cur map[string]any) (map[string]any, error) {
+	m, err := s.mutateParams(ctx, prefix, key, backend.PatchOp, func(cur map[string]any) (map[string]any, error) {
 		if len(p) == 0 {
 			return cur, nil
 		}
@@ -261,10 +261,10 @@ func (s *Params) PatchParams(ctx context.Context, prefix, key string, patch []by
 // Type DELETE, Model params, Key name when it is not set.
 func (s *Params) DeleteParam(ctx context.Context, prefix, key, name string) (any, error) {
 	var old any
-	_, err := s.mutateParams(ctx, prefix, key, "DELETE", func(p map[string]any) (map[string]any, error) {
+	_, err := s.mutateParams(ctx, prefix, key, backend.DeleteOp, func(p map[string]any) (map[string]any, error) {
 		v, ok := p[name]
 		if !ok {
-			return nil, backend.NotFound("DELETE", "params", name)
+			return nil, backend.NotFound(backend.DeleteOp, "params", name)
 		}
 		old = v
 		delete(p, name)
@@ -276,15 +276,15 @@ func (s *Params) DeleteParam(ctx context.Context, prefix, key, name string) (any
 	return old, nil
 }
 
-func (s *core) mutateParams(ctx context.Context, prefix, key, typ string, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
+func (s *core) mutateParams(ctx context.Context, prefix, key string, op backend.Operation, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
-	if err := hasParams(k, typ, key); err != nil {
+	if err := hasParams(k, op, key); err != nil {
 		return nil, err
 	}
-	return s.mutate(ctx, k, key, typ, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	return s.mutate(ctx, k, key, op, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		m := clone(old)
 		pp := paramsOf(m)
 		cur := map[string]any{}

@@ -36,7 +36,7 @@ func TestParamsSubresource(t *testing.T) {
 				t.Fatalf("got %v %v", got, err)
 			}
 			_, err = e.svc.Params.PatchParams(ctx, "machines", m.Uuid, []byte(`[{"op":"test","path":"/a","value":2}]`))
-			wantErr(t, err, backend.ECONFLICT, "PATCH", `"/a"`)
+			wantErr(t, err, backend.ECONFLICT, "patch", `"/a"`)
 		})
 		t.Run("delete", func(t *testing.T) {
 			old, err := e.svc.Params.DeleteParam(ctx, "machines", m.Uuid, "newp")
@@ -44,7 +44,7 @@ func TestParamsSubresource(t *testing.T) {
 				t.Fatalf("got %v %v", old, err)
 			}
 			_, err = e.svc.Params.DeleteParam(ctx, "machines", m.Uuid, "newp")
-			wantErr(t, err, backend.ENOTFOUND, "DELETE", "Not Found")
+			wantErr(t, err, backend.ENOTFOUND, "delete", "Not Found")
 			if be := backend.AsError(err); be.Model != "params" || be.Key != "newp" {
 				t.Fatalf("got %+v", be)
 			}
@@ -63,7 +63,7 @@ func TestParamsSubresource(t *testing.T) {
 		t.Run("no params on roles", func(t *testing.T) {
 			mustCreate(t, e, "roles", `{"Name":"rr"}`)
 			_, err := e.svc.Params.Params(ctx, "roles", "rr", false, false)
-			wantErr(t, err, backend.ENOTFOUND, "GET", "no params")
+			wantErr(t, err, backend.ENOTFOUND, "read", "no params")
 		})
 	})
 }

@@ -15,11 +15,11 @@ func (s *CRUD) Get(ctx context.Context, prefix, key string) (backend.Model, int6
 	if err != nil {
 		return nil, 0, err
 	}
-	return s.getTyped(ctx, k, key, "GET")
+	return s.getTyped(ctx, k, key, backend.ReadOp)
 }
 
-func (s *core) getTyped(ctx context.Context, k *backend.Kind, key, typ string) (backend.Model, int64, error) {
-	rec, m, err := s.read(ctx, k, key, typ)
+func (s *core) getTyped(ctx context.Context, k *backend.Kind, key string, op backend.Operation) (backend.Model, int64, error) {
+	rec, m, err := s.read(ctx, k, key, op)
 	if err != nil {
 		return nil, 0, err
 	}

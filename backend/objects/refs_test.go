@@ -319,13 +319,13 @@ func TestBuiltinBootEnvs(t *testing.T) {
 		}
 		t.Run("writes are refused", func(t *testing.T) {
 			_, err := e.svc.Objects.Patch(ctx, "bootenvs", "local", []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
-			wantErr(t, err, backend.EBADREQUEST, "PATCH", "readonly: local")
+			wantErr(t, err, backend.EBADREQUEST, "patch", "readonly: local")
 			_, err = e.svc.Objects.Patch(ctx, "bootenvs", "local", []byte(`[{"op":"replace","path":"/ReadOnly","value":false}]`), false)
-			wantErr(t, err, backend.EBADREQUEST, "PATCH", "readonly: local")
+			wantErr(t, err, backend.EBADREQUEST, "patch", "readonly: local")
 			_, err = e.svc.Objects.Put(ctx, "bootenvs", "ignore", []byte(`{"Name":"ignore","OnlyUnknown":false}`))
-			wantErr(t, err, backend.EBADREQUEST, "PUT", "readonly: ignore")
+			wantErr(t, err, backend.EBADREQUEST, "replace", "readonly: ignore")
 			_, err = e.svc.Objects.Delete(ctx, "bootenvs", "ignore")
-			wantErr(t, err, backend.EBADREQUEST, "DELETE", "readonly: ignore")
+			wantErr(t, err, backend.EBADREQUEST, "delete", "readonly: ignore")
 			if m, rev, _ := e.svc.Objects.Get(ctx, "bootenvs", "ignore"); rev != revs["ignore"] || !m.(*backend.BootEnv).OnlyUnknown {
 				t.Fatalf("ignore changed: %+v", m)
 			}

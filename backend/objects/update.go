@@ -36,14 +36,14 @@ func PatchOps(patch []byte) ([]Op, error) {
 // "from":"" on every op.
 func parsePatch(patch []byte, prefix, key string) (jsonpatch.Patch, []Op, error) {
 	bad := func(msg string) error {
-		return backend.NewError(backend.EBADREQUEST, "PATCH", prefix, key, msg)
+		return backend.OpError(backend.EBADREQUEST, backend.PatchOp, prefix, key, msg)
 	}
 	if len(bytes.TrimSpace(patch)) == 0 {
 		return nil, nil, nil
 	}
 	var raw []map[string]json.RawMessage
 	if err := json.Unmarshal(patch, &raw); err != nil {
-		return nil, nil, bodyError("PATCH", prefix, key, err)
+		return nil, nil, bodyError(backend.PatchOp, prefix, key, err)
 	}
 	ops := make([]Op, 0, len(raw))
 	clean := make([]map[string]json.RawMessage, 0, len(raw))
@@ -103,7 +103,7 @@ func applyPatch(p jsonpatch.Patch, doc []byte, prefix, key string) ([]byte, erro
 			default:
 				msg = fmt.Sprintf("%s op at %q failed: %s", op.Kind(), path, err.Error())
 			}
-			return nil, &backend.Error{Code: backend.ECONFLICT, Type: "PATCH", Model: prefix, Key: key,
+			return nil, &backend.Error{Code: backend.ECONFLICT, Op: backend.PatchOp, Model: prefix, Key: key,
 				Messages: []string{line, msg}, Err: err}
 		}
 		doc = out
@@ -135,7 +135,7 @@ func splitSecretOps(k *backend.Kind, p jsonpatch.Patch, prefix, key string) (jso
 		}
 		switch op.Kind() {
 		case "test":
-			return nil, se, backend.NewError(backend.ECONFLICT, "PATCH", prefix, key,
+			return nil, se, backend.OpError(backend.ECONFLICT, backend.PatchOp, prefix, key,
 				fmt.Sprintf("Patch failed to apply at line %d", i), fmt.Sprintf("Test op failed at %q", path))
 		case "add", "replace":
 			if field == "PasswordHash" {
@@ -158,7 +158,7 @@ func splitSecretOps(k *backend.Kind, p jsonpatch.Patch, prefix, key string) (jso
 			}
 			se.rotate = true
 		default:
-			return nil, se, backend.NewError(backend.ECONFLICT, "PATCH", prefix, key,
+			return nil, se, backend.OpError(backend.ECONFLICT, backend.PatchOp, prefix, key,
 				fmt.Sprintf("Patch failed to apply at line %d", i), fmt.Sprintf("%s op failed: path %q does not exist", op.Kind(), path))
 		}
 	}
@@ -213,10 +213,10 @@ func (s *CRUD) Patch(ctx context.Context, prefix, key string, patch []byte, forc
 		return nil, err
 	}
 	if len(p) == 0 && !se.rotate {
-		m, _, err := s.getTyped(ctx, k, key, "PATCH")
+		m, _, err := s.getTyped(ctx, k, key, backend.PatchOp)
 		return m, err
 	}
-	m, err := s.mutate(ctx, k, key, "PATCH", "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	m, err := s.mutate(ctx, k, key, backend.PatchOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		view := clone(old)
 		backend.Sanitize(view)
 		doc, err := encode(view)
@@ -261,9 +261,9 @@ func (s *CRUD) Put(ctx context.Context, prefix, key string, body []byte) (backen
 	}
 	nm := k.New()
 	if err := json.Unmarshal(body, nm); err != nil {
-		return nil, bodyError("PUT", prefix, key, err)
+		return nil, bodyError(backend.ReplaceOp, prefix, key, err)
 	}
-	m, err := s.mutate(ctx, k, key, "PUT", "save", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	m, err := s.mutate(ctx, k, key, backend.ReplaceOp, "save", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		m := clone(nm)
 		if m.Key() == "" {
 			m.SetKey(old.Key())
@@ -299,13 +299,13 @@ func (s *CRUD) Put(ctx context.Context, prefix, key string, body []byte) (backen
 // kind's side effects and queues the event. A write that lost a race
 // (stale revision) is retried from the read. internal skips the lock check
 // (job bookkeeping on a locked machine still happens).
-func (s *core) mutate(ctx context.Context, k *backend.Kind, key, typ, action string, internal bool,
+func (s *core) mutate(ctx context.Context, k *backend.Kind, key string, op backend.Operation, action string, internal bool,
 	fn func(ctx context.Context, old backend.Model) (backend.Model, error)) (backend.Model, error) {
 	var out backend.Model
 	for attempt := 0; ; attempt++ {
 		stale := false
 		err := s.inTx(ctx, func(ctx context.Context) error {
-			rec, old, err := s.read(ctx, k, key, typ)
+			rec, old, err := s.read(ctx, k, key, op)
 			if err != nil {
 				return err
 			}
@@ -315,14 +315,14 @@ func (s *core) mutate(ctx context.Context, k *backend.Kind, key, typ, action str
 			}
 			m.Fill()
 			if m.Key() != old.Key() {
-				return backend.NewError(backend.EBADREQUEST, typ, k.Prefix, old.Key(),
+				return backend.OpError(backend.EBADREQUEST, op, k.Prefix, old.Key(),
 					fmt.Sprintf("Key change from %s to %s not allowed", old.Key(), m.Key()))
 			}
 			if old.Env().ReadOnly {
-				return readOnly(typ, k.Prefix, old.Key())
+				return readOnly(op, k.Prefix, old.Key())
 			}
 			if om, ok := old.(*backend.Machine); ok && !internal && om.Locked && m.(*backend.Machine).Locked {
-				return backend.NewError(backend.ECONFLICT, typ, k.Prefix, old.Key(), "Locked")
+				return backend.OpError(backend.ECONFLICT, op, k.Prefix, old.Key(), "Locked")
 			}
 			// ReadOnly marks built-in objects; a client's value is advisory.
 			m.Env().ReadOnly = false
@@ -341,7 +341,7 @@ func (s *core) mutate(ctx context.Context, k *backend.Kind, key, typ, action str
 					if cur, gerr := s.st.Get(ctx, k.Prefix, rec.Key); gerr == nil && cur.Rev != rec.Rev {
 						stale = true
 					}
-					return backend.NewError(backend.ECONFLICT, typ, k.Prefix, rec.Key,
+					return backend.OpError(backend.ECONFLICT, op, k.Prefix, rec.Key,
 						"Object changed while being updated; try again")
 				}
 				return err
@@ -367,8 +367,8 @@ func (s *core) mutate(ctx context.Context, k *backend.Kind, key, typ, action str
 // DRP answers 400 to PUT and PATCH; provgate answers a DELETE the same way
 // rather than with DRP's 404, which would tell a client that an object it
 // can still read has gone.
-func readOnly(typ, prefix, key string) error {
-	return backend.NewError(backend.EBADREQUEST, typ, prefix, key, "readonly: "+key)
+func readOnly(op backend.Operation, prefix, key string) error {
+	return backend.OpError(backend.EBADREQUEST, op, prefix, key, "readonly: "+key)
 }
 
 // afterUpdate runs the cross-object effects of an update.

@@ -31,15 +31,15 @@ func TestPatch(t *testing.T) {
 		})
 		errs := []struct{ name, key, patch, code, typ, msg string }{
 			{"failed test", "john", `[{"op":"test","path":"/Description","from":"","value":"old"},{"op":"replace","path":"/Description","value":"z"}]`,
-				backend.ECONFLICT, "PATCH", `Test op failed at "/Description"`},
-			{"bad path", "john", `[{"op":"replace","path":"/Params/nope/deeper","value":1}]`, backend.ECONFLICT, "PATCH", `path "/Params/nope/deeper" does not exist`},
-			{"key change", "john", `[{"op":"replace","path":"/Name","value":"jane"}]`, backend.EBADREQUEST, "PATCH", "Key change from john to jane not allowed"},
-			{"bad op", "john", `[{"op":"frob","path":"/Name"}]`, backend.EBADREQUEST, "PATCH", "invalid op"},
-			{"not json", "john", `{`, backend.EBADREQUEST, "PATCH", "unexpected end"},
+				backend.ECONFLICT, "patch", `Test op failed at "/Description"`},
+			{"bad path", "john", `[{"op":"replace","path":"/Params/nope/deeper","value":1}]`, backend.ECONFLICT, "patch", `path "/Params/nope/deeper" does not exist`},
+			{"key change", "john", `[{"op":"replace","path":"/Name","value":"jane"}]`, backend.EBADREQUEST, "patch", "Key change from john to jane not allowed"},
+			{"bad op", "john", `[{"op":"frob","path":"/Name"}]`, backend.EBADREQUEST, "patch", "invalid op"},
+			{"not json", "john", `{`, backend.EBADREQUEST, "patch", "unexpected end"},
 			{"wrong type", "john", `[{"op":"replace","path":"/Reboot","value":"yes"}]`, backend.EINVALID, "ValidationError", "Reboot"},
 			{"missing task", "john", `[{"op":"replace","path":"/Tasks","value":["nosuch"]},{"op":"replace","path":"/Name","value":"john"}]`,
 				backend.EINVALID, "ValidationError", "john: Task nosuch (at 0) does not exist"},
-			{"missing", "ghost", `[]`, backend.ENOTFOUND, "PATCH", "Not Found"},
+			{"missing", "ghost", `[]`, backend.ENOTFOUND, "patch", "Not Found"},
 		}
 		for _, tc := range errs {
 			t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +76,7 @@ func TestPatchSecrets(t *testing.T) {
 		secret := rawRecord(t, e, "users", "sam")["Secret"]
 		t.Run("test on secret fails", func(t *testing.T) {
 			_, err := e.svc.Objects.Patch(ctx, "users", "sam", []byte(`[{"op":"test","path":"/Secret","value":"`+secret.(string)+`"}]`), false)
-			wantErr(t, err, backend.ECONFLICT, "PATCH", "Test op failed")
+			wantErr(t, err, backend.ECONFLICT, "patch", "Test op failed")
 		})
 		t.Run("unrelated patch keeps secrets", func(t *testing.T) {
 			u, err := e.svc.Objects.Patch(ctx, "users", "sam", []byte(`[{"op":"replace","path":"/Description","value":"d"}]`), false)
@@ -115,11 +115,11 @@ func TestLockedMachine(t *testing.T) {
 		ctx := context.Background()
 		m := mustCreate(t, e, "machines", `{"Name":"lk1","Locked":true}`).(*backend.Machine)
 		_, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
-		wantErr(t, err, backend.ECONFLICT, "PATCH", "Locked")
+		wantErr(t, err, backend.ECONFLICT, "patch", "Locked")
 		_, err = e.svc.Params.SetParam(ctx, "machines", m.Uuid, "foo", 1)
-		wantErr(t, err, backend.ECONFLICT, "POST", "Locked")
+		wantErr(t, err, backend.ECONFLICT, "action", "Locked")
 		_, err = e.svc.Objects.Delete(ctx, "machines", m.Uuid)
-		wantErr(t, err, backend.ECONFLICT, "DELETE", "Locked")
+		wantErr(t, err, backend.ECONFLICT, "delete", "Locked")
 		got, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Locked","value":false}]`), false)
 		if err != nil || got.(*backend.Machine).Locked {
 			t.Fatalf("unlock: %v %v", got, err)
@@ -143,11 +143,11 @@ func TestPut(t *testing.T) {
 		other := *m
 		other.Uuid = "3e7031fe-3062-45f1-835c-92541bc9cbd3"
 		_, err = e.svc.Objects.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, &other)))
-		wantErr(t, err, backend.EBADREQUEST, "PUT", "Key change from "+m.Uuid+" to 3e7031fe-3062-45f1-835c-92541bc9cbd3 not allowed")
+		wantErr(t, err, backend.EBADREQUEST, "replace", "Key change from "+m.Uuid+" to 3e7031fe-3062-45f1-835c-92541bc9cbd3 not allowed")
 		_, err = e.svc.Objects.Put(ctx, "machines", "Name:nope", []byte(`{}`))
-		wantErr(t, err, backend.ENOTFOUND, "PUT", "Not Found")
+		wantErr(t, err, backend.ENOTFOUND, "replace", "Not Found")
 		_, err = e.svc.Objects.Put(ctx, "machines", m.Uuid, []byte(`{"Name":1}`))
-		wantErr(t, err, backend.EBADREQUEST, "PUT", "Name")
+		wantErr(t, err, backend.EBADREQUEST, "replace", "Name")
 	})
 }
 
@@ -190,7 +190,7 @@ func TestDelete(t *testing.T) {
 			{"tenant with users", "tenants", "t1", backend.ECONFLICT, "StillInUseError", "Constraining Users: [bob rocketskates]"},
 			{"pool with machines", "pools", "p1", backend.ECONFLICT, "StillInUseError", "In use by Machine dm1"},
 			{"profile in use", "profiles", "pf", backend.ECONFLICT, "StillInUseError", "In use by Machine dm1"},
-			{"missing", "roles", "ghost", backend.ENOTFOUND, "DELETE", "Not Found"},
+			{"missing", "roles", "ghost", backend.ENOTFOUND, "delete", "Not Found"},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {

@@ -17,13 +17,13 @@ func (s *CRUD) Wait(ctx context.Context, prefix, key, etag string, d time.Durati
 	if err != nil {
 		return false, err
 	}
-	rec, err := s.readRecord(ctx, k, key, "GET")
+	rec, err := s.readRecord(ctx, k, key, backend.ReadOp)
 	if err != nil {
 		return false, err
 	}
 	native := rec.Key
 	changed := func() (bool, error) {
-		rec, m, err := s.read(ctx, k, native, "GET")
+		rec, m, err := s.read(ctx, k, native, backend.ReadOp)
 		if err != nil {
 			if backend.IsCode(err, backend.ENOTFOUND) {
 				return true, nil

@@ -61,7 +61,7 @@ func (r *request) overrides() *backend.PoolTransitionActions {
 // a key means the key is absent.
 func parseBody(verb, pool string, body []byte) (*request, error) {
 	bad := func(format string, args ...any) error {
-		return backend.NewError(backend.EBADREQUEST, "POST", "pools", pool, fmt.Sprintf(format, args...))
+		return backend.OpError(backend.EBADREQUEST, backend.ActionOp, "pools", pool, fmt.Sprintf(format, args...))
 	}
 	r := &request{}
 	body = bytes.TrimSpace(body)
@@ -176,7 +176,7 @@ func (r *request) plan(pool string) (selection, error) {
 	sel.minimum = sel.count
 	if r.Minimum != nil {
 		if *r.Minimum > sel.count {
-			return sel, backend.NewError(backend.EBADREQUEST, "POST", "pools", pool,
+			return sel, backend.OpError(backend.EBADREQUEST, backend.ActionOp, "pools", pool,
 				fmt.Sprintf("%s (%d) cannot be greater than %s (%d)", keyMinimum, *r.Minimum, keyCount, sel.count))
 		}
 		sel.minimum = *r.Minimum

@@ -157,7 +157,7 @@ func normalizePools(names []string) []string {
 func (s *Service) Status(ctx context.Context, pool string, visible []string) (map[string][]backend.PoolResult, error) {
 	if strings.IndexByte(pool, 0) >= 0 {
 		// No pool id holds a NUL; PostgreSQL would refuse the query.
-		return nil, backend.NotFound("GET", "pools", pool)
+		return nil, backend.NotFound(backend.ReadOp, "pools", pool)
 	}
 	q := backend.Query{Limit: -1, Slim: slimMachines, Visible: visible,
 		Filters: []backend.Filter{indexFilter("Pool", backend.OpEq, pool)}}
@@ -172,7 +172,7 @@ func (s *Service) Status(ctx context.Context, pool string, visible []string) (ma
 			return nil, err
 		}
 		if p == nil {
-			return nil, backend.NotFound("GET", "pools", pool)
+			return nil, backend.NotFound(backend.ReadOp, "pools", pool)
 		}
 		return out, nil
 	}

@@ -80,7 +80,7 @@ func (j *JobActions) JobActions(ctx context.Context, key, goos string) ([]backen
 		}
 		text, err := Render(ctx, Task, t.Name, t.Contents, env, Limits{})
 		if err != nil {
-			return nil, backend.NewError(backend.ECONFLICT, "GET", backend.PrefixJobs, key, "template "+t.Name+": "+err.Error())
+			return nil, backend.OpError(backend.ECONFLICT, backend.ReadOp, backend.PrefixJobs, key, "template "+t.Name+": "+err.Error())
 		}
 		meta := t.Meta
 		if meta == nil {
