@@ -155,7 +155,9 @@ func (a recActions) Attempts(_ context.Context, plugin, _ string, _ int) ([]back
 
 type recJobs struct{ *recorder }
 
-func (j recJobs) CreateJob(context.Context, []byte) (int, *backend.Job, error) { return 204, nil, nil }
+func (j recJobs) CreateJob(context.Context, []byte) (backend.JobOutcome, *backend.Job, error) {
+	return backend.JobNone, nil, nil
+}
 func (j recJobs) JobToken(context.Context, *backend.Job, *auth.Principal) (string, error) {
 	return "", nil
 }

@@ -43,7 +43,9 @@ type Actions interface {
 
 // Jobs covers job creation and logs beyond CRUD.
 type Jobs interface {
-	CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error)
+	// CreateJob answers a job request: the machine's next job, if any, and
+	// what the agent got.
+	CreateJob(ctx context.Context, body []byte) (backend.JobOutcome, *backend.Job, error)
 	JobLog(ctx context.Context, key string) ([]byte, error)
 	AppendJobLog(ctx context.Context, key string, chunk []byte) error
 }
@@ -417,10 +419,11 @@ func (s *Server) handleCreateJob(c *fiber.Ctx) error {
 	if s.Jobs == nil {
 		return unavailable("jobs")
 	}
-	status, job, err := s.Jobs.CreateJob(userContext(c), c.Body())
+	outcome, job, err := s.Jobs.CreateJob(userContext(c), c.Body())
 	if err != nil {
 		return err
 	}
+	status := jobStatus(outcome)
 	if job == nil {
 		c.Status(status)
 		return c.Send(nil)
@@ -434,6 +437,18 @@ func (s *Server) handleCreateJob(c *fiber.Ctx) error {
 		job.Token = tok
 	}
 	return c.Status(status).JSON(job)
+}
+
+// jobStatus is DRP's status for a job request's outcome: 201 for a new
+// job, 202 for an incomplete job handed back, 204 for nothing to run.
+func jobStatus(o backend.JobOutcome) int {
+	switch o {
+	case backend.JobNew:
+		return fiber.StatusCreated
+	case backend.JobAgain:
+		return fiber.StatusAccepted
+	}
+	return fiber.StatusNoContent
 }
 
 func (s *Server) handleGetJobLog(c *fiber.Ctx) error {

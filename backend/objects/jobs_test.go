@@ -38,11 +38,11 @@ func TestJobLifecycle(t *testing.T) {
 		mustCreate(t, e, "workflows", `{"Name":"w1","Stages":["s1"]}`)
 		m := mustCreate(t, e, "machines", `{"Name":"jm","Workflow":"w1","Pool":"p1","PoolStatus":"Joining"}`).(*backend.Machine)
 		req := []byte(`{"Machine":"` + m.Uuid + `","Context":""}`)
-		create := func(t *testing.T, wantStatus int) *backend.Job {
+		create := func(t *testing.T, want backend.JobOutcome) *backend.Job {
 			t.Helper()
 			st, j, err := e.svc.Jobs.CreateJob(ctx, req)
-			if err != nil || st != wantStatus {
-				t.Fatalf("got %d %v %v, want %d", st, j, err, wantStatus)
+			if err != nil || st != want {
+				t.Fatalf("got %d %v %v, want %d", st, j, err, want)
 			}
 			return j
 		}
@@ -54,8 +54,8 @@ func TestJobLifecycle(t *testing.T) {
 			_, _, err := e.svc.Jobs.CreateJob(ctx, []byte(`{"Machine":"3e7031fe-3062-45f1-835c-92541bc9cbd3"}`))
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Machine 3e7031fe-3062-45f1-835c-92541bc9cbd3 does not exist")
 		})
-		t.Run("stage and bootenv roll over with 204", func(t *testing.T) {
-			if j := create(t, 204); j != nil {
+		t.Run("stage and bootenv roll over with nothing to run", func(t *testing.T) {
+			if j := create(t, backend.JobNone); j != nil {
 				t.Fatalf("got job %v", j)
 			}
 			mc := machineOf(t, e, m.Uuid)
@@ -72,7 +72,7 @@ func TestJobLifecycle(t *testing.T) {
 		})
 		var j1 *backend.Job
 		t.Run("201 for first task", func(t *testing.T) {
-			j1 = create(t, 201)
+			j1 = create(t, backend.JobNew)
 			mc := machineOf(t, e, m.Uuid)
 			if j1.Task != "t1" || j1.State != "created" || j1.CurrentIndex != 2 || mc.CurrentJob != j1.Uuid || mc.CurrentTask != 2 || !j1.Current {
 				t.Fatalf("got job %+v machine task %d job %s", j1, mc.CurrentTask, mc.CurrentJob)
@@ -114,7 +114,7 @@ func TestJobLifecycle(t *testing.T) {
 			if _, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Runnable","value":true},{"op":"replace","path":"/PoolStatus","value":"Joining"}]`), false); err != nil {
 				t.Fatal(err)
 			}
-			j2 = create(t, 201)
+			j2 = create(t, backend.JobNew)
 			if j2.Task != "t1" || j2.Previous != j1.Uuid {
 				t.Fatalf("got %+v", j2)
 			}
@@ -123,16 +123,16 @@ func TestJobLifecycle(t *testing.T) {
 				t.Fatal("previous job still Current")
 			}
 		})
-		t.Run("incomplete is handed back with 202", func(t *testing.T) {
+		t.Run("incomplete is handed back", func(t *testing.T) {
 			setJobState(t, e, j2.Uuid, "running", "incomplete")
-			j := create(t, 202)
+			j := create(t, backend.JobAgain)
 			if j.Uuid != j2.Uuid || j.State != "created" {
 				t.Fatalf("got %+v", j)
 			}
 		})
 		t.Run("last task finishing completes the workflow", func(t *testing.T) {
 			setJobState(t, e, j2.Uuid, "running", "finished")
-			j3 := create(t, 201)
+			j3 := create(t, backend.JobNew)
 			if j3.Task != "t2" {
 				t.Fatalf("got %+v", j3)
 			}
@@ -144,7 +144,7 @@ func TestJobLifecycle(t *testing.T) {
 			if !mc.WorkflowComplete || mc.PoolStatus != "Free" || !mc.Runnable {
 				t.Fatalf("got WorkflowComplete %v PoolStatus %s", mc.WorkflowComplete, mc.PoolStatus)
 			}
-			create(t, 204)
+			create(t, backend.JobNone)
 			if mc := machineOf(t, e, m.Uuid); mc.CurrentTask != 4 {
 				t.Fatalf("got CurrentTask %d", mc.CurrentTask)
 			}
@@ -178,11 +178,11 @@ func TestJobContextMismatch(t *testing.T) {
 		mustCreate(t, e, "tasks", `{"Name":"t1"}`)
 		m := mustCreate(t, e, "machines", `{"Name":"cm","Tasks":["t1"],"CurrentTask":-1}`).(*backend.Machine)
 		st, j, err := e.svc.Jobs.CreateJob(context.Background(), []byte(`{"Machine":"`+m.Uuid+`","Context":"drpcli-runner"}`))
-		if err != nil || st != 204 || j != nil {
+		if err != nil || st != backend.JobNone || j != nil {
 			t.Fatalf("got %d %v %v", st, j, err)
 		}
 		st, j, err = e.svc.Jobs.CreateJob(context.Background(), []byte(`{"Machine":"`+m.Uuid+`"}`))
-		if err != nil || st != 201 || j.Task != "t1" {
+		if err != nil || st != backend.JobNew || j.Task != "t1" {
 			t.Fatalf("got %d %v %v", st, j, err)
 		}
 	})
