@@ -77,29 +77,33 @@ func (o recObjects) Wait(_ context.Context, prefix, key, _ string, _ time.Durati
 	return false, nil
 }
 func (o recObjects) Shape(context.Context, backend.Model, backend.Query) error { return nil }
-func (o recObjects) Params(_ context.Context, prefix, key string, _, _ bool) (map[string]any, error) {
+func (o recObjects) Params(_ context.Context, prefix, key string, _, _ bool) (map[string]json.RawMessage, error) {
 	o.add("Params", prefix, key, "", "")
-	return map[string]any{}, nil
+	return map[string]json.RawMessage{}, nil
 }
-func (o recObjects) GetParam(_ context.Context, prefix, key, name string, _, _ bool) (any, error) {
+func (o recObjects) GetParam(_ context.Context, prefix, key, name string, _, _ bool) (json.RawMessage, error) {
 	o.add("GetParam", prefix, key, name, "")
-	return nil, nil
+	return json.RawMessage("null"), nil
 }
-func (o recObjects) SetParam(_ context.Context, prefix, key, name string, v any) (any, error) {
+func (o recObjects) SetParam(_ context.Context, prefix, key, name string, v json.RawMessage) (json.RawMessage, error) {
 	o.add("SetParam", prefix, key, name, "")
 	return v, nil
 }
-func (o recObjects) SetParams(_ context.Context, prefix, key string, p map[string]any) (map[string]any, error) {
+func (o recObjects) SetParams(_ context.Context, prefix, key string, p json.RawMessage) (map[string]json.RawMessage, error) {
 	o.add("SetParams", prefix, key, "", "")
-	return p, nil
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(p, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
-func (o recObjects) PatchParams(_ context.Context, prefix, key string, _ []byte) (map[string]any, error) {
+func (o recObjects) PatchParams(_ context.Context, prefix, key string, _ []byte) (map[string]json.RawMessage, error) {
 	o.add("PatchParams", prefix, key, "", "")
-	return map[string]any{}, nil
+	return map[string]json.RawMessage{}, nil
 }
-func (o recObjects) DeleteParam(_ context.Context, prefix, key, name string) (any, error) {
+func (o recObjects) DeleteParam(_ context.Context, prefix, key, name string) (json.RawMessage, error) {
 	o.add("DeleteParam", prefix, key, name, "")
-	return nil, nil
+	return json.RawMessage("null"), nil
 }
 
 type recPools struct{ *recorder }
@@ -144,7 +148,7 @@ func (a recActions) List(_ context.Context, prefix, key, _ string) ([]backend.Av
 	a.add("ListActions", prefix, key, "", "")
 	return []backend.AvailableAction{{Command: "doIt"}}, nil
 }
-func (a recActions) Run(_ context.Context, prefix, key, cmd, _ string, _ map[string]any) (json.RawMessage, error) {
+func (a recActions) Run(_ context.Context, prefix, key, cmd, _ string, _ map[string]json.RawMessage) (json.RawMessage, error) {
 	a.add("RunAction", prefix, key, "", cmd)
 	return json.RawMessage(`{}`), nil
 }

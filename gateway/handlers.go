@@ -37,7 +37,9 @@ type Pools interface {
 type Actions interface {
 	Providers() []backend.PluginProvider
 	List(ctx context.Context, prefix, key, plugin string) ([]backend.AvailableAction, error)
-	Run(ctx context.Context, prefix, key, cmd, plugin string, params map[string]any) (json.RawMessage, error)
+	// Run runs action cmd with the action parameters the request body
+	// gave, as JSON values by name.
+	Run(ctx context.Context, prefix, key, cmd, plugin string, params map[string]json.RawMessage) (json.RawMessage, error)
 	Attempts(ctx context.Context, plugin string, machine string, limit int) ([]backend.CallbackAttempt, error)
 }
 
@@ -388,7 +390,11 @@ func (s *Server) handleRunAction(c *fiber.Ctx) error {
 				"action parameters must be a JSON object: "+err.Error())
 		}
 	}
-	out, err := s.Actions.Run(userContext(c), routePrefix(c), routeKey(c), accessOf(c).Cmd, strings.Clone(c.Query("plugin")), params)
+	args, err := backend.EncodeParams(params)
+	if err != nil {
+		return err
+	}
+	out, err := s.Actions.Run(userContext(c), routePrefix(c), routeKey(c), accessOf(c).Cmd, strings.Clone(c.Query("plugin")), args)
 	if err != nil {
 		return err
 	}

@@ -122,13 +122,13 @@ func (o *memObjects) Wait(context.Context, string, string, string, time.Duration
 
 func (o *memObjects) Shape(context.Context, backend.Model, backend.Query) error { return nil }
 
-// memParams keeps the params of objects in memory.
+// memParams keeps the params of objects in memory, as JSON values.
 type memParams struct {
-	params map[string]map[string]any // by "prefix/key"
-	set    []string                  // "prefix/key/name=value" of every SetParam
+	params map[string]map[string]json.RawMessage // by "prefix/key"
+	set    []string                              // "prefix/key/name=value" of every SetParam
 }
 
-func (p *memParams) of(prefix, key string) (map[string]any, error) {
+func (p *memParams) of(prefix, key string) (map[string]json.RawMessage, error) {
 	ps, ok := p.params[prefix+"/"+key]
 	if !ok {
 		return nil, backend.NotFound(backend.ReadOp, prefix, key)
@@ -136,42 +136,48 @@ func (p *memParams) of(prefix, key string) (map[string]any, error) {
 	return ps, nil
 }
 
-func (p *memParams) Params(_ context.Context, prefix, key string, _, _ bool) (map[string]any, error) {
+func (p *memParams) Params(_ context.Context, prefix, key string, _, _ bool) (map[string]json.RawMessage, error) {
 	return p.of(prefix, key)
 }
 
-func (p *memParams) GetParam(_ context.Context, prefix, key, name string, _, _ bool) (any, error) {
+func (p *memParams) GetParam(_ context.Context, prefix, key, name string, _, _ bool) (json.RawMessage, error) {
 	ps, err := p.of(prefix, key)
 	if err != nil {
 		return nil, err
 	}
-	return ps[name], nil
+	if v, ok := ps[name]; ok {
+		return v, nil
+	}
+	return json.RawMessage("null"), nil
 }
 
-func (p *memParams) SetParam(_ context.Context, prefix, key, name string, value any) (any, error) {
+func (p *memParams) SetParam(_ context.Context, prefix, key, name string, value json.RawMessage) (json.RawMessage, error) {
 	ps, err := p.of(prefix, key)
 	if err != nil {
 		return nil, err
 	}
-	b, _ := json.Marshal(value)
-	p.set = append(p.set, prefix+"/"+key+"/"+name+"="+string(b))
+	p.set = append(p.set, prefix+"/"+key+"/"+name+"="+string(value))
 	ps[name] = value
 	return value, nil
 }
 
-func (p *memParams) SetParams(_ context.Context, prefix, key string, params map[string]any) (map[string]any, error) {
+func (p *memParams) SetParams(_ context.Context, prefix, key string, params json.RawMessage) (map[string]json.RawMessage, error) {
 	if _, err := p.of(prefix, key); err != nil {
 		return nil, err
 	}
-	p.params[prefix+"/"+key] = params
-	return params, nil
+	next := map[string]json.RawMessage{}
+	if err := json.Unmarshal(params, &next); err != nil {
+		return nil, backend.OpError(backend.EBADREQUEST, backend.ActionOp, prefix, key, err.Error())
+	}
+	p.params[prefix+"/"+key] = next
+	return next, nil
 }
 
-func (p *memParams) PatchParams(_ context.Context, prefix, key string, _ []byte) (map[string]any, error) {
+func (p *memParams) PatchParams(_ context.Context, prefix, key string, _ []byte) (map[string]json.RawMessage, error) {
 	return p.of(prefix, key)
 }
 
-func (p *memParams) DeleteParam(_ context.Context, prefix, key, name string) (any, error) {
+func (p *memParams) DeleteParam(_ context.Context, prefix, key, name string) (json.RawMessage, error) {
 	ps, err := p.of(prefix, key)
 	if err != nil {
 		return nil, err
@@ -328,7 +334,7 @@ func TestErrorMapping(t *testing.T) {
 // with the value sent and answer with what it returns.
 func TestParamsHandlers(t *testing.T) {
 	objs := newMemObjects()
-	params := &memParams{params: map[string]map[string]any{"profiles/p1": {"a": 1.0}}}
+	params := &memParams{params: map[string]map[string]json.RawMessage{"profiles/p1": {"a": json.RawMessage("1")}}}
 	s := handlerServer(Deps{Objects: objs, Params: params})
 
 	res, body := do(t, s, "GET", "/api/v3/profiles/p1/params", "")

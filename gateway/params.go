@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -12,12 +13,13 @@ import (
 // Params is the params service behind the params sub-resources of objects
 // that have params (docs/design.md §3.9).
 type Params interface {
-	Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error)
-	GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (any, error)
-	SetParam(ctx context.Context, prefix, key, name string, value any) (any, error)
-	SetParams(ctx context.Context, prefix, key string, params map[string]any) (map[string]any, error)
-	PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]any, error)
-	DeleteParam(ctx context.Context, prefix, key, name string) (any, error)
+	Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]json.RawMessage, error)
+	GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (json.RawMessage, error)
+	SetParam(ctx context.Context, prefix, key, name string, value json.RawMessage) (json.RawMessage, error)
+	// SetParams replaces every param with the JSON object params.
+	SetParams(ctx context.Context, prefix, key string, params json.RawMessage) (map[string]json.RawMessage, error)
+	PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]json.RawMessage, error)
+	DeleteParam(ctx context.Context, prefix, key, name string) (json.RawMessage, error)
 }
 
 // params sub-resources (docs/design.md §3.9).
@@ -50,7 +52,7 @@ func (s *Server) handleGetParams(c *fiber.Ctx) error {
 		return err
 	}
 	if keep := c.Query("params"); keep != "" {
-		sel := map[string]any{}
+		sel := map[string]json.RawMessage{}
 		for _, n := range strings.Split(keep, ",") {
 			if v, ok := p[strings.TrimSpace(n)]; ok {
 				sel[strings.TrimSpace(n)] = v
@@ -78,7 +80,7 @@ func (s *Server) handleSetParam(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var value any
+	var value json.RawMessage
 	if err := decodeJSON(c, &value); err != nil {
 		return err
 	}
@@ -98,11 +100,13 @@ func (s *Server) handleSetParams(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// The body must be a JSON object (or null): decoding it here keeps the
+	// answer to any other body DRP's 400.
 	params := map[string]any{}
 	if err := decodeJSON(c, &params); err != nil {
 		return err
 	}
-	p, err := s.Params.SetParams(userContext(c), k.Prefix, key, params)
+	p, err := s.Params.SetParams(userContext(c), k.Prefix, key, c.Body())
 	if err != nil {
 		return err
 	}

@@ -42,18 +42,18 @@ func (o richObjects) Put(context.Context, string, string, []byte) (backend.Model
 func (o richObjects) Delete(context.Context, string, string) (backend.Model, error) {
 	return machineWith(), nil
 }
-func (o richObjects) PatchParams(context.Context, string, string, []byte) (map[string]any, error) {
-	return machineWith().Params, nil
+func (o richObjects) PatchParams(context.Context, string, string, []byte) (map[string]json.RawMessage, error) {
+	return backend.EncodeParams(machineWith().Params)
 }
-func (o richObjects) SetParams(context.Context, string, string, map[string]any) (map[string]any, error) {
-	return machineWith().Params, nil
+func (o richObjects) SetParams(context.Context, string, string, json.RawMessage) (map[string]json.RawMessage, error) {
+	return backend.EncodeParams(machineWith().Params)
 }
-func (o richObjects) DeleteParam(context.Context, string, string, string) (any, error) {
-	return "s3cr3t", nil
+func (o richObjects) DeleteParam(context.Context, string, string, string) (json.RawMessage, error) {
+	return json.RawMessage(`"s3cr3t"`), nil
 }
-func (o richObjects) SetParam(_ context.Context, _, _, _ string, v any) (any, error) {
-	if v == "seal-me" {
-		return map[string]any{"Key": "k", "Nonce": "n", "Payload": "p"}, nil
+func (o richObjects) SetParam(_ context.Context, _, _, _ string, v json.RawMessage) (json.RawMessage, error) {
+	if string(v) == `"seal-me"` {
+		return json.RawMessage(`{"Key":"k","Nonce":"n","Payload":"p"}`), nil
 	}
 	return v, nil
 }

@@ -214,7 +214,7 @@ func TestWait(t *testing.T) {
 			}()
 			time.Sleep(100 * time.Millisecond)
 			start := time.Now()
-			if _, err := e.svc.Params.SetParam(ctx, "profiles", "wp", "k1", 1); err != nil {
+			if _, err := e.params().SetParam(ctx, "profiles", "wp", "k1", 1); err != nil {
 				t.Fatal(err)
 			}
 			select {

@@ -3,6 +3,7 @@ package objects
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -155,9 +156,18 @@ func hasParams(k *backend.Kind, op backend.Operation, key string) error {
 }
 
 // Params returns the params of prefix/key (machines, profiles, stages,
-// plugins). aggregate merges in profiles, stage, global profile and schema
-// defaults; decode decrypts secure values (the caller checks getSecure).
-func (s *Params) Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
+// plugins) as JSON values. aggregate merges in profiles, stage, global
+// profile and schema defaults; decode decrypts secure values (the caller
+// checks getSecure).
+func (s *Params) Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]json.RawMessage, error) {
+	p, err := s.params(ctx, prefix, key, aggregate, decode)
+	if err != nil {
+		return nil, err
+	}
+	return backend.EncodeParams(p)
+}
+
+func (s *core) params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
@@ -186,19 +196,31 @@ func (s *core) paramsView(ctx context.Context, m backend.Model, aggregate, decod
 	return out, nil
 }
 
-// GetParam returns one param value of prefix/key, or nil (JSON null) when
-// it is not set (docs/design.md §3.9).
-func (s *Params) GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (any, error) {
-	params, err := s.Params(ctx, prefix, key, aggregate, decode)
+// GetParam returns one param value of prefix/key, JSON null when it is not
+// set (docs/design.md §3.9).
+func (s *Params) GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (json.RawMessage, error) {
+	params, err := s.params(ctx, prefix, key, aggregate, decode)
 	if err != nil {
 		return nil, err
 	}
-	return params[name], nil
+	return encodeValue(params[name])
 }
 
-// SetParam sets one param and returns its stored value (the encrypted
-// envelope for a secure param).
-func (s *Params) SetParam(ctx context.Context, prefix, key, name string, value any) (any, error) {
+// SetParam sets one param to the JSON value and returns its stored value
+// (the encrypted envelope for a secure param).
+func (s *Params) SetParam(ctx context.Context, prefix, key, name string, value json.RawMessage) (json.RawMessage, error) {
+	var v any
+	if err := json.Unmarshal(value, &v); err != nil {
+		return nil, bodyError(backend.ActionOp, prefix, key, err)
+	}
+	stored, err := s.setParam(ctx, prefix, key, name, v)
+	if err != nil {
+		return nil, err
+	}
+	return encodeValue(stored)
+}
+
+func (s *core) setParam(ctx context.Context, prefix, key, name string, value any) (any, error) {
 	if name == "" {
 		return nil, backend.NewError(backend.EINVALID, "ValidationError", prefix, key, "Invalid Param Name ``")
 	}
@@ -212,23 +234,28 @@ func (s *Params) SetParam(ctx context.Context, prefix, key, name string, value a
 	return (*paramsOf(m))[name], nil
 }
 
-// SetParams replaces all params of prefix/key and returns the stored map.
-func (s *Params) SetParams(ctx context.Context, prefix, key string, params map[string]any) (map[string]any, error) {
+// SetParams replaces all params of prefix/key with the JSON object params
+// (null for none) and returns the stored map.
+func (s *Params) SetParams(ctx context.Context, prefix, key string, params json.RawMessage) (map[string]json.RawMessage, error) {
+	var next map[string]any
+	if err := json.Unmarshal(params, &next); err != nil {
+		return nil, bodyError(backend.ActionOp, prefix, key, err)
+	}
 	m, err := s.mutateParams(ctx, prefix, key, backend.ActionOp, func(map[string]any) (map[string]any, error) {
-		if params == nil {
+		if next == nil {
 			return map[string]any{}, nil
 		}
-		return params, nil
+		return next, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return *paramsOf(m), nil
+	return backend.EncodeParams(*paramsOf(m))
 }
 
 // PatchParams applies a JSON Patch to the params map of prefix/key (drpcli's
 // "add param" sends a whole-map test plus an add) and returns the new map.
-func (s *Params) PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]any, error) {
+func (s *Params) PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]json.RawMessage, error) {
 	p, _, err := parsePatch(patch, prefix, key)
 	if err != nil {
 		return nil, err
@@ -254,12 +281,20 @@ func (s *Params) PatchParams(ctx context.Context, prefix, key string, patch []by
 	if err != nil {
 		return nil, err
 	}
-	return *paramsOf(m), nil
+	return backend.EncodeParams(*paramsOf(m))
 }
 
-// DeleteParam removes one param and returns its old (stored) value; 404
-// Type DELETE, Model params, Key name when it is not set.
-func (s *Params) DeleteParam(ctx context.Context, prefix, key, name string) (any, error) {
+// DeleteParam removes one param and returns its old (stored) value; not
+// found (a delete of Model params, Key name) when it is not set.
+func (s *Params) DeleteParam(ctx context.Context, prefix, key, name string) (json.RawMessage, error) {
+	old, err := s.deleteParam(ctx, prefix, key, name)
+	if err != nil {
+		return nil, err
+	}
+	return encodeValue(old)
+}
+
+func (s *core) deleteParam(ctx context.Context, prefix, key, name string) (any, error) {
 	var old any
 	_, err := s.mutateParams(ctx, prefix, key, backend.DeleteOp, func(p map[string]any) (map[string]any, error) {
 		v, ok := p[name]
@@ -274,6 +309,15 @@ func (s *Params) DeleteParam(ctx context.Context, prefix, key, name string) (any
 		return nil, err
 	}
 	return old, nil
+}
+
+// encodeValue is one param value as JSON.
+func encodeValue(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("objects: encode param value: %w", err)
+	}
+	return b, nil
 }
 
 func (s *core) mutateParams(ctx context.Context, prefix, key string, op backend.Operation, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
@@ -304,8 +348,12 @@ func (s *core) mutateParams(ctx context.Context, prefix, key string, op backend.
 // the machine's own, its profiles in order (each followed by its nested
 // profiles), its stage's params and profiles, the global profile, then the
 // defaults of param Schemas. decode decrypts secure values.
-func (s *Params) Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error) {
-	return s.aggregate(ctx, m, decode)
+func (s *Params) Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]json.RawMessage, error) {
+	p, err := s.aggregate(ctx, m, decode)
+	if err != nil {
+		return nil, err
+	}
+	return backend.EncodeParams(p)
 }
 
 func (s *core) aggregate(ctx context.Context, m backend.Model, decode bool) (map[string]any, error) {

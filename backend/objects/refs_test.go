@@ -233,14 +233,14 @@ func TestHiddenReferences(t *testing.T) {
 		})
 		t.Run("hidden param definition is absent", func(t *testing.T) {
 			m := mustCreate(t, e, "machines", `{"Name":"pm"}`).(*backend.Machine)
-			v, err := e.svc.Params.SetParam(uctx, "machines", m.Uuid, "hidden/int", "not-an-int")
+			v, err := e.params().SetParam(uctx, "machines", m.Uuid, "hidden/int", "not-an-int")
 			if err != nil || v != "not-an-int" {
 				t.Fatalf("got %v %v, want the value stored as given", v, err)
 			}
 			// For a caller who sees it, the definition checks and seals.
-			_, err = e.svc.Params.SetParam(ctx, "machines", m.Uuid, "hidden/int", "still-not-an-int")
+			_, err = e.params().SetParam(ctx, "machines", m.Uuid, "hidden/int", "still-not-an-int")
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Invalid value for param hidden/int")
-			v, err = e.svc.Params.SetParam(ctx, "machines", m.Uuid, "hidden/int", 5)
+			v, err = e.params().SetParam(ctx, "machines", m.Uuid, "hidden/int", 5)
 			if _, sealed := asSecureData(v); err != nil || !sealed {
 				t.Fatalf("got %v %v, want a sealed value", v, err)
 			}

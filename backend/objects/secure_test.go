@@ -25,7 +25,7 @@ func TestSecureBinding(t *testing.T) {
 		mustCreate(t, e, "plugins", `{"Name":"plg","Provider":"callback","Params":{"sec/p":"from-plugin"}}`)
 		mine := mustCreate(t, e, "machines", `{"Name":"mine"}`).(*backend.Machine)
 		stored := func(prefix, key string) any {
-			v, err := e.svc.Params.GetParam(ctx, prefix, key, "sec/p", false, false)
+			v, err := e.params().GetParam(ctx, prefix, key, "sec/p", false, false)
 			if _, ok := asSecureData(v); err != nil || !ok {
 				t.Fatalf("%s/%s sec/p not sealed: %v %v", prefix, key, v, err)
 			}
@@ -38,9 +38,9 @@ func TestSecureBinding(t *testing.T) {
 			t.Run("copied from "+src.prefix, func(t *testing.T) {
 				env := stored(src.prefix, src.key)
 				for _, write := range []func() error{
-					func() error { _, err := e.svc.Params.SetParam(ctx, "machines", mine.Uuid, "sec/p", env); return err },
+					func() error { _, err := e.params().SetParam(ctx, "machines", mine.Uuid, "sec/p", env); return err },
 					func() error {
-						_, err := e.svc.Params.SetParams(ctx, "machines", mine.Uuid, map[string]any{"sec/p": env})
+						_, err := e.params().SetParams(ctx, "machines", mine.Uuid, map[string]any{"sec/p": env})
 						return err
 					},
 					func() error {
@@ -50,7 +50,7 @@ func TestSecureBinding(t *testing.T) {
 						return err
 					},
 					// Not a secure param on the target: still refused.
-					func() error { _, err := e.svc.Params.SetParam(ctx, "machines", mine.Uuid, "plain/x", env); return err },
+					func() error { _, err := e.params().SetParam(ctx, "machines", mine.Uuid, "plain/x", env); return err },
 				} {
 					err := write()
 					wantErr(t, err, backend.EINVALID, "ValidationError", "it was not sealed for this object")
@@ -63,25 +63,25 @@ func TestSecureBinding(t *testing.T) {
 			})
 		}
 		t.Run("same object, other param", func(t *testing.T) {
-			_, err := e.svc.Params.SetParam(ctx, "machines", victim.Uuid, "sec/q", stored("machines", victim.Uuid))
+			_, err := e.params().SetParam(ctx, "machines", victim.Uuid, "sec/q", stored("machines", victim.Uuid))
 			wantErr(t, err, backend.EINVALID, "ValidationError", "it was not sealed for this object")
 		})
 		t.Run("aggregate opens each value at its source", func(t *testing.T) {
 			if _, err := e.svc.Objects.Patch(ctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":["prof"]}]`), false); err != nil {
 				t.Fatal(err)
 			}
-			agg, err := e.svc.Params.Aggregate(ctx, machineOf(t, e, mine.Uuid), true)
+			agg, err := e.params().Aggregate(ctx, machineOf(t, e, mine.Uuid), true)
 			if err != nil || agg["sec/p"] != "from-profile" {
 				t.Fatalf("aggregate %v %v", agg, err)
 			}
 			if _, err := e.svc.Objects.Patch(ctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":[]},{"op":"replace","path":"/Stage","value":"stg"}]`), false); err != nil {
 				t.Fatal(err)
 			}
-			agg, _ = e.svc.Params.Aggregate(ctx, machineOf(t, e, mine.Uuid), true)
+			agg, _ = e.params().Aggregate(ctx, machineOf(t, e, mine.Uuid), true)
 			if agg["sec/p"] != "from-stage" {
 				t.Fatalf("aggregate via stage %v", agg)
 			}
-			p, err := e.svc.Params.Params(ctx, "plugins", "plg", false, true)
+			p, err := e.params().Params(ctx, "plugins", "plg", false, true)
 			if err != nil || p["sec/p"] != "from-plugin" {
 				t.Fatalf("plugin params %v %v", p, err)
 			}
@@ -100,7 +100,7 @@ func TestSecureBinding(t *testing.T) {
 			if _, err := e.st.Update(ctx, "machines", mine.Uuid, rec.Rev, []byte(toJSON(t, raw))); err != nil {
 				t.Fatal(err)
 			}
-			v, err := e.svc.Params.GetParam(ctx, "machines", mine.Uuid, "sec/q", false, true)
+			v, err := e.params().GetParam(ctx, "machines", mine.Uuid, "sec/q", false, true)
 			if _, sealed := asSecureData(v); err != nil || !sealed {
 				t.Fatalf("got %v %v, want the envelope unopened", v, err)
 			}
@@ -151,7 +151,7 @@ func TestMigrateSecureParams(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Before migration the first form does not open: reads keep it.
-			if v, _ := e.svc.Params.GetParam(ctx, o.prefix, o.key, "sec/p", false, true); v == o.clear {
+			if v, _ := e.params().GetParam(ctx, o.prefix, o.key, "sec/p", false, true); v == o.clear {
 				t.Fatalf("%s: first-form seal opened before migration", o.prefix)
 			}
 		}
@@ -166,7 +166,7 @@ func TestMigrateSecureParams(t *testing.T) {
 			if !ok || sd.Key != e.svc.c.sec.keyID || strings.Contains(toJSON(t, raw), o.clear) {
 				t.Fatalf("%s after migration: %v", o.prefix, raw["Params"])
 			}
-			if v, err := e.svc.Params.GetParam(ctx, o.prefix, o.key, "sec/p", false, true); err != nil || v != o.clear {
+			if v, err := e.params().GetParam(ctx, o.prefix, o.key, "sec/p", false, true); err != nil || v != o.clear {
 				t.Fatalf("%s decodes to %v %v, want %s", o.prefix, v, err, o.clear)
 			}
 			_, rev, _ := e.svc.Objects.Get(ctx, o.prefix, o.key)
@@ -183,7 +183,7 @@ func TestMigrateSecureParams(t *testing.T) {
 			}
 		})
 		t.Run("first form refused from clients", func(t *testing.T) {
-			_, err := e.svc.Params.SetParam(ctx, "machines", m.Uuid, "sec/p", legacy["machines"])
+			_, err := e.params().SetParam(ctx, "machines", m.Uuid, "sec/p", legacy["machines"])
 			wantErr(t, err, backend.EINVALID, "ValidationError", "it was not sealed for this object")
 		})
 	})

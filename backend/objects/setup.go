@@ -102,10 +102,10 @@ func (s *Params) SealParam(ctx context.Context, name string) error {
 		// Unchanged values are not sealed again on save, so the clear value
 		// is removed and set anew, in one transaction.
 		err := s.inTx(ctx, func(ctx context.Context) error {
-			if _, err := s.DeleteParam(ctx, backend.PrefixPlugins, p.Name, name); err != nil {
+			if _, err := s.deleteParam(ctx, backend.PrefixPlugins, p.Name, name); err != nil {
 				return err
 			}
-			_, err := s.SetParam(ctx, backend.PrefixPlugins, p.Name, name, v)
+			_, err := s.setParam(ctx, backend.PrefixPlugins, p.Name, name, v)
 			return err
 		})
 		if err != nil {

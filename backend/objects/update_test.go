@@ -116,7 +116,7 @@ func TestLockedMachine(t *testing.T) {
 		m := mustCreate(t, e, "machines", `{"Name":"lk1","Locked":true}`).(*backend.Machine)
 		_, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
 		wantErr(t, err, backend.ECONFLICT, "patch", "Locked")
-		_, err = e.svc.Params.SetParam(ctx, "machines", m.Uuid, "foo", 1)
+		_, err = e.params().SetParam(ctx, "machines", m.Uuid, "foo", 1)
 		wantErr(t, err, backend.ECONFLICT, "action", "Locked")
 		_, err = e.svc.Objects.Delete(ctx, "machines", m.Uuid)
 		wantErr(t, err, backend.ECONFLICT, "delete", "Locked")
@@ -248,7 +248,7 @@ func TestConcurrentPatchesRetry(t *testing.T) {
 		errs := make(chan error, n)
 		for i := 0; i < n; i++ {
 			go func(i int) {
-				_, err := e.svc.Params.SetParam(ctx, "profiles", "busy", "k"+string(rune('a'+i)), i)
+				_, err := e.params().SetParam(ctx, "profiles", "busy", "k"+string(rune('a'+i)), i)
 				errs <- err
 			}(i)
 		}
@@ -259,7 +259,7 @@ func TestConcurrentPatchesRetry(t *testing.T) {
 				t.Logf("concurrent write: %v", err)
 			}
 		}
-		params, err := e.svc.Params.Params(ctx, "profiles", "busy", false, false)
+		params, err := e.params().Params(ctx, "profiles", "busy", false, false)
 		if err != nil || len(params)+failed != n || failed > 0 {
 			t.Fatalf("got %d params, %d failures (%v)", len(params), failed, err)
 		}

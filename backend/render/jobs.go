@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 
 	"github.com/provgate/provgate/backend"
@@ -18,7 +19,7 @@ type JobObjects interface {
 type MachineParams interface {
 	// Aggregate returns a machine's effective params; decode opens Secure
 	// values.
-	Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error)
+	Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]json.RawMessage, error)
 }
 
 // JobActions renders the task templates of jobs for the agent that runs
@@ -61,7 +62,11 @@ func (j *JobActions) JobActions(ctx context.Context, key, goos string) ([]backen
 		return nil, err
 	}
 	task := tm.(*backend.Task)
-	agg, err := j.params.Aggregate(ctx, m, true)
+	raw, err := j.params.Aggregate(ctx, m, true)
+	if err != nil {
+		return nil, err
+	}
+	agg, err := backend.DecodeParams(raw)
 	if err != nil {
 		return nil, err
 	}
