@@ -448,3 +448,121 @@ func TestCreateJobOutcomes(t *testing.T) {
 		})
 	}
 }
+
+// fakeUsers records what the user handlers ask for.
+type fakeUsers struct {
+	tokenFor string
+	req      auth.TokenRequest
+	password string
+}
+
+func (u *fakeUsers) Token(_ context.Context, name string, _ *auth.Principal, req auth.TokenRequest) (string, error) {
+	u.tokenFor, u.req = name, req
+	return "tok-" + name, nil
+}
+func (u *fakeUsers) ChangePassword(_ context.Context, name, password string) (backend.Model, error) {
+	u.password = password
+	usr := &backend.User{Name: name, Secret: "never-shown", PasswordHash: []byte("never-shown")}
+	usr.Fill()
+	return usr, nil
+}
+func (u *fakeUsers) RotateSecret(context.Context, string) error { return nil }
+func (u *fakeUsers) RotateSystemSecret(context.Context) error   { return nil }
+
+// TestUserHandlers: the token request reaches the user service as the
+// query gave it; a password change needs a password and answers with the
+// user without its secrets.
+func TestUserHandlers(t *testing.T) {
+	users := &fakeUsers{}
+	s := handlerServer(Deps{Users: users})
+
+	res, body := do(t, s, "GET", "/api/v3/users/bob/token?ttl=10m&roles=a,+b,&scope=machines&action=get", "")
+	var tok struct{ Token string }
+	if res.StatusCode != 200 || json.Unmarshal(body, &tok) != nil || tok.Token != "tok-bob" {
+		t.Fatalf("token: %d %s", res.StatusCode, body)
+	}
+	if users.tokenFor != "bob" || users.req.TTL != "10m" || strings.Join(users.req.Roles, "|") != "a|b" ||
+		users.req.Scope != "machines" || users.req.Action != "get" {
+		t.Fatalf("token request %q %+v", users.tokenFor, users.req)
+	}
+
+	res, body = do(t, s, "PUT", "/api/v3/users/bob/password", `{"Password":""}`)
+	wantDRPError(t, res, body, 400, "PUT", "users", "bob", "Password is required")
+	res, body = do(t, s, "PUT", "/api/v3/users/bob/password", `{"Password":"n3w"}`)
+	if res.StatusCode != 200 || users.password != "n3w" || !strings.Contains(string(body), `"Name":"bob"`) ||
+		strings.Contains(string(body), "never-shown") {
+		t.Fatalf("password: %d %s (set %q)", res.StatusCode, body, users.password)
+	}
+}
+
+// fakePools records the pool operation it is asked for.
+type fakePools struct {
+	verb backend.PoolVerb
+	pool string
+	body string
+	opts backend.PoolOptions
+}
+
+func (p *fakePools) Active(context.Context, []string) ([]string, error) { return []string{"p1"}, nil }
+func (p *fakePools) Status(context.Context, string, []string) (map[string][]backend.PoolResult, error) {
+	return map[string][]backend.PoolResult{}, nil
+}
+func (p *fakePools) Op(_ context.Context, verb backend.PoolVerb, pool string, body []byte, opts backend.PoolOptions) ([]backend.PoolResult, error) {
+	if pool == "missing" {
+		return nil, backend.NotFound(backend.ActionOp, "pools", pool)
+	}
+	p.verb, p.pool, p.body, p.opts = verb, pool, string(body), opts
+	return []backend.PoolResult{{Uuid: "m1", Name: "one", Allocated: true}}, nil
+}
+func (p *fakePools) ReleaseToPool(context.Context, string) ([]backend.PoolResult, error) {
+	return []backend.PoolResult{}, nil
+}
+
+// TestPoolOpHandler: a pool operation reaches the pool service with the
+// verb the request was authorized for, the body and the query options;
+// its results and errors come back as they are.
+func TestPoolOpHandler(t *testing.T) {
+	pools := &fakePools{}
+	s := handlerServer(Deps{Pools: pools})
+	res, body := do(t, s, "POST", "/api/v3/pools/p1/allocateMachines?source-pool=default&force=true", `{"Count":1}`)
+	if res.StatusCode != 200 || !strings.Contains(string(body), `"Uuid":"m1"`) {
+		t.Fatalf("op: %d %s", res.StatusCode, body)
+	}
+	if pools.verb != backend.PoolAllocate || pools.pool != "p1" || pools.body != `{"Count":1}` ||
+		pools.opts.SourcePool != "default" || !pools.opts.Force || pools.opts.Visible != nil {
+		t.Fatalf("op %+v", pools)
+	}
+	res, body = do(t, s, "POST", "/api/v3/pools/missing/addMachines", `{}`)
+	wantDRPError(t, res, body, 404, "POST", "pools", "missing", "Not Found")
+}
+
+// fakeActions runs every action by echoing its parameters.
+type fakeActions struct{ params map[string]json.RawMessage }
+
+func (a *fakeActions) Providers() []backend.PluginProvider { return nil }
+func (a *fakeActions) List(context.Context, string, string, string) ([]backend.AvailableAction, error) {
+	return []backend.AvailableAction{{Command: "doIt"}}, nil
+}
+func (a *fakeActions) Run(_ context.Context, _, _, _, _ string, params map[string]json.RawMessage) (json.RawMessage, error) {
+	a.params = params
+	return json.Marshal(params)
+}
+func (a *fakeActions) Attempts(context.Context, string, string, int) ([]backend.CallbackAttempt, error) {
+	return []backend.CallbackAttempt{}, nil
+}
+
+// TestRunActionHandler: action parameters reach the plugin as JSON values;
+// a body that is not an object is DRP's 400 INVOKE.
+func TestRunActionHandler(t *testing.T) {
+	acts := &fakeActions{}
+	s := handlerServer(Deps{Actions: acts})
+	res, body := do(t, s, "POST", "/api/v3/machines/Name:m1/actions/doIt", `{"callback/action":"x","n":[1,2]}`)
+	if res.StatusCode != 200 || string(body) != `{"callback/action":"x","n":[1,2]}` {
+		t.Fatalf("run: %d %s", res.StatusCode, body)
+	}
+	if string(acts.params["n"]) != `[1,2]` {
+		t.Fatalf("params %s", acts.params)
+	}
+	res, body = do(t, s, "POST", "/api/v3/machines/Name:m1/actions/doIt", `[1]`)
+	wantDRPError(t, res, body, 400, "INVOKE", "machines", "native-m1", "action parameters must be a JSON object")
+}
