@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/store"
 )
 
 // splitIndexKey recognises "<Index>:<value>" keys (docs/design.md §3.4). Only a
@@ -30,7 +29,7 @@ func splitIndexKey(key string) (index, value string, ok bool) {
 
 // read loads the record addressed by key (native or "<Index>:<value>") and
 // decodes it. op is the operation failures report.
-func (s *core) read(ctx context.Context, k *backend.Kind, key string, op backend.Operation) (store.Record, backend.Model, error) {
+func (s *core) read(ctx context.Context, k *backend.Kind, key string, op backend.Operation) (backend.Record, backend.Model, error) {
 	rec, err := s.readRecord(ctx, k, key, op)
 	if err != nil {
 		return rec, nil, err
@@ -42,9 +41,9 @@ func (s *core) read(ctx context.Context, k *backend.Kind, key string, op backend
 	return rec, m, nil
 }
 
-func (s *core) readRecord(ctx context.Context, k *backend.Kind, key string, op backend.Operation) (store.Record, error) {
+func (s *core) readRecord(ctx context.Context, k *backend.Kind, key string, op backend.Operation) (backend.Record, error) {
 	var (
-		rec store.Record
+		rec backend.Record
 		err error
 	)
 	if index, value, ok := splitIndexKey(key); ok {

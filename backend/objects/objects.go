@@ -16,18 +16,17 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/store"
 )
 
 // Store is the part of backend/store the service needs. Transactions travel
 // in ctx: calls made with the ctx InTx hands to fn join that transaction.
 type Store interface {
-	Get(ctx context.Context, prefix, key string) (store.Record, error)
-	GetBy(ctx context.Context, prefix, index, value string) (store.Record, error)
-	Create(ctx context.Context, prefix, key string, data []byte) (store.Record, error)
-	Update(ctx context.Context, prefix, key string, rev int64, data []byte) (store.Record, error)
-	Delete(ctx context.Context, prefix, key string) (store.Record, error)
-	List(ctx context.Context, prefix string, q backend.Query) ([]store.Record, int, int, error)
+	Get(ctx context.Context, prefix, key string) (backend.Record, error)
+	GetBy(ctx context.Context, prefix, index, value string) (backend.Record, error)
+	Create(ctx context.Context, prefix, key string, data []byte) (backend.Record, error)
+	Update(ctx context.Context, prefix, key string, rev int64, data []byte) (backend.Record, error)
+	Delete(ctx context.Context, prefix, key string) (backend.Record, error)
+	List(ctx context.Context, prefix string, q backend.Query) ([]backend.Record, int, int, error)
 	InTx(ctx context.Context, fn func(ctx context.Context) error) error
 }
 

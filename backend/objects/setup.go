@@ -20,7 +20,7 @@ const (
 	SettingSecureSeal = "secure_param_seal"
 )
 
-// Settings keeps server settings; *store.Store satisfies it.
+// Settings keeps server settings; the store satisfies it.
 type Settings interface {
 	GetSetting(ctx context.Context, name string) (string, bool, error)
 	SetSetting(ctx context.Context, name, value string) error

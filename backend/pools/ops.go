@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/store"
 )
 
 // Op runs verb v on pool (POST /pools/<id>/<verb>); an unknown verb is
@@ -414,7 +413,7 @@ func (s *Service) resolveList(ctx context.Context, entries []string, visible []s
 
 // lookupMachine reads a machine by UUID or "<Index>:<value>" of a unique
 // index (Name:m1, Uuid:..., Key:...).
-func (s *Service) lookupMachine(ctx context.Context, ref string) (rec store.Record, err error) {
+func (s *Service) lookupMachine(ctx context.Context, ref string) (rec backend.Record, err error) {
 	idx, val, ok := strings.Cut(ref, ":")
 	if !ok {
 		return s.st.Get(ctx, "machines", ref)

@@ -18,17 +18,16 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/store"
 )
 
-// Store is what the pool service needs from storage. *store.Store satisfies it.
+// Store is what the pool service needs from storage; the store satisfies it.
 type Store interface {
-	Get(ctx context.Context, prefix, key string) (store.Record, error)
-	GetBy(ctx context.Context, prefix, index, value string) (store.Record, error)
-	Update(ctx context.Context, prefix, key string, rev int64, data []byte) (store.Record, error)
-	List(ctx context.Context, prefix string, q backend.Query) (recs []store.Record, total, matched int, err error)
+	Get(ctx context.Context, prefix, key string) (backend.Record, error)
+	GetBy(ctx context.Context, prefix, index, value string) (backend.Record, error)
+	Update(ctx context.Context, prefix, key string, rev int64, data []byte) (backend.Record, error)
+	List(ctx context.Context, prefix string, q backend.Query) (recs []backend.Record, total, matched int, err error)
 	InTx(ctx context.Context, fn func(ctx context.Context) error) error
-	ClaimForUpdate(ctx context.Context, prefix string, q backend.Query, n int) ([]store.Record, error)
+	ClaimForUpdate(ctx context.Context, prefix string, q backend.Query, n int) ([]backend.Record, error)
 }
 
 // Distincter is an optional store capability: the distinct values of one
