@@ -15,8 +15,8 @@ import (
 // sanitized. Defaults: machines get a Uuid when "", a Secret when empty and
 // Runnable true (DRP makes every new machine runnable; drpcli always sends
 // false); users get a Secret, and a "Password" member (a provgate
-// extension) is hashed into PasswordHash. Empty key: 400 CREATE "Empty key
-// not allowed"; duplicate: 409 CREATE "already exists". When ctx carries the
+// extension) is hashed into PasswordHash. Empty key: bad request, CreateOp,
+// "Empty key not allowed"; duplicate: conflict, CreateOp, "already exists". When ctx carries the
 // caller's tenant (WithTenant) and that tenant restricts the scope, the new
 // key is added to its Members in the same transaction. Jobs are created with
 // CreateJob.

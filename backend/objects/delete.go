@@ -12,7 +12,7 @@ type reference struct {
 	prefix, index, label string
 }
 
-// inUse lists, per prefix, the references that block a delete (409
+// inUse lists, per prefix, the references that block a delete (a conflict,
 // StillInUseError "In use by <Label> <name>").
 var inUse = map[string][]reference{
 	"roles":     {{"users", "Roles", "User"}},
@@ -28,10 +28,10 @@ var inUse = map[string][]reference{
 const maxInUse = 10
 
 // Delete removes prefix/key and returns the deleted object, sanitized. It is
-// refused with 409 StillInUseError while other objects reference it (a role
+// refused as a conflict (StillInUseError) while other objects reference it (a role
 // held by a user, a tenant with Users, a pool with machines, a profile,
-// stage, workflow, bootenv or task still used), with 409 "Locked" for a
-// locked machine, and with 422 for a job not in a final state. The key is
+// stage, workflow, bootenv or task still used), as a conflict "Locked" for
+// a locked machine, and as invalid for a job not in a final state. The key is
 // removed from every tenant's Members (and a deleted user from tenants'
 // Users) in the same transaction.
 func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, error) {

@@ -303,8 +303,8 @@ func sanitizedJSON(m backend.Model) json.RawMessage {
 	return b
 }
 
-// bodyError turns a JSON decoding failure of a request body into DRP's 400
-// with the method as Type.
+// bodyError turns a JSON decoding failure of a request body into a bad
+// request of operation op.
 func bodyError(op backend.Operation, prefix, key string, err error) error {
 	msg := err.Error()
 	var te *json.UnmarshalTypeError

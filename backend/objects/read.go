@@ -9,7 +9,8 @@ import (
 
 // Get returns prefix/key, addressed by its native key or "<Index>:<value>"
 // for a unique index (Name:m1, Uuid:..., Key:...), sanitized, with its
-// revision. Secure params are the stored envelopes. 404 GET "Not Found".
+// revision. Secure params are the stored envelopes. A missing object is
+// not found ("Not Found", ReadOp).
 func (s *CRUD) Get(ctx context.Context, prefix, key string) (backend.Model, int64, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {

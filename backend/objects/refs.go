@@ -14,7 +14,7 @@ import (
 //
 //   - A reference the write adds must name an object the caller may see
 //     (backend.CanSee). A missing object and a hidden one are refused alike:
-//     422 ValidationError with the same message, so the answer never tells
+//     invalid (ValidationError) with the same message, so the answer never tells
 //     whether a hidden object exists.
 //   - A reference already stored is not checked against the caller, so an
 //     administrator's choice does not block its owner's unrelated edit; if

@@ -85,7 +85,8 @@ func parsePatch(patch []byte, prefix, key string) (jsonpatch.Patch, []Op, error)
 }
 
 // applyPatch applies p op by op so that a failure names its line and path:
-// a failed test is 409 PATCH like DRP's "Patch failed to apply at line N".
+// a failed test is a conflict of PatchOp like DRP's "Patch failed to apply
+// at line N".
 func applyPatch(p jsonpatch.Patch, doc []byte, prefix, key string) ([]byte, error) {
 	opts := jsonpatch.NewApplyOptions()
 	opts.EscapeHTML = false
@@ -191,7 +192,7 @@ func (s *core) keepSecrets(old, m backend.Model, se secretEdits) {
 }
 
 // Patch applies an RFC 6902 patch to prefix/key (native or "<Index>:<value>")
-// and returns the sanitized result. test ops are honoured (409 PATCH naming
+// and returns the sanitized result. test ops are honoured (a conflict naming
 // the path when one fails); an empty patch returns the object unchanged. The
 // patch sees the object as Get shows it, so Secret and PasswordHash can be
 // neither read nor tested; writing Secret rotates it. The write is optimistic
@@ -364,8 +365,8 @@ func (s *core) mutate(ctx context.Context, k *backend.Kind, key string, op backe
 
 // readOnly refuses a change to a built-in object (ReadOnly true), with the
 // words DRP uses for writes to its read-only content ("readonly: local").
-// DRP answers 400 to PUT and PATCH; provgate answers a DELETE the same way
-// rather than with DRP's 404, which would tell a client that an object it
+// DRP refuses PUT and PATCH as a bad request; provgate refuses a DELETE the
+// same way rather than as not found, as DRP does, which would tell a client that an object it
 // can still read has gone.
 func readOnly(op backend.Operation, prefix, key string) error {
 	return backend.OpError(backend.EBADREQUEST, op, prefix, key, "readonly: "+key)

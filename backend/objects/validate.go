@@ -13,7 +13,7 @@ import (
 )
 
 // check is the outcome of validating one object: hard problems reject the
-// write with 422 ValidationError; soft ones leave the object saved with
+// write as invalid (ValidationError); soft ones leave the object saved with
 // Available false and the messages in Errors, as DRP does for a user whose
 // role is missing, a plugin whose configuration is wrong, or a reference
 // that was valid when written and whose object has gone since.

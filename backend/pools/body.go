@@ -56,9 +56,9 @@ func (r *request) overrides() *backend.PoolTransitionActions {
 	}
 }
 
-// parseBody decodes a manage body strictly: every error is a 400 naming the
-// key and the type it needs. An empty body is an empty object; JSON null for
-// a key means the key is absent.
+// parseBody decodes a manage body strictly: every error is a bad request
+// naming the key and the type it needs. An empty body is an empty object;
+// JSON null for a key means the key is absent.
 func parseBody(verb, pool string, body []byte) (*request, error) {
 	bad := func(format string, args ...any) error {
 		return backend.OpError(backend.EBADREQUEST, backend.ActionOp, "pools", pool, fmt.Sprintf(format, args...))
@@ -157,7 +157,7 @@ const maxAll = backend.MaxLimit
 //     no count); minimum defaults to that count, so a caller that gives
 //     neither (Terraform reads pr[0]) gets an error rather than an empty
 //     reply, and a smaller explicit minimum allows partial success. A
-//     minimum above the count is a 400.
+//     minimum above the count is a bad request.
 func (r *request) plan(pool string) (selection, error) {
 	switch {
 	case len(r.MachineList) > 0:

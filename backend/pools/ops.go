@@ -322,7 +322,7 @@ func (s *Service) apply(ctx context.Context, v backend.PoolVerb, pool, from, to 
 	return changes, nil
 }
 
-// mustExist is a 404 for a pool with neither an object nor a machine.
+// mustExist refuses, as not found, a pool with neither an object nor a machine.
 func (s *Service) mustExist(ctx context.Context, pool string) error {
 	if pool == backend.DefaultPool {
 		return nil
@@ -345,7 +345,7 @@ func (s *Service) mustExist(ctx context.Context, pool string) error {
 // parseFilters turns pool/filter entries ("Runnable=Eq(true)", "Arch=amd64")
 // into machine list filters with the object API's parser, one entry at a
 // time so that two filters on one field are ANDed rather than the last one
-// winning. Unknown fields are 406, as on the object API.
+// winning. Unknown fields are not acceptable, as on the object API.
 func (s *Service) parseFilters(ctx context.Context, entries []string) ([]backend.Filter, error) {
 	isParam := func(name string) bool {
 		_, err := s.st.Get(ctx, "params", name)

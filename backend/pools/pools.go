@@ -152,7 +152,7 @@ func normalizePools(names []string) []string {
 // Status returns the machines of pool grouped by PoolStatus (GET
 // /pools/<id>/status). visible, when non-nil, restricts the machines to
 // those keys (tenant visibility). It works for pools without an object; a
-// pool with neither an object nor (visible) machines is 404.
+// pool with neither an object nor (visible) machines is not found.
 func (s *Service) Status(ctx context.Context, pool string, visible []string) (map[string][]backend.PoolResult, error) {
 	if strings.IndexByte(pool, 0) >= 0 {
 		// No pool id holds a NUL; PostgreSQL would refuse the query.
