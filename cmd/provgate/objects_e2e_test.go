@@ -68,46 +68,6 @@ func obList(t *testing.T, r resp) []map[string]any {
 	return l
 }
 
-// obWantErr checks a DRP error object (docs/design.md §3.2): all five fields
-// present, Code equal to the status, and the given Type, Model, Key ("*"
-// skips a check) and a message containing msg.
-func obWantErr(t *testing.T, r resp, status int, typ, model, key, msg string) {
-	t.Helper()
-	if r.Status != status {
-		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
-	}
-	m := map[string]any{}
-	if err := json.Unmarshal(r.Body, &m); err != nil {
-		t.Fatalf("error body %q is not a JSON object: %v", r.Body, err)
-	}
-	for _, f := range []string{"Model", "Key", "Type", "Messages", "Code"} {
-		if _, ok := m[f]; !ok {
-			t.Errorf("error object lacks %s: %s", f, r.Body)
-		}
-	}
-	if c, _ := m["Code"].(float64); int(c) != status {
-		t.Errorf("Code %v, want %d: %s", m["Code"], status, r.Body)
-	}
-	for _, c := range []struct{ f, want string }{{"Type", typ}, {"Model", model}, {"Key", key}} {
-		if c.want != "*" && m[c.f] != c.want {
-			t.Errorf("%s = %v, want %q: %s", c.f, m[c.f], c.want, r.Body)
-		}
-	}
-	msgs, _ := m["Messages"].([]any)
-	if len(msgs) == 0 {
-		t.Errorf("no Messages: %s", r.Body)
-	}
-	found := msg == ""
-	for _, x := range msgs {
-		if s, _ := x.(string); strings.Contains(s, msg) {
-			found = true
-		}
-	}
-	if !found {
-		t.Errorf("Messages %v lack %q", msgs, msg)
-	}
-}
-
 // obNames returns the Name of each object in a list.
 func obNames(l []map[string]any) []string {
 	out := []string{}
@@ -363,18 +323,18 @@ func testCRUD(t *testing.T, s *tserver, kc obKindCase) {
 		t.FailNow()
 	}
 	t.Run("duplicate", func(t *testing.T) {
-		obWantErr(t, obCall(t, s, "POST", p, obJsonOf(t, created)), 409, "CREATE", kc.prefix, key, "already exists")
+		wantDRPError(t, obCall(t, s, "POST", p, obJsonOf(t, created)), 409, "CREATE", "already exists").about(t, kc.prefix, key)
 	})
 	if !kc.noEmptyKey {
 		t.Run("empty-key", func(t *testing.T) {
-			obWantErr(t, obCall(t, s, "POST", p, kc.body("")), 400, "CREATE", kc.prefix, "*", "Empty key not allowed")
+			wantDRPError(t, obCall(t, s, "POST", p, kc.body("")), 400, "CREATE", "Empty key not allowed").about(t, kc.prefix, "*")
 		})
 	}
 	t.Run("invalid-name", func(t *testing.T) {
-		obWantErr(t, obCall(t, s, "POST", p, kc.body(kc.badKey)), 422, "ValidationError", kc.prefix, "*", kc.badMsg)
+		wantDRPError(t, obCall(t, s, "POST", p, kc.body(kc.badKey)), 422, "ValidationError", kc.badMsg).about(t, kc.prefix, "*")
 	})
 	t.Run("bad-json", func(t *testing.T) {
-		obWantErr(t, obCall(t, s, "POST", p, `{"Name":`), 400, "POST", "*", "*", "")
+		wantDRPError(t, obCall(t, s, "POST", p, `{"Name":`), 400, "POST", "")
 	})
 	t.Run("get", func(t *testing.T) {
 		r := obMust(t, s, 200, "GET", p+"/"+key, nil)
@@ -402,10 +362,10 @@ func testCRUD(t *testing.T, s *tserver, kc obKindCase) {
 		obMust(t, s, 404, "HEAD", p+"/missing-object", nil)
 	})
 	t.Run("not-found", func(t *testing.T) {
-		obWantErr(t, obCall(t, s, "GET", p+"/missing-object", nil), 404, "GET", kc.prefix, "missing-object", "Not Found")
-		obWantErr(t, obCall(t, s, "PATCH", p+"/missing-object", `[]`), 404, "PATCH", kc.prefix, "missing-object", "Not Found")
-		obWantErr(t, obCall(t, s, "PUT", p+"/missing-object", kc.body("missing-object")), 404, "PUT", kc.prefix, "missing-object", "Not Found")
-		obWantErr(t, obCall(t, s, "DELETE", p+"/missing-object", nil), 404, "DELETE", kc.prefix, "missing-object", "Not Found")
+		wantDRPError(t, obCall(t, s, "GET", p+"/missing-object", nil), 404, "GET", "Not Found").about(t, kc.prefix, "missing-object")
+		wantDRPError(t, obCall(t, s, "PATCH", p+"/missing-object", `[]`), 404, "PATCH", "Not Found").about(t, kc.prefix, "missing-object")
+		wantDRPError(t, obCall(t, s, "PUT", p+"/missing-object", kc.body("missing-object")), 404, "PUT", "Not Found").about(t, kc.prefix, "missing-object")
+		wantDRPError(t, obCall(t, s, "DELETE", p+"/missing-object", nil), 404, "DELETE", "Not Found").about(t, kc.prefix, "missing-object")
 		// Index keys are resolved before authorization; the 404 is still the request's.
 		ik := strings.SplitN(kc.index(created)[0], ":", 2)[0] + ":missing-object"
 		for _, m := range []string{"GET", "PATCH", "DELETE"} {
@@ -413,7 +373,7 @@ func testCRUD(t *testing.T, s *tserver, kc obKindCase) {
 			if m == "PATCH" {
 				body = "[]"
 			}
-			obWantErr(t, obCall(t, s, m, p+"/"+ik, body), 404, m, kc.prefix, "*", "Not Found")
+			wantDRPError(t, obCall(t, s, m, p+"/"+ik, body), 404, m, "Not Found").about(t, kc.prefix, "*")
 		}
 	})
 	t.Run("patch", func(t *testing.T) {
@@ -425,9 +385,12 @@ func testCRUD(t *testing.T, s *tserver, kc obKindCase) {
 		if got := obObj(t, r)["Description"]; got != "d1" {
 			t.Errorf("patched Description %v", got)
 		}
-		obWantErr(t, obCall(t, s, "PATCH", p+"/"+key,
+		wantDRPError(t, obCall(t, s, "PATCH", p+"/"+key,
 			`[{"op":"test","path":"/Description","from":"","value":"nope"},{"op":"replace","path":"/Description","from":"","value":"x"}]`),
-			409, "PATCH", kc.prefix, key, "")
+			409, "PATCH", "").about(t,
+
+			kc.prefix, key)
+
 		r = obMust(t, s, 200, "PATCH", p+"/"+key, `[]`)
 		if got := obObj(t, r)[kc.keyField]; got != key {
 			t.Errorf("empty patch returned key %v", got)
@@ -439,8 +402,8 @@ func testCRUD(t *testing.T, s *tserver, kc obKindCase) {
 		if got := obObj(t, r)["Description"]; got != "d2" {
 			t.Errorf("whole-document patch Description %v", got)
 		}
-		obWantErr(t, obCall(t, s, "PATCH", p+"/"+key, whole), 409, "PATCH", kc.prefix, key, "")
-		obWantErr(t, obCall(t, s, "PATCH", p+"/"+key, `{"op":"add"}`), 400, "*", "*", "*", "")
+		wantDRPError(t, obCall(t, s, "PATCH", p+"/"+key, whole), 409, "PATCH", "").about(t, kc.prefix, key)
+		wantDRPError(t, obCall(t, s, "PATCH", p+"/"+key, `{"op":"add"}`), 400, "", "")
 	})
 	t.Run("put", func(t *testing.T) {
 		m := obObj(t, obMust(t, s, 200, "GET", p+"/"+key, nil))
@@ -457,7 +420,7 @@ func testCRUD(t *testing.T, s *tserver, kc obKindCase) {
 			other = "192.168.124.11"
 		}
 		m[kc.keyField] = other
-		obWantErr(t, obCall(t, s, "PUT", p+"/"+key, m), 400, "*", kc.prefix, "*", "Key change")
+		wantDRPError(t, obCall(t, s, "PUT", p+"/"+key, m), 400, "*", "Key change").about(t, kc.prefix, "*")
 	})
 	t.Run("delete", func(t *testing.T) {
 		r := obMust(t, s, 200, "DELETE", p+"/"+key, nil)
@@ -465,7 +428,7 @@ func testCRUD(t *testing.T, s *tserver, kc obKindCase) {
 		if d[kc.keyField] != key || d["Description"] != "d3" {
 			t.Errorf("deleted object %s", r.Body)
 		}
-		obWantErr(t, obCall(t, s, "GET", p+"/"+key, nil), 404, "GET", kc.prefix, key, "Not Found")
+		wantDRPError(t, obCall(t, s, "GET", p+"/"+key, nil), 404, "GET", "Not Found").about(t, kc.prefix, key)
 	})
 }
 
@@ -494,12 +457,12 @@ func testInUse(t *testing.T, s *tserver) {
 	}
 	for _, c := range cases {
 		t.Run(c.prefix, func(t *testing.T) {
-			obWantErr(t, obCall(t, s, "DELETE", c.path, nil), 409, "StillInUseError", c.prefix, c.key, c.msg)
+			wantDRPError(t, obCall(t, s, "DELETE", c.path, nil), 409, "StillInUseError", c.msg).about(t, c.prefix, c.key)
 		})
 	}
 	t.Run("locked-machine", func(t *testing.T) {
 		obMust(t, s, 200, "PATCH", "/machines/"+m["Uuid"].(string), `[{"op":"replace","path":"/Locked","from":"","value":true}]`)
-		obWantErr(t, obCall(t, s, "DELETE", "/machines/"+m["Uuid"].(string), nil), 409, "DELETE", "machines", "*", "Locked")
+		wantDRPError(t, obCall(t, s, "DELETE", "/machines/"+m["Uuid"].(string), nil), 409, "DELETE", "Locked").about(t, "machines", "*")
 		obMust(t, s, 200, "PATCH", "/machines/"+m["Uuid"].(string), `[{"op":"replace","path":"/Locked","from":"","value":false}]`)
 		obMust(t, s, 200, "DELETE", "/machines/Name:iu-m1", nil)
 	})
@@ -676,15 +639,15 @@ func testList(t *testing.T, s *tserver) {
 			if r.Status < 400 || r.Status >= 500 {
 				t.Fatalf("GET %s: %d %s, want 4xx", u, r.Status, r.Body)
 			}
-			obWantErr(t, r, r.Status, "GET", "machines", "*", c.msg)
+			wantDRPError(t, r, r.Status, "GET", c.msg).about(t, "machines", "*")
 			if h := obCall(t, s, "HEAD", u, nil); h.Status < 400 || h.Status >= 500 {
 				t.Errorf("HEAD %s: %d, want 4xx", u, h.Status)
 			}
 		})
 	}
 	t.Run("error-406", func(t *testing.T) {
-		obWantErr(t, obCall(t, s, "GET", "/machines?Bogus=1", nil), 406, "GET", "machines", "*", "Filter not found: Bogus")
-		obWantErr(t, obCall(t, s, "GET", "/bootenvs?limit=-1", nil), 406, "GET", "bootenvs", "*", "Limit cannot be negative")
+		wantDRPError(t, obCall(t, s, "GET", "/machines?Bogus=1", nil), 406, "GET", "Filter not found: Bogus").about(t, "machines", "*")
+		wantDRPError(t, obCall(t, s, "GET", "/bootenvs?limit=-1", nil), 406, "GET", "Limit cannot be negative").about(t, "bootenvs", "*")
 	})
 }
 
@@ -783,7 +746,7 @@ func testLongPoll(t *testing.T, s *tserver) {
 		if d > 5*time.Second {
 			t.Fatalf("long poll of a deleted object returned after %v", d)
 		}
-		obWantErr(t, r, 404, "GET", "machines", "*", "Not Found")
+		wantDRPError(t, r, 404, "GET", "Not Found").about(t, "machines", "*")
 	})
 	t.Run("stale-etag-200", func(t *testing.T) {
 		start := time.Now()
@@ -830,20 +793,22 @@ func testParams(t *testing.T, s *tserver) {
 			if got["newp"] != 5.0 || got["a-b"] != "x" {
 				t.Errorf("patched params %v", got)
 			}
-			obWantErr(t, obCall(t, s, "PATCH", target+"/params", `[{"op":"test","path":"","from":"","value":`+cur+`},{"op":"add","path":"/x","from":"","value":5}]`),
-				409, "PATCH", "*", "*", "")
+			wantDRPError(t, obCall(t, s, "PATCH", target+"/params", `[{"op":"test","path":"","from":"","value":`+cur+`},{"op":"add","path":"/x","from":"","value":5}]`),
+				409, "PATCH", "").about(t,
+				"*", "*")
+
 			if r := obMust(t, s, 200, "DELETE", target+"/params/newp", nil); string(r.Body) != "5" {
 				t.Errorf("delete reply %s", r.Body)
 			}
-			obWantErr(t, obCall(t, s, "DELETE", target+"/params/newp", nil), 404, "DELETE", "params", "newp", "Not Found")
+			wantDRPError(t, obCall(t, s, "DELETE", target+"/params/newp", nil), 404, "DELETE", "Not Found").about(t, "params", "newp")
 			if r := obMust(t, s, 200, "DELETE", target+"/params/foo/bar", nil); string(r.Body) != `{"k":2}` {
 				t.Errorf("delete foo/bar reply %s", r.Body)
 			}
 		})
 	}
 	t.Run("missing-object", func(t *testing.T) {
-		obWantErr(t, obCall(t, s, "GET", "/machines/Name:nope/params", nil), 404, "GET", "machines", "*", "Not Found")
-		obWantErr(t, obCall(t, s, "POST", "/profiles/nope/params/a", `1`), 404, "*", "profiles", "*", "Not Found")
+		wantDRPError(t, obCall(t, s, "GET", "/machines/Name:nope/params", nil), 404, "GET", "Not Found").about(t, "machines", "*")
+		wantDRPError(t, obCall(t, s, "POST", "/profiles/nope/params/a", `1`), 404, "*", "Not Found").about(t, "profiles", "*")
 	})
 	t.Run("no-params-kind", func(t *testing.T) {
 		r := obCall(t, s, "GET", "/users/rocketskates/params", nil)
@@ -943,15 +908,15 @@ func testParams(t *testing.T, s *tserver) {
 			t.Errorf("decoded obList %v", l)
 		}
 		// The secure value is stored sealed: a schema violation is still caught.
-		obWantErr(t, obCall(t, s, "POST", mp+"/params/sec/p", `42`), 422, "ValidationError", "machines", "*", "sec/p")
+		wantDRPError(t, obCall(t, s, "POST", mp+"/params/sec/p", `42`), 422, "ValidationError", "sec/p").about(t, "machines", "*")
 	})
 	t.Run("schema", func(t *testing.T) {
 		obMust(t, s, 201, "POST", "/params", `{"Name":"int/p","Schema":{"type":"integer"}}`)
-		obWantErr(t, obCall(t, s, "POST", mp+"/params/int/p", `"str"`), 422, "ValidationError", "machines", "*", "int/p")
-		obWantErr(t, obCall(t, s, "POST", "/profiles/par-prof/params", `{"int/p":"str"}`), 422, "ValidationError", "profiles", "*", "int/p")
-		obWantErr(t, obCall(t, s, "PATCH", mp, `[{"op":"add","path":"/Params/int~1p","from":"","value":"x"}]`), 422, "ValidationError", "machines", "*", "int/p")
+		wantDRPError(t, obCall(t, s, "POST", mp+"/params/int/p", `"str"`), 422, "ValidationError", "int/p").about(t, "machines", "*")
+		wantDRPError(t, obCall(t, s, "POST", "/profiles/par-prof/params", `{"int/p":"str"}`), 422, "ValidationError", "int/p").about(t, "profiles", "*")
+		wantDRPError(t, obCall(t, s, "PATCH", mp, `[{"op":"add","path":"/Params/int~1p","from":"","value":"x"}]`), 422, "ValidationError", "int/p").about(t, "machines", "*")
 		obMust(t, s, 200, "POST", mp+"/params/int/p", `3`)
-		obWantErr(t, obCall(t, s, "POST", "/params", `{"Name":"bad/schema","Schema":{"type":12}}`), 422, "ValidationError", "params", "*", "Schema")
+		wantDRPError(t, obCall(t, s, "POST", "/params", `{"Name":"bad/schema","Schema":{"type":12}}`), 422, "ValidationError", "Schema").about(t, "params", "*")
 	})
 }
 
@@ -970,8 +935,8 @@ func testMetaIndexes(t *testing.T, s *tserver) {
 	if got["color"] != "red" {
 		t.Errorf("meta by name %v", got)
 	}
-	obWantErr(t, obCall(t, s, "PATCH", p, `[{"op":"test","path":"/color","from":"","value":"blue"}]`), 409, "PATCH", "machines", "*", "")
-	obWantErr(t, obCall(t, s, "GET", "/meta/machines/Name:nope", nil), 404, "GET", "machines", "*", "Not Found")
+	wantDRPError(t, obCall(t, s, "PATCH", p, `[{"op":"test","path":"/color","from":"","value":"blue"}]`), 409, "PATCH", "").about(t, "machines", "*")
+	wantDRPError(t, obCall(t, s, "GET", "/meta/machines/Name:nope", nil), 404, "GET", "Not Found").about(t, "machines", "*")
 	idx := obObj(t, obMust(t, s, 200, "GET", "/indexes/machines", nil))
 	want := map[string]map[string]any{
 		"Name":        {"Type": "string", "Unique": true, "Regex": true},
@@ -992,7 +957,7 @@ func testMetaIndexes(t *testing.T, s *tserver) {
 			}
 		}
 	}
-	obWantErr(t, obCall(t, s, "GET", "/indexes/nope", nil), 404, "GET", "*", "*", "")
+	wantDRPError(t, obCall(t, s, "GET", "/indexes/nope", nil), 404, "GET", "")
 }
 
 // obJobBody is drpcli's "machines jobs create" body: a full zero Job.
@@ -1067,18 +1032,18 @@ func testWorkflowJobs(t *testing.T, s *tserver) {
 	}
 	jid := job["Uuid"].(string)
 	t.Run("conflict-409", func(t *testing.T) {
-		obWantErr(t, obCall(t, s, "POST", "/jobs", obJobBody(id)), 409, "Conflict", "*", "*", "already has running or created job")
+		wantDRPError(t, obCall(t, s, "POST", "/jobs", obJobBody(id)), 409, "Conflict", "already has running or created job")
 	})
 	t.Run("missing-machine-422", func(t *testing.T) {
 		u := "0b3a1c7e-1111-4222-8333-444455556666"
-		obWantErr(t, obCall(t, s, "POST", "/jobs", obJobBody(u)), 422, "ValidationError", "*", "*", "Machine "+u+" does not exist")
+		wantDRPError(t, obCall(t, s, "POST", "/jobs", obJobBody(u)), 422, "ValidationError", "Machine "+u+" does not exist")
 	})
 	t.Run("no-machine-400", func(t *testing.T) {
-		obWantErr(t, obCall(t, s, "POST", "/jobs", `{"Uuid":""}`), 400, "*", "*", "*", "Machine")
+		wantDRPError(t, obCall(t, s, "POST", "/jobs", `{"Uuid":""}`), 400, "*", "Machine")
 	})
 	t.Run("log", func(t *testing.T) {
 		r := obCall(t, s, "PUT", "/jobs/"+jid+"/log", "line\n")
-		obWantErr(t, r, 415, "PUT", "jobs", "*", "content type")
+		wantDRPError(t, r, 415, "PUT", "content type").about(t, "jobs", "*")
 		r = obCall(t, s, "PUT", "/jobs/"+jid+"/log", "hello\n", "Content-Type", "application/octet-stream")
 		if r.Status != 204 || len(r.Body) != 0 {
 			t.Fatalf("PUT log: %d %q", r.Status, r.Body)
@@ -1091,15 +1056,17 @@ func testWorkflowJobs(t *testing.T, s *tserver) {
 		if ct := g.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/octet-stream") {
 			t.Errorf("log Content-Type %q", ct)
 		}
-		obWantErr(t, obCall(t, s, "GET", "/jobs/0b3a1c7e-1111-4222-8333-444455556666/log", nil), 404, "*", "jobs", "*", "Not Found")
+		wantDRPError(t, obCall(t, s, "GET", "/jobs/0b3a1c7e-1111-4222-8333-444455556666/log", nil), 404, "*", "Not Found").about(t, "jobs", "*")
 	})
 	t.Run("delete-created-422", func(t *testing.T) {
-		obWantErr(t, obCall(t, s, "DELETE", "/jobs/"+jid, nil), 422, "ValidationError", "jobs", jid, "is not in a deletable state: created")
+		wantDRPError(t, obCall(t, s, "DELETE", "/jobs/"+jid, nil), 422, "ValidationError", "is not in a deletable state: created").about(t, "jobs", jid)
 	})
 	t.Run("fail-makes-not-runnable", func(t *testing.T) {
 		patchState(t, jid, "created", "running")
-		obWantErr(t, obCall(t, s, "PATCH", "/jobs/"+jid, `[{"op":"test","path":"/State","value":"created"},{"op":"replace","path":"/State","value":"running"}]`),
-			409, "PATCH", "jobs", jid, "")
+		wantDRPError(t, obCall(t, s, "PATCH", "/jobs/"+jid, `[{"op":"test","path":"/State","value":"created"},{"op":"replace","path":"/State","value":"running"}]`),
+			409, "PATCH", "").about(t,
+			"jobs", jid)
+
 		j := obObj(t, obMust(t, s, 200, "PATCH", "/jobs/"+jid,
 			`[{"op":"test","path":"/State","value":"running"},{"op":"replace","path":"/State","value":"failed"},{"op":"replace","path":"/ExitState","value":"failed"}]`))
 		if j["State"] != "failed" {
@@ -1108,8 +1075,8 @@ func testWorkflowJobs(t *testing.T, s *tserver) {
 		if mm := obObj(t, obMust(t, s, 200, "GET", mp, nil)); mm["Runnable"] != false {
 			t.Errorf("machine Runnable %v after failed job", mm["Runnable"])
 		}
-		obWantErr(t, obCall(t, s, "POST", "/jobs", obJobBody(id)), 409, "Conflict", "*", "*", "is not runnable")
-		obWantErr(t, obCall(t, s, "PATCH", "/jobs/"+jid, `[{"op":"replace","path":"/ExitState","value":"fred"}]`), 422, "ValidationError", "jobs", jid, "fred")
+		wantDRPError(t, obCall(t, s, "POST", "/jobs", obJobBody(id)), 409, "Conflict", "is not runnable")
+		wantDRPError(t, obCall(t, s, "PATCH", "/jobs/"+jid, `[{"op":"replace","path":"/ExitState","value":"fred"}]`), 422, "ValidationError", "fred").about(t, "jobs", jid)
 	})
 	t.Run("retry-incomplete-finish", func(t *testing.T) {
 		obMust(t, s, 200, "PATCH", mp, `[{"op":"test","path":"/Runnable","from":"","value":false},{"op":"replace","path":"/Runnable","from":"","value":true}]`)
@@ -1173,15 +1140,15 @@ func testMisc(t *testing.T, s *tserver) {
 		if p := obObj(t, obMust(t, s, 200, "GET", "/prefs", nil)); p["knownTokenTimeout"] != "7200" {
 			t.Errorf("prefs after set %v", p)
 		}
-		obWantErr(t, obCall(t, s, "POST", "/prefs", `{"bogusPref":"1"}`), 422, "ValidationError", "*", "*", "bogusPref")
-		obWantErr(t, obCall(t, s, "POST", "/prefs", `{"knownTokenTimeout":"soon"}`), 422, "ValidationError", "*", "*", "knownTokenTimeout")
+		wantDRPError(t, obCall(t, s, "POST", "/prefs", `{"bogusPref":"1"}`), 422, "ValidationError", "bogusPref")
+		wantDRPError(t, obCall(t, s, "POST", "/prefs", `{"knownTokenTimeout":"soon"}`), 422, "ValidationError", "knownTokenTimeout")
 	})
 	t.Run("events", func(t *testing.T) {
 		r := obCall(t, s, "POST", "/events", `{"Type":"machines","Action":"test","Key":"x","Object":{"a":1}}`)
 		if r.Status < 200 || r.Status > 299 {
 			t.Fatalf("POST /events %d %s", r.Status, r.Body)
 		}
-		obWantErr(t, obCall(t, s, "POST", "/events", `{}`), 400, "POST", "events", "*", "")
+		wantDRPError(t, obCall(t, s, "POST", "/events", `{}`), 400, "POST", "").about(t, "events", "*")
 	})
 	t.Run("plugin-providers", func(t *testing.T) {
 		l := obList(t, obMust(t, s, 200, "GET", "/plugin_providers", nil))
@@ -1190,7 +1157,7 @@ func testMisc(t *testing.T, s *tserver) {
 		}
 		obMust(t, s, 200, "GET", "/plugin_providers/callback", nil)
 		obMust(t, s, 200, "HEAD", "/plugin_providers/callback", nil)
-		obWantErr(t, obCall(t, s, "GET", "/plugin_providers/nope", nil), 404, "GET", "plugin_providers", "nope", "Not Found")
+		wantDRPError(t, obCall(t, s, "GET", "/plugin_providers/nope", nil), 404, "GET", "Not Found").about(t, "plugin_providers", "nope")
 	})
 	t.Run("double-slash", func(t *testing.T) {
 		u := strings.Replace(s.Base, "/api/v3", "//api/v3", 1)
@@ -1217,7 +1184,7 @@ func testMisc(t *testing.T, s *tserver) {
 		}
 		// The claim is DRP's "objects list".
 		s.AddUser("objects-nobody", "objects-pw")
-		obWantErr(t, s.Do("GET", "/objects", nil, basic("objects-nobody", "objects-pw")), 403, "AUTH", "*", "*", "objects list")
+		wantDRPError(t, s.Do("GET", "/objects", nil, basic("objects-nobody", "objects-pw")), 403, "AUTH", "objects list")
 	})
 	t.Run("builtin-bootenvs", func(t *testing.T) {
 		l := obList(t, obMust(t, s, 200, "GET", "/bootenvs?Name=In(local,ignore)&sort=Name", nil))
@@ -1232,18 +1199,24 @@ func testMisc(t *testing.T, s *tserver) {
 		if got := obList(t, obMust(t, s, 200, "GET", "/bootenvs?OnlyUnknown=true", nil)); !reflect.DeepEqual(obNames(got), []string{"ignore"}) {
 			t.Errorf("OnlyUnknown=true: %v", obNames(got))
 		}
-		obWantErr(t, obCall(t, s, "PATCH", "/bootenvs/local", `[{"op":"replace","path":"/Description","from":"","value":"x"}]`),
-			400, "PATCH", "bootenvs", "local", "readonly: local")
-		obWantErr(t, obCall(t, s, "PUT", "/bootenvs/ignore", `{"Name":"ignore","OnlyUnknown":false}`), 400, "PUT", "bootenvs", "ignore", "readonly: ignore")
-		obWantErr(t, obCall(t, s, "DELETE", "/bootenvs/local", nil), 400, "DELETE", "bootenvs", "local", "readonly: local")
-		obWantErr(t, obCall(t, s, "PATCH", "/meta/bootenvs/local", `[{"op":"add","path":"/x","from":"","value":"y"}]`),
-			400, "PATCH", "bootenvs", "local", "readonly: local")
+		wantDRPError(t, obCall(t, s, "PATCH", "/bootenvs/local", `[{"op":"replace","path":"/Description","from":"","value":"x"}]`),
+			400, "PATCH", "readonly: local").about(t,
+			"bootenvs", "local")
+
+		wantDRPError(t, obCall(t, s, "PUT", "/bootenvs/ignore", `{"Name":"ignore","OnlyUnknown":false}`), 400, "PUT", "readonly: ignore").about(t, "bootenvs", "ignore")
+		wantDRPError(t, obCall(t, s, "DELETE", "/bootenvs/local", nil), 400, "DELETE", "readonly: local").about(t, "bootenvs", "local")
+		wantDRPError(t, obCall(t, s, "PATCH", "/meta/bootenvs/local", `[{"op":"add","path":"/x","from":"","value":"y"}]`),
+			400, "PATCH", "readonly: local").about(t,
+			"bootenvs", "local")
+
 		obMust(t, s, 200, "GET", "/bootenvs/local", nil)
 		// Machines and stages name them as on DRP.
 		obMust(t, s, 201, "POST", "/stages", `{"Name":"bi-stage","BootEnv":"local"}`)
 		m := obObj(t, obMust(t, s, 201, "POST", "/machines", `{"Name":"bi-m1","BootEnv":"local","Stage":"bi-stage"}`))
-		obWantErr(t, obCall(t, s, "PATCH", "/machines/"+m["Uuid"].(string), `[{"op":"replace","path":"/BootEnv","from":"","value":"ignore"}]`),
-			422, "ValidationError", "machines", "*", "BootEnv ignore does not allow Machine assignments, it has the OnlyUnknown flag.")
+		wantDRPError(t, obCall(t, s, "PATCH", "/machines/"+m["Uuid"].(string), `[{"op":"replace","path":"/BootEnv","from":"","value":"ignore"}]`),
+			422, "ValidationError", "BootEnv ignore does not allow Machine assignments, it has the OnlyUnknown flag.").about(t,
+			"machines", "*")
+
 		// A client cannot make an object read-only.
 		b := obObj(t, obMust(t, s, 201, "POST", "/bootenvs", `{"Name":"bi-ro","ReadOnly":true}`))
 		if b["ReadOnly"] != false {
@@ -1252,8 +1225,8 @@ func testMisc(t *testing.T, s *tserver) {
 		obMust(t, s, 200, "DELETE", "/bootenvs/bi-ro", nil)
 	})
 	t.Run("no-route", func(t *testing.T) {
-		obWantErr(t, obCall(t, s, "GET", "/john", nil), 404, "GET", "*", "*", "No route")
-		obWantErr(t, obCall(t, s, "GET", "/john/x", nil), 404, "GET", "*", "*", "No route")
+		wantDRPError(t, obCall(t, s, "GET", "/john", nil), 404, "GET", "No route")
+		wantDRPError(t, obCall(t, s, "GET", "/john/x", nil), 404, "GET", "No route")
 	})
 	t.Run("users-password-not-leaked", func(t *testing.T) {
 		r := obMust(t, s, 201, "POST", "/users", `{"Name":"pwuser","Password":"Secret-Pa55"}`)
@@ -1382,16 +1355,18 @@ func testRobust(t *testing.T, s *tserver) {
 				t.Fatalf("%s %s: %d %s, want %dxx", c.method, c.path, r.Status, r.Body, c.class)
 			}
 			if c.class == 4 {
-				obWantErr(t, r, r.Status, "*", "*", "*", "")
+				wantDRPError(t, r, r.Status, "", "")
 			}
 		})
 	}
 	t.Run("unique-name", func(t *testing.T) {
 		// Name is a unique index of machines (§3.4): a second machine
 		// cannot take it, on create or by rename.
-		obWantErr(t, obCall(t, s, "POST", "/machines", `{"Name":"rb1"}`), 422, "ValidationError", "machines", "*", "Name rb1 is already in use")
-		obWantErr(t, obCall(t, s, "PATCH", "/machines/Name:rb2", `[{"op":"replace","path":"/Name","from":"","value":"rb1"}]`),
-			422, "ValidationError", "machines", "*", "Name rb1 is already in use")
+		wantDRPError(t, obCall(t, s, "POST", "/machines", `{"Name":"rb1"}`), 422, "ValidationError", "Name rb1 is already in use").about(t, "machines", "*")
+		wantDRPError(t, obCall(t, s, "PATCH", "/machines/Name:rb2", `[{"op":"replace","path":"/Name","from":"","value":"rb1"}]`),
+			422, "ValidationError", "Name rb1 is already in use").about(t,
+			"machines", "*")
+
 		// Names are case-sensitive.
 		must(201, "POST", "/machines", `{"Name":"RB1"}`)
 	})

@@ -183,11 +183,11 @@ func penParamExpand(t *testing.T, s *tserver, script, ran string) {
 			m := mkMachine(t, s, fmt.Sprintf("pen10-m%d", i), map[string]any{"Params": map[string]any{"x": tmpl}})
 			before := rc.count()
 			r := runCallback(s, m, "pen10-cb", map[string]any{"callback/action": "pe"})
-			e := wantDRPError(t, r, 409)
+			e := wantDRPError(t, r, 409, "", "")
 			if _, err := os.Stat(ran); err == nil {
 				t.Fatalf("the exec auth ran for a param template %s", tmpl)
 			}
-			if strings.Contains(string(r.Body), penExecOutput) || strings.Contains(messages(e), penExecOutput) {
+			if strings.Contains(string(r.Body), penExecOutput) || strings.Contains(e.messages(), penExecOutput) {
 				t.Fatalf("the reply carries the exec auth's output: %s", r.Body)
 			}
 			if n := rc.count() - before; n != 0 {
@@ -466,8 +466,8 @@ func penExecPaths(t *testing.T, s *tserver, execDir, outside string) {
 			} else if mine[0] != wantErr {
 				t.Fatalf("Path %s: %q; another bad path gave %q", c.path, mine[0], wantErr)
 			}
-			e := wantDRPError(t, runCallback(s, m, name, map[string]any{"callback/action": "x"}), 409)
-			msgs := strings.ReplaceAll(messages(e), name, "<plugin>")
+			e := wantDRPError(t, runCallback(s, m, name, map[string]any{"callback/action": "x"}), 409, "", "")
+			msgs := strings.ReplaceAll(e.messages(), name, "<plugin>")
 			if wantAction == "" {
 				wantAction = msgs
 			} else if msgs != wantAction {
@@ -507,7 +507,7 @@ func penExecPaths(t *testing.T, s *tserver, execDir, outside string) {
 			if r.Status < 400 {
 				t.Fatalf("broken exec auth answered %s", r)
 			}
-			msgs := strings.ReplaceAll(messages(wantDRPError(t, r, r.Status)), name, "<plugin>")
+			msgs := strings.ReplaceAll(wantDRPError(t, r, r.Status, "", "").messages(), name, "<plugin>")
 			if strings.Contains(msgs, path) {
 				t.Fatalf("the message quotes the path: %s", msgs)
 			}

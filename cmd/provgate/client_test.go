@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The one test client of the end-to-end suites. A *tserver is bound to the
+// test that started it; s.On(t) is the same server with failures reported to
+// t (a subtest), so helpers called from a subtest fail that subtest.
+//
+//	r := s.Do("GET", "/machines/"+uuid, nil, admin())        // any status
+//	s.Must(201, "POST", "/profiles", body, admin())           // fails unless 201
+//	wantDRPError(t, r, 403, "AUTH", "Requires: machines get") // a DRP error reply
+//	r, err := s.Send("GET", "/machines", nil, authz)          // from goroutines
+//
+// Only Send and SendURL may be called from goroutines other than the test's:
+// every other method can end the test with t.Fatal, which must run on the
+// test's own goroutine.
+
+// Auth values for requests.
+func basic(user, pw string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
+}
+func bearer(tok string) string { return "Bearer " + tok }
+
+// admin is the Authorization of the bootstrap superuser.
+func admin() string { return basic("rocketskates", e2eAdminPassword) }
+
+type resp struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v, failing the test on error.
+func (r resp) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %q: %v", r.Body, err)
+	}
+}
+
+// Map decodes a JSON object body.
+func (r resp) Map(t testing.TB) map[string]any {
+	t.Helper()
+	m := map[string]any{}
+	r.JSON(t, &m)
+	return m
+}
+
+func (r resp) String() string { return fmt.Sprintf("%d %s", r.Status, r.Body) }
+
+// On returns s with its failures reported to t.
+func (s *tserver) On(t testing.TB) *tserver {
+	c := *s
+	c.t = t
+	return &c
+}
+
+// Send sends one request and returns transport errors instead of failing a
+// test: it is the call for goroutines. body may be nil, a string or []byte
+// (sent as is), or any other value (sent as JSON). path is relative to
+// /api/v3; hdrs are name, value pairs.
+func (s *tserver) Send(method, path string, body any, authz string, hdrs ...string) (resp, error) {
+	return s.SendURL(method, s.Base+path, body, authz, hdrs...)
+}
+
+// SendURL is Send for a full URL.
+func (s *tserver) SendURL(method, u string, body any, authz string, hdrs ...string) (resp, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			return resp{}, err
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, u, rd)
+	if err != nil {
+		return resp{}, err
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	for i := 0; i+1 < len(hdrs); i += 2 {
+		req.Header.Set(hdrs[i], hdrs[i+1])
+	}
+	res, err := s.client.Do(req)
+	if err != nil {
+		return resp{}, fmt.Errorf("%s %s: %w", method, u, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return resp{}, fmt.Errorf("%s %s: reading the reply: %w", method, u, err)
+	}
+	return resp{Status: res.StatusCode, Header: res.Header, Body: b}, nil
+}
+
+// Do sends one request (see Send), failing the test on transport errors.
+func (s *tserver) Do(method, path string, body any, authz string, hdrs ...string) resp {
+	s.t.Helper()
+	return s.DoURL(s.t, method, s.Base+path, body, authz, hdrs...)
+}
+
+// DoURL is Do for a full URL, failing t (which may be a subtest) on
+// transport errors.
+func (s *tserver) DoURL(t testing.TB, method, u string, body any, authz string, hdrs ...string) resp {
+	t.Helper()
+	r, err := s.SendURL(method, u, body, authz, hdrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Must sends a request and fails the test unless the status is want.
+func (s *tserver) Must(want int, method, path string, body any, authz string, hdrs ...string) resp {
+	s.t.Helper()
+	r := s.Do(method, path, body, authz, hdrs...)
+	if r.Status != want {
+		s.t.Fatalf("%s %s: got %d %s, want %d", method, path, r.Status, r.Body, want)
+	}
+	return r
+}
+
+// Token gets a token for user with the given credentials and query.
+func (s *tserver) Token(user, authz, query string) string {
+	s.t.Helper()
+	r := s.Must(200, "GET", "/users/"+user+"/token"+query, nil, authz)
+	var out struct{ Token string }
+	r.JSON(s.t, &out)
+	if out.Token == "" {
+		s.t.Fatalf("empty token in %s", r.Body)
+	}
+	return out.Token
+}
+
+// AddUser creates a user with a password and roles (as the admin).
+func (s *tserver) AddUser(name, pw string, roles ...string) {
+	s.t.Helper()
+	if roles == nil {
+		roles = []string{}
+	}
+	s.Must(201, "POST", "/users", map[string]any{"Name": name, "Password": pw, "Roles": roles}, admin())
+}
+
+// AddRole creates a role (as the admin; needs the rbac license).
+func (s *tserver) AddRole(name string, claims ...[3]string) {
+	s.t.Helper()
+	cs := []map[string]string{}
+	for _, c := range claims {
+		cs = append(cs, map[string]string{"scope": c[0], "action": c[1], "specific": c[2]})
+	}
+	s.Must(201, "POST", "/roles", map[string]any{"Name": name, "Claims": cs}, admin())
+}
+
+// drpError is DRP's error object (docs/design.md §3.2).
+type drpError struct {
+	Model, Key, Type string
+	Messages         []string
+	Code             int
+}
+
+// wantDRPError is the one assertion for error replies: r has the given
+// status and a DRP error object with all five fields, Code equal to the
+// status, at least one message, Type typ ("" for any) and a message
+// containing msg ("" for any). It returns the object for further checks.
+func wantDRPError(t testing.TB, r resp, status int, typ, msg string) drpError {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("got %s, want status %d", r, status)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(r.Body, &fields); err != nil {
+		t.Fatalf("error body %q is not a JSON object: %v", r.Body, err)
+	}
+	for _, f := range []string{"Model", "Key", "Type", "Messages", "Code"} {
+		if _, ok := fields[f]; !ok {
+			t.Errorf("error object lacks %s: %s", f, r.Body)
+		}
+	}
+	var e drpError
+	if err := json.Unmarshal(r.Body, &e); err != nil {
+		t.Fatalf("error body %q is not a DRP error object: %v", r.Body, err)
+	}
+	if e.Code != status {
+		t.Errorf("error Code %d, want the status %d: %s", e.Code, status, r.Body)
+	}
+	if typ != "" && e.Type != typ {
+		t.Errorf("error Type %q, want %q: %s", e.Type, typ, r.Body)
+	}
+	if len(e.Messages) == 0 {
+		t.Errorf("error without Messages: %s", r.Body)
+	}
+	if msg != "" && !slices.ContainsFunc(e.Messages, func(m string) bool { return strings.Contains(m, msg) }) {
+		t.Errorf("no error message contains %q: %s", msg, r.Body)
+	}
+	return e
+}
+
+// about fails t unless the error names model and key ("*" for any).
+func (e drpError) about(t testing.TB, model, key string) drpError {
+	t.Helper()
+	if model != "*" && e.Model != model {
+		t.Errorf("error Model %q, want %q (%+v)", e.Model, model, e)
+	}
+	if key != "*" && e.Key != key {
+		t.Errorf("error Key %q, want %q (%+v)", e.Key, key, e)
+	}
+	return e
+}
+
+// messages joins the error's messages for checks and failure reports.
+func (e drpError) messages() string { return strings.Join(e.Messages, " | ") }
