@@ -25,45 +25,8 @@ import (
 // (users, tokens, claims, roles, tenants, machine tokens, licensing) through
 // the real HTTP API on every database.
 
-// accOn returns a copy of s whose failures belong to t, so helpers called in a
-// subtest fail that subtest rather than its parent.
-func (s *tserver) accOn(t testing.TB) *tserver {
-	c := *s
-	c.t = t
-	return &c
-}
-
 func accPatch(op, path string, v any) []map[string]any {
 	return []map[string]any{{"op": op, "path": path, "value": v}}
-}
-
-// accErrBody decodes a DRP error object.
-type accErrBody struct {
-	Model, Key, Type string
-	Messages         []string
-	Code             int
-}
-
-func accErrorOf(t testing.TB, r resp) accErrBody {
-	t.Helper()
-	var e accErrBody
-	r.JSON(t, &e)
-	if e.Code != r.Status {
-		t.Fatalf("error Code %d != status %d: %s", e.Code, r.Status, r.Body)
-	}
-	return e
-}
-
-// accWantMsg fails unless the error body has a message containing sub.
-func accWantMsg(t testing.TB, r resp, sub string) {
-	t.Helper()
-	e := accErrorOf(t, r)
-	for _, m := range e.Messages {
-		if strings.Contains(m, sub) {
-			return
-		}
-	}
-	t.Fatalf("no message containing %q in %s", sub, r)
 }
 
 // accNoSecrets fails if a reply carries a user's PasswordHash or Secret.
@@ -114,16 +77,16 @@ func accHas(l []string, s string) bool {
 
 func TestE2EAccess(t *testing.T) {
 	forEachDB(t, func(t *testing.T, s *tserver) {
-		t.Run("users", func(t *testing.T) { accessUsers(t, s.accOn(t)) })
-		t.Run("tokens", func(t *testing.T) { accessTokens(t, s.accOn(t)) })
-		t.Run("authentication", func(t *testing.T) { accessAuthentication(t, s.accOn(t)) })
-		t.Run("self claim", func(t *testing.T) { accessSelf(t, s.accOn(t)) })
-		t.Run("claim forms", func(t *testing.T) { accessClaimForms(t, s.accOn(t)) })
-		t.Run("roles", func(t *testing.T) { accessRoles(t, s.accOn(t)) })
-		t.Run("tenants", func(t *testing.T) { accessTenants(t, s.accOn(t)) })
-		t.Run("machine tokens", func(t *testing.T) { accessMachineTokens(t, s.accOn(t)) })
+		t.Run("users", func(t *testing.T) { accessUsers(t, s.On(t)) })
+		t.Run("tokens", func(t *testing.T) { accessTokens(t, s.On(t)) })
+		t.Run("authentication", func(t *testing.T) { accessAuthentication(t, s.On(t)) })
+		t.Run("self claim", func(t *testing.T) { accessSelf(t, s.On(t)) })
+		t.Run("claim forms", func(t *testing.T) { accessClaimForms(t, s.On(t)) })
+		t.Run("roles", func(t *testing.T) { accessRoles(t, s.On(t)) })
+		t.Run("tenants", func(t *testing.T) { accessTenants(t, s.On(t)) })
+		t.Run("machine tokens", func(t *testing.T) { accessMachineTokens(t, s.On(t)) })
 		// Last: it rotates the system Secret, killing every token.
-		t.Run("secrets", func(t *testing.T) { accessSecrets(t, s.accOn(t)) })
+		t.Run("secrets", func(t *testing.T) { accessSecrets(t, s.On(t)) })
 	}, licenseArgs(t)...)
 }
 
@@ -218,7 +181,7 @@ func accessTokens(t *testing.T, s *tserver) {
 					t.Fatalf("got %s, want %d", r, c.want)
 				}
 				if c.want != 200 {
-					accWantMsg(t, r, c.msg)
+					wantDRPError(t, r, c.want, "", c.msg)
 					return
 				}
 				var out struct {
@@ -385,7 +348,7 @@ func accessAuthentication(t *testing.T, s *tserver) {
 				t.Fatalf("401 without WWW-Authenticate: %v", r.Header)
 			}
 			if c.want >= 400 {
-				accErrorOf(t, r)
+				wantDRPError(t, r, c.want, "", "")
 			}
 		})
 	}
@@ -462,7 +425,7 @@ func accessSelf(t *testing.T, s *tserver) {
 						t.Fatalf("got %s, want %d", r, c.want)
 					}
 					if c.msg != "" {
-						accWantMsg(t, r, c.msg)
+						wantDRPError(t, r, c.want, "", c.msg)
 					}
 				})
 			}
@@ -551,7 +514,7 @@ func accessClaimForms(t *testing.T, s *tserver) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := s.accOn(t)
+			s := s.On(t)
 			role := "c-role-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
 			s.AddRole(role, c.claims...)
 			user := role + "-u"
@@ -571,7 +534,7 @@ func accessClaimForms(t *testing.T, s *tserver) {
 					t.Fatalf("got %s, want %d", r, c.want)
 				}
 				if c.msg != "" {
-					accWantMsg(t, r, c.msg)
+					wantDRPError(t, r, c.want, "", c.msg)
 				}
 			}
 		})
@@ -583,20 +546,20 @@ func accessClaimForms(t *testing.T, s *tserver) {
 		s.AddRole("c-params-get", [3]string{"params", "get", "*"})
 		s.AddUser("c-params-u", "c-pw-1", "c-params-get")
 		s.Must(200, "GET", "/meta/params/c/meta", nil, basic("c-params-u", "c-pw-1"))
-		r := s.Must(403, "PATCH", "/meta/params/c/meta", accPatch("add", "/icon", "x"), basic("c-params-u", "c-pw-1"))
-		accWantMsg(t, r, "Requires: params update:/Meta/icon c/meta")
+		r := s.Do("PATCH", "/meta/params/c/meta", accPatch("add", "/icon", "x"), basic("c-params-u", "c-pw-1"))
+		wantDRPError(t, r, 403, "", "Requires: params update:/Meta/icon c/meta")
 	})
 	t.Run("decode needs getSecure", func(t *testing.T) {
 		s.AddRole("c-get-only", [3]string{"machines", "get", "*"})
 		s.AddUser("c-get-u", "c-pw-1", "c-get-only")
 		s.Must(200, "GET", "/machines/"+u1, nil, basic("c-get-u", "c-pw-1"))
-		r := s.Must(403, "GET", "/machines/"+u1+"?decode=true", nil, basic("c-get-u", "c-pw-1"))
-		accWantMsg(t, r, "Requires: machines getSecure "+u1)
+		r := s.Do("GET", "/machines/"+u1+"?decode=true", nil, basic("c-get-u", "c-pw-1"))
+		wantDRPError(t, r, 403, "", "Requires: machines getSecure "+u1)
 	})
 	t.Run("empty claim is refused", func(t *testing.T) {
-		r := s.Must(422, "POST", "/roles", map[string]any{"Name": "c-empty",
+		r := s.Do("POST", "/roles", map[string]any{"Name": "c-empty",
 			"Claims": []map[string]string{{"scope": "", "action": "", "specific": ""}}}, admin())
-		accWantMsg(t, r, "No such scope ''")
+		wantDRPError(t, r, 422, "", "No such scope ''")
 	})
 	t.Run("superuser all", func(t *testing.T) {
 		s.AddUser("c-super", "c-pw-1", "superuser")
@@ -629,32 +592,26 @@ func accessRoles(t *testing.T, s *tserver) {
 	}
 	for _, c := range invalid {
 		t.Run("422 "+c.name, func(t *testing.T) {
-			r := s.Must(422, "POST", "/roles", c.body, admin())
-			if e := accErrorOf(t, r); e.Type != "ValidationError" {
-				t.Fatalf("Type %q", e.Type)
-			}
-			accWantMsg(t, r, c.msg)
+			r := s.Do("POST", "/roles", c.body, admin())
+			wantDRPError(t, r, 422, "ValidationError", c.msg)
 			s.Must(404, "GET", "/roles/r-bad", nil, admin())
 		})
 	}
 	t.Run("422 on patch too", func(t *testing.T) {
 		s.AddRole("r-ok", [3]string{"machines", "get", "*"})
-		r := s.Must(422, "PATCH", "/roles/r-ok", accPatch("replace", "/Claims", []map[string]string{cl("nope", "get", "*")}), admin())
-		accWantMsg(t, r, "No such scope 'nope'")
+		r := s.Do("PATCH", "/roles/r-ok", accPatch("replace", "/Claims", []map[string]string{cl("nope", "get", "*")}), admin())
+		wantDRPError(t, r, 422, "", "No such scope 'nope'")
 	})
 	t.Run("duplicate", func(t *testing.T) {
 		s.AddRole("r-dup")
-		r := s.Must(409, "POST", "/roles", map[string]any{"Name": "r-dup", "Claims": []any{}}, admin())
-		accWantMsg(t, r, "already exists")
+		r := s.Do("POST", "/roles", map[string]any{"Name": "r-dup", "Claims": []any{}}, admin())
+		wantDRPError(t, r, 409, "", "already exists")
 	})
 	t.Run("delete in use", func(t *testing.T) {
 		s.AddRole("r-used", [3]string{"pools", "list", "*"})
 		s.AddUser("r-user", "r-user-pw", "r-used")
-		r := s.Must(409, "DELETE", "/roles/r-used", nil, admin())
-		if e := accErrorOf(t, r); e.Type != "StillInUseError" {
-			t.Fatalf("Type %q: %s", e.Type, r)
-		}
-		accWantMsg(t, r, "r-user")
+		r := s.Do("DELETE", "/roles/r-used", nil, admin())
+		wantDRPError(t, r, 409, "StillInUseError", "r-user")
 		s.Must(409, "DELETE", "/roles/superuser", nil, admin())
 	})
 	t.Run("edits apply to live tokens", func(t *testing.T) {
@@ -742,14 +699,14 @@ func accessTenants(t *testing.T, s *tserver) {
 		s.Must(200, "GET", "/machines/"+u2, nil, free)
 	})
 	t.Run("user in two tenants", func(t *testing.T) {
-		r := s.Must(422, "POST", "/tenants", map[string]any{"Name": "n-t2", "Users": []string{"n-in"}, "Members": map[string][]string{}}, admin())
-		accWantMsg(t, r, "n-in")
+		r := s.Do("POST", "/tenants", map[string]any{"Name": "n-t2", "Users": []string{"n-in"}, "Members": map[string][]string{}}, admin())
+		wantDRPError(t, r, 422, "", "n-in")
 		s.Must(201, "POST", "/tenants", map[string]any{"Name": "n-t3", "Users": []string{}, "Members": map[string][]string{}}, admin())
 		s.Must(422, "PATCH", "/tenants/n-t3", accPatch("replace", "/Users", []string{"n-in"}), admin())
 	})
 	t.Run("missing user", func(t *testing.T) {
-		r := s.Must(422, "POST", "/tenants", map[string]any{"Name": "n-t4", "Users": []string{"n-ghost"}, "Members": map[string][]string{}}, admin())
-		accWantMsg(t, r, "n-ghost")
+		r := s.Do("POST", "/tenants", map[string]any{"Name": "n-t4", "Users": []string{"n-ghost"}, "Members": map[string][]string{}}, admin())
+		wantDRPError(t, r, 422, "", "n-ghost")
 	})
 	t.Run("unknown scope in Members", func(t *testing.T) {
 		s.Must(422, "POST", "/tenants", map[string]any{"Name": "n-t5", "Users": []string{}, "Members": map[string][]string{"bogus": {}}}, admin())
@@ -824,11 +781,8 @@ func accessTenants(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("delete tenant with users", func(t *testing.T) {
-		r := s.Must(409, "DELETE", "/tenants/n-t1", nil, admin())
-		if e := accErrorOf(t, r); e.Type != "StillInUseError" {
-			t.Fatalf("Type %q", e.Type)
-		}
-		accWantMsg(t, r, "n-in")
+		r := s.Do("DELETE", "/tenants/n-t1", nil, admin())
+		wantDRPError(t, r, 409, "StillInUseError", "n-in")
 		s.Must(200, "DELETE", "/tenants/n-t3", nil, admin())
 	})
 }
@@ -1027,10 +981,7 @@ func TestE2EAccessLoginLimit(t *testing.T) {
 		if last.Status != 429 {
 			t.Fatalf("no 429 after 40 wrong passwords: %s", last)
 		}
-		accWantMsg(t, last, "too many failed logins")
-		if e := accErrorOf(t, last); e.Type != "AUTH" {
-			t.Fatalf("Type %q", e.Type)
-		}
+		wantDRPError(t, last, 429, "AUTH", "too many failed logins")
 	})
 }
 
@@ -1116,28 +1067,28 @@ func TestE2EAccessLicense(t *testing.T) {
 		forEachDB(t, func(t *testing.T, s *tserver) {
 			for _, c := range accGatedWrites {
 				t.Run(c.name, func(t *testing.T) {
-					r := s.accOn(t).Must(403, c.method, c.path, c.body, admin())
-					accWantMsg(t, r, c.msg)
+					r := s.On(t).Do(c.method, c.path, c.body, admin())
+					wantDRPError(t, r, 403, "", c.msg)
 				})
 			}
 			t.Run("reads work", func(t *testing.T) {
-				s := s.accOn(t)
+				s := s.On(t)
 				for _, p := range []string{"/roles", "/roles/superuser", "/tenants"} {
 					s.Must(200, "GET", p, nil, admin())
 				}
 				s.Must(200, "HEAD", "/roles", nil, admin())
 			})
 			t.Run("info shows no license", func(t *testing.T) {
-				if v := accLicenseView(t, s.accOn(t)); v.rbac() || v.Provgate.Valid || v.Provgate.Error == "" {
+				if v := accLicenseView(t, s.On(t)); v.rbac() || v.Provgate.Valid || v.Provgate.Error == "" {
 					t.Fatalf("info license %+v", v)
 				}
 			})
 			t.Run("no public key", func(t *testing.T) {
-				r := s.accOn(t).Do("PUT", "/license", map[string]any{"License": "x.y"}, admin())
+				r := s.On(t).Do("PUT", "/license", map[string]any{"License": "x.y"}, admin())
 				if r.Status < 400 || r.Status >= 500 {
 					t.Fatalf("got %s", r)
 				}
-				accWantMsg(t, r, "public key")
+				wantDRPError(t, r, r.Status, "", "public key")
 			})
 		})
 	})
@@ -1163,13 +1114,13 @@ func TestE2EAccessLicense(t *testing.T) {
 		forEachDB(t, func(t *testing.T, s *tserver) {
 			for _, c := range bad {
 				t.Run(c.name, func(t *testing.T) {
-					s := s.accOn(t)
+					s := s.On(t)
 					r := s.Do("PUT", "/license", map[string]any{"License": c.doc}, admin())
 					if r.Status < 400 || r.Status >= 500 {
 						t.Fatalf("got %s, want 4xx", r)
 					}
 					if c.msg != "" {
-						accWantMsg(t, r, c.msg)
+						wantDRPError(t, r, r.Status, "", c.msg)
 					}
 					if v := accLicenseView(t, s); v.rbac() {
 						t.Fatalf("licensed after a bad document: %+v", v)
@@ -1178,12 +1129,12 @@ func TestE2EAccessLicense(t *testing.T) {
 				})
 			}
 			t.Run("non-admin cannot load", func(t *testing.T) {
-				s := s.accOn(t)
+				s := s.On(t)
 				s.AddUser("g-user", "g-user-pw")
 				s.Must(403, "PUT", "/license", map[string]any{"License": good}, basic("g-user", "g-user-pw"))
 			})
 			t.Run("valid", func(t *testing.T) {
-				s := s.accOn(t)
+				s := s.On(t)
 				s.Must(200, "PUT", "/license", map[string]any{"License": good}, admin())
 				if v := accLicenseView(t, s); !v.rbac() {
 					t.Fatalf("info after load %+v", v)
@@ -1263,7 +1214,7 @@ func TestE2EAccessDiscovery(t *testing.T) {
 			}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
-					if r := s.accOn(t).Do(c.method, c.path, c.body, bearer(tok)); r.Status != c.want {
+					if r := s.On(t).Do(c.method, c.path, c.body, bearer(tok)); r.Status != c.want {
 						t.Fatalf("got %s, want %d", r, c.want)
 					}
 				})

@@ -29,14 +29,14 @@ func TestE2EPenGateway(t *testing.T) {
 		t.Run(db.Name, func(t *testing.T) {
 			decisions := filepath.Join(t.TempDir(), "decisions.jsonl")
 			s := startE2E(t, db, append(licenseArgs(t), "--decision-log", decisions)...)
-			t.Run("3 key canonicalisation", func(t *testing.T) { penKeys(t, s.accOn(t)) })
-			t.Run("8 patch size", func(t *testing.T) { penPatchSize(t, s.accOn(t), decisions) })
-			t.Run("13 metrics labels", func(t *testing.T) { penMetrics(t, s.accOn(t)) })
-			t.Run("14 create specific", func(t *testing.T) { penCreate(t, s.accOn(t)) })
-			t.Run("16 hidden objects", func(t *testing.T) { penHidden(t, s.accOn(t)) })
-			t.Run("17 long poll reauthorized", func(t *testing.T) { penLongPoll(t, s.accOn(t)) })
-			t.Run("19 write replies", func(t *testing.T) { penReplies(t, s.accOn(t)) })
-			t.Run("21 pool operations", func(t *testing.T) { penPools(t, s.accOn(t)) })
+			t.Run("3 key canonicalisation", func(t *testing.T) { penKeys(t, s.On(t)) })
+			t.Run("8 patch size", func(t *testing.T) { penPatchSize(t, s.On(t), decisions) })
+			t.Run("13 metrics labels", func(t *testing.T) { penMetrics(t, s.On(t)) })
+			t.Run("14 create specific", func(t *testing.T) { penCreate(t, s.On(t)) })
+			t.Run("16 hidden objects", func(t *testing.T) { penHidden(t, s.On(t)) })
+			t.Run("17 long poll reauthorized", func(t *testing.T) { penLongPoll(t, s.On(t)) })
+			t.Run("19 write replies", func(t *testing.T) { penReplies(t, s.On(t)) })
+			t.Run("21 pool operations", func(t *testing.T) { penPools(t, s.On(t)) })
 		})
 	}
 }
@@ -145,8 +145,8 @@ func penPatchOps(n int) []byte {
 func penPatchSize(t *testing.T, s *tserver, decisions string) {
 	u := s.accMachine("pen8-m", nil)
 	t.Run("limit", func(t *testing.T) {
-		r := s.Must(413, "PATCH", "/machines/"+u, penPatchOps(1001), admin())
-		accWantMsg(t, r, "at most 1000")
+		r := s.Do("PATCH", "/machines/"+u, penPatchOps(1001), admin())
+		wantDRPError(t, r, 413, "", "at most 1000")
 		if p := penGet(t, s, "/machines/"+u)["Params"].(map[string]any); len(p) != 0 {
 			t.Fatalf("refused patch changed params: %d set", len(p))
 		}
@@ -154,8 +154,8 @@ func penPatchSize(t *testing.T, s *tserver, decisions string) {
 	})
 	t.Run("large patch refused quickly", func(t *testing.T) {
 		start := time.Now()
-		r := s.Must(413, "PATCH", "/machines/"+u, penPatchOps(20000), admin())
-		accWantMsg(t, r, "at most 1000")
+		r := s.Do("PATCH", "/machines/"+u, penPatchOps(20000), admin())
+		wantDRPError(t, r, 413, "", "at most 1000")
 		if d := time.Since(start); d > 10*time.Second {
 			t.Fatalf("refusing a 20000-op patch took %v", d)
 		}
@@ -353,8 +353,8 @@ func penCreate(t *testing.T, s *tserver) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := s.Must(403, "POST", "/profiles", c.body, one)
-			accWantMsg(t, r, c.msg)
+			r := s.Do("POST", "/profiles", c.body, one)
+			wantDRPError(t, r, 403, "", c.msg)
 		})
 	}
 	for _, n := range []string{"pen14-b2", "pen14-b3", "pen14-b4", "pen14-b5"} {
@@ -365,9 +365,10 @@ func penCreate(t *testing.T, s *tserver) {
 	t.Run("machines", func(t *testing.T) {
 		const mine = "0d9c3f52-8a43-4b8e-9a7e-6f0b7c1d2e3f"
 		mu := penUser(t, s, "pen14-mu", [3]string{"machines", "create", mine})
-		accWantMsg(t, s.Must(403, "POST", "/machines", map[string]any{"Name": "pen14-m1"}, mu), "Requires: machines create *")
-		accWantMsg(t, s.Must(403, "POST", "/machines", map[string]any{"Name": "pen14-m2", "Uuid": "6a1e0c44-1b0f-4d55-8c52-3c1c7e0f9a11"}, mu),
+		wantDRPError(t, s.Do("POST", "/machines", map[string]any{"Name": "pen14-m1"}, mu), 403, "", "Requires: machines create *")
+		wantDRPError(t, s.Do("POST", "/machines", map[string]any{"Name": "pen14-m2", "Uuid": "6a1e0c44-1b0f-4d55-8c52-3c1c7e0f9a11"}, mu), 403, "",
 			"Requires: machines create 6a1e0c44-1b0f-4d55-8c52-3c1c7e0f9a11")
+
 		s.Must(201, "POST", "/machines", map[string]any{"Name": "pen14-m3", "Uuid": mine}, mu)
 		// machines create * still creates machines without a Uuid.
 		all := penUser(t, s, "pen14-all", [3]string{"machines", "create", "*"})
@@ -378,7 +379,7 @@ func penCreate(t *testing.T, s *tserver) {
 			[3]string{"profiles", "create", "pen14-t1"}, [3]string{"profiles", "get", "*"})
 		s.Must(201, "POST", "/profiles", map[string]any{"Name": "pen14-t1"}, tu)
 		s.Must(200, "GET", "/profiles/pen14-t1", nil, tu)
-		accWantMsg(t, s.Must(403, "POST", "/profiles", map[string]any{"Name": "pen14-t2"}, tu), "Requires: profiles create pen14-t2")
+		wantDRPError(t, s.Do("POST", "/profiles", map[string]any{"Name": "pen14-t2"}, tu), 403, "", "Requires: profiles create pen14-t2")
 	})
 }
 
@@ -423,7 +424,7 @@ func penHidden(t *testing.T, s *tserver) {
 			if bytes.Contains(h.Body, []byte(hidden)) && !strings.Contains(hiddenKey, hidden) {
 				t.Fatalf("404 names the hidden machine's Uuid: %s", h.Body)
 			}
-			he, me := accErrorOf(t, h), accErrorOf(t, m)
+			he, me := wantDRPError(t, h, h.Status, "", ""), wantDRPError(t, m, m.Status, "", "")
 			// The key is the one the caller gave (the object part of it);
 			// everything else is the same as for a missing machine.
 			wantKey := strings.TrimSuffix(hiddenKey, "/params")
@@ -496,7 +497,7 @@ func penLongPoll(t *testing.T, s *tserver) {
 		if r.Status != 404 || bytes.Contains(r.Body, []byte("after")) {
 			t.Fatalf("long poll after losing the tenant: %s, want 404", r)
 		}
-		if e := accErrorOf(t, r); e.Key != u || e.Model != "machines" {
+		if e := wantDRPError(t, r, r.Status, "", ""); e.Key != u || e.Model != "machines" {
 			t.Fatalf("404 %+v", e)
 		}
 	})
@@ -511,7 +512,7 @@ func penLongPoll(t *testing.T, s *tserver) {
 		if r.Status != 404 || bytes.Contains(r.Body, []byte("after")) {
 			t.Fatalf("long poll after losing the role: %s, want 404", r)
 		}
-		if e := accErrorOf(t, r); e.Key != "Name:pen17-m2" {
+		if e := wantDRPError(t, r, r.Status, "", ""); e.Key != "Name:pen17-m2" {
 			t.Fatalf("404 Key %q, want the key as given", e.Key)
 		}
 	})
@@ -557,12 +558,12 @@ func penReplies(t *testing.T, s *tserver) {
 		r := s.Must(403, "PATCH", "/machines/"+u, []map[string]any{
 			{"op": "test", "path": "/Params/secret", "value": "guess"},
 			{"op": "replace", "path": "/Description", "value": "x"}}, w)
-		accWantMsg(t, r, "Requires: machines get "+u)
-		r = s.Must(403, "PATCH", "/machines/"+u, []map[string]any{{"op": "copy", "from": "/Params/secret", "path": "/Description"}}, w)
-		accWantMsg(t, r, "Requires: machines get "+u)
+		wantDRPError(t, r, r.Status, "", "Requires: machines get "+u)
+		r = s.Do("PATCH", "/machines/"+u, []map[string]any{{"op": "copy", "from": "/Params/secret", "path": "/Description"}}, w)
+		wantDRPError(t, r, 403, "", "Requires: machines get "+u)
 		r = s.Must(403, "PATCH", "/machines/"+u+"/params", []map[string]any{
 			{"op": "test", "path": "/secret", "value": "guess"}, {"op": "add", "path": "/pub", "value": 2}}, w)
-		accWantMsg(t, r, "Requires: machines get "+u)
+		wantDRPError(t, r, r.Status, "", "Requires: machines get "+u)
 	})
 	t.Run("put reply", func(t *testing.T) {
 		body := penGet(t, s, "/machines/"+u)
@@ -649,7 +650,7 @@ func penPools(t *testing.T, s *tserver) {
 			if m2 < m1 {
 				first = m2
 			}
-			accWantMsg(t, r, "Requires: machines "+c.claim+" "+first)
+			wantDRPError(t, r, r.Status, "", "Requires: machines "+c.claim+" "+first)
 			if snapshot() != before {
 				t.Fatal("machines changed by a refused pool operation")
 			}

@@ -29,13 +29,13 @@ func TestE2EPenObjects(t *testing.T) {
 		// must re-seal it to its object (checked in finding 4).
 		old := penPlantFirstFormSeal(t, s, p)
 		s = startE2EIn(t, dbCase{Name: s.Name, DSN: s.DSN}, s.DataDir, args...)
-		t.Run("finding_2_hidden_references", func(t *testing.T) { penHiddenReferences(t, s.accOn(t), p) })
+		t.Run("finding_2_hidden_references", func(t *testing.T) { penHiddenReferences(t, s.On(t), p) })
 		t.Run("finding_4_sealed_values_stay_bound", func(t *testing.T) {
-			penSealedValues(t, s.accOn(t), p)
-			penMigrated(t, s.accOn(t), p, old)
+			penSealedValues(t, s.On(t), p)
+			penMigrated(t, s.On(t), p, old)
 		})
-		t.Run("finding_5_jobs_stay_on_their_machine", func(t *testing.T) { penJobs(t, s.accOn(t), p) })
-		t.Run("finding_16_messages_name_only_visible_objects", func(t *testing.T) { penMessages(t, s.accOn(t), p) })
+		t.Run("finding_5_jobs_stay_on_their_machine", func(t *testing.T) { penJobs(t, s.On(t), p) })
+		t.Run("finding_16_messages_name_only_visible_objects", func(t *testing.T) { penMessages(t, s.On(t), p) })
 	}, args...)
 }
 
@@ -107,9 +107,7 @@ func penMigrated(t *testing.T, s *tserver, p penFixture, old map[string]any) {
 		}
 		for _, target := range []string{p.victim, p.visible} {
 			r := s.Do("POST", "/machines/"+target+"/params/pen/old", old, admin())
-			if r.Status != 422 || accErrorOf(t, r).Type != "ValidationError" {
-				t.Fatalf("first-form envelope written to %s: %s", target, r)
-			}
+			wantDRPError(t, r, 422, "ValidationError", "")
 		}
 	})
 }
@@ -178,7 +176,7 @@ func penSameRefusal(t *testing.T, hidden, missing resp, hiddenName, missingName 
 	if hidden.Status != 422 || missing.Status != 422 {
 		t.Fatalf("hidden %s, missing %s: want both 422", hidden, missing)
 	}
-	h, m := accErrorOf(t, hidden), accErrorOf(t, missing)
+	h, m := wantDRPError(t, hidden, 422, "ValidationError", ""), wantDRPError(t, missing, 422, "ValidationError", "")
 	if h.Type != "ValidationError" || h.Type != m.Type || h.Model != m.Model {
 		t.Fatalf("hidden %s and missing %s differ in Type or Model", hidden, missing)
 	}
@@ -335,7 +333,7 @@ func penSealedValues(t *testing.T, s *tserver, p penFixture) {
 				if r.Status != 422 {
 					t.Fatalf("%s wrote a %s envelope onto its machine: %s", who.name, src.name, r)
 				}
-				e := accErrorOf(t, r)
+				e := wantDRPError(t, r, r.Status, "", "")
 				all := strings.Join(e.Messages, " ")
 				for _, leak := range []string{p.victim, "pen-victim", "pen-open", "pen-stage-hidden", "pen-cb", src.clear} {
 					if strings.Contains(all, leak) {
@@ -398,15 +396,11 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 					{"op": "replace", "path": "/Machine", "value": target},
 					{"op": "replace", "path": "/State", "value": "failed"},
 				}, who.authz)
-				if r.Status != 422 || accErrorOf(t, r).Type != "ValidationError" {
-					t.Fatalf("%s moved the job: %s", who.name, r)
-				}
+				wantDRPError(t, r, 422, "ValidationError", "")
 				var j map[string]any
 				s.Must(200, "GET", job, nil, admin()).JSON(t, &j)
 				j["Machine"] = target
-				if r := s.Do("PUT", job, j, who.authz); r.Status != 422 || accErrorOf(t, r).Type != "ValidationError" {
-					t.Fatalf("%s moved the job with PUT: %s", who.name, r)
-				}
+				wantDRPError(t, s.Do("PUT", job, j, who.authz), 422, "ValidationError", "")
 			}
 		}
 		var j struct{ Machine, State string }
@@ -503,9 +497,9 @@ func penMessages(t *testing.T, s *tserver, p penFixture) {
 		if strings.Contains(string(r.Body), p.victim) {
 			t.Fatalf("the refusal names a hidden machine: %s", r)
 		}
-		accWantMsg(t, r, "Name pen-victim is already in use")
+		wantDRPError(t, r, r.Status, "", "Name pen-victim is already in use")
 		// The admin sees the machine and is told which one it is.
-		accWantMsg(t, s.Must(422, "POST", "/machines", map[string]any{"Name": "pen-victim"}, admin()), p.victim)
+		wantDRPError(t, s.Do("POST", "/machines", map[string]any{"Name": "pen-victim"}, admin()), 422, "", p.victim)
 		// A rename onto a hidden machine's name is answered the same way.
 		r = s.Do("PATCH", "/machines/"+p.visible, accPatch("replace", "/Name", "pen-victim"), p.user)
 		if r.Status != 422 || strings.Contains(string(r.Body), p.victim) {
@@ -517,20 +511,18 @@ func penMessages(t *testing.T, s *tserver, p penFixture) {
 		s.Must(200, "PATCH", "/machines/"+p.victim, accPatch("replace", "/Profiles", []string{"pen-shared"}), admin())
 		s.Must(200, "PATCH", "/machines/"+p.visible, accPatch("replace", "/Profiles", []string{"pen-shared"}), p.user)
 		r := s.Do("DELETE", "/profiles/pen-shared", nil, p.user)
-		if r.Status != 409 || accErrorOf(t, r).Type != "StillInUseError" {
-			t.Fatalf("delete of a used profile: %s", r)
-		}
+		wantDRPError(t, r, 409, "StillInUseError", "")
 		for _, leak := range []string{"pen-victim", p.victim} {
 			if strings.Contains(string(r.Body), leak) {
 				t.Fatalf("the refusal names a hidden machine: %s", r)
 			}
 		}
-		accWantMsg(t, r, "In use by Machine pen-mine")
-		accWantMsg(t, r, "In use by 1 other object")
+		wantDRPError(t, r, r.Status, "", "In use by Machine pen-mine")
+		wantDRPError(t, r, r.Status, "", "In use by 1 other object")
 		// The admin sees both.
-		r = s.Must(409, "DELETE", "/profiles/pen-shared", nil, admin())
-		accWantMsg(t, r, "In use by Machine pen-victim")
-		accWantMsg(t, r, "In use by Machine pen-mine")
+		r = s.Do("DELETE", "/profiles/pen-shared", nil, admin())
+		wantDRPError(t, r, 409, "", "In use by Machine pen-victim")
+		wantDRPError(t, r, 409, "", "In use by Machine pen-mine")
 		s.Must(200, "PATCH", "/machines/"+p.victim, accPatch("replace", "/Profiles", []string{}), admin())
 		s.Must(200, "PATCH", "/machines/"+p.visible, accPatch("replace", "/Profiles", []string{}), p.user)
 		s.Must(200, "DELETE", "/profiles/pen-shared", nil, p.user)

@@ -35,11 +35,11 @@ func TestE2EPenPlugins(t *testing.T) {
 		t.Fatal(err)
 	}
 	forEachDB(t, func(t *testing.T, s *tserver) {
-		t.Run("finding_6_posted_events_drive_nothing", func(t *testing.T) { penPostedEvents(t, s.accOn(t)) })
-		t.Run("finding_10_param_expand_is_restricted", func(t *testing.T) { penParamExpand(t, s.accOn(t), script, ran) })
-		t.Run("finding_12_attempts_follow_machine_visibility", func(t *testing.T) { penAttempts(t, s.accOn(t)) })
-		t.Run("finding_18_callback_secrets_need_getSecure", func(t *testing.T) { penCallbackSecrets(t, s.accOn(t)) })
-		t.Run("finding_20_exec_path_errors_are_one_message", func(t *testing.T) { penExecPaths(t, s.accOn(t), execDir, outside) })
+		t.Run("finding_6_posted_events_drive_nothing", func(t *testing.T) { penPostedEvents(t, s.On(t)) })
+		t.Run("finding_10_param_expand_is_restricted", func(t *testing.T) { penParamExpand(t, s.On(t), script, ran) })
+		t.Run("finding_12_attempts_follow_machine_visibility", func(t *testing.T) { penAttempts(t, s.On(t)) })
+		t.Run("finding_18_callback_secrets_need_getSecure", func(t *testing.T) { penCallbackSecrets(t, s.On(t)) })
+		t.Run("finding_20_exec_path_errors_are_one_message", func(t *testing.T) { penExecPaths(t, s.On(t), execDir, outside) })
 	}, append(licenseArgs(t), "--callback-exec-dir", execDir)...)
 	t.Run("finding_18_older_data_dirs_are_sealed_on_start", penSealOnUpgrade)
 }

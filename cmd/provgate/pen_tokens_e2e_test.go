@@ -56,29 +56,29 @@ func penRestrictedRoles(t *testing.T, s *tserver) {
 		t.Fatalf("restricted token lists %v", keys)
 	}
 	// mget lacks update:/Description: the restriction holds.
-	r := s.Must(403, "PATCH", "/machines/"+m1, accPatch("replace", "/Description", "x"), tok)
-	accWantMsg(t, r, "Requires: machines update:/Description "+m1)
+	r := s.Do("PATCH", "/machines/"+m1, accPatch("replace", "/Description", "x"), tok)
+	wantDRPError(t, r, 403, "", "Requires: machines update:/Description "+m1)
 	s.Must(200, "GET", "/machines/"+m1, nil, narrow)
 	s.Must(403, "GET", "/machines/"+m2, nil, narrow)
 
 	t.Run("widening the token's role grants nothing bob lacks", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		s.Must(200, "PATCH", "/roles/mget", accPatch("replace", "/Claims", []map[string]string{
 			{"scope": "machines", "action": "*", "specific": "*"}}), admin())
-		r := s.Must(403, "DELETE", "/machines/"+victim, nil, tok)
-		accWantMsg(t, r, "Requires: machines delete "+victim)
+		r := s.Do("DELETE", "/machines/"+victim, nil, tok)
+		wantDRPError(t, r, 403, "", "Requires: machines delete "+victim)
 		s.Must(403, "PATCH", "/machines/"+m1, accPatch("add", "/Params/pen-x", 1), tok)
 		s.Must(200, "GET", "/machines/"+victim, nil, admin())
 		// What both roles hold now works: mget covers update:/Description.
 		s.Must(200, "PATCH", "/machines/"+m1, accPatch("replace", "/Description", "both hold it"), tok)
 	})
 	t.Run("narrowing the user's role narrows the token at once", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		s.Must(200, "PATCH", "/roles/mdesc", accPatch("replace", "/Claims", []map[string]string{
 			{"scope": "machines", "action": "get,list", "specific": m1}}), admin())
 		s.Must(200, "GET", "/machines/"+m1, nil, tok)
-		r := s.Must(403, "GET", "/machines/"+m2, nil, tok)
-		accWantMsg(t, r, "Requires: machines get "+m2)
+		r := s.Do("GET", "/machines/"+m2, nil, tok)
+		wantDRPError(t, r, 403, "", "Requires: machines get "+m2)
 		keys := accKeys(t, s.Must(200, "GET", "/machines", nil, tok), "Uuid")
 		if len(keys) != 1 || keys[0] != m1 {
 			t.Fatalf("after narrowing mdesc the token lists %v, want only %s", keys, m1)
@@ -88,11 +88,11 @@ func penRestrictedRoles(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("removing the role from the user ends the token's rights", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		s.Must(200, "PATCH", "/users/bob", accPatch("replace", "/Roles", []string{}), admin())
 		for _, a := range []string{tok, narrow} {
-			r := s.Must(403, "GET", "/machines/"+m1, nil, a)
-			accWantMsg(t, r, "Requires: machines get "+m1)
+			r := s.Do("GET", "/machines/"+m1, nil, a)
+			wantDRPError(t, r, 403, "", "Requires: machines get "+m1)
 			s.Must(403, "GET", "/machines", nil, a)
 		}
 		// The self claims stay.
@@ -103,7 +103,7 @@ func penRestrictedRoles(t *testing.T, s *tserver) {
 		s.Must(200, "GET", "/machines/"+m1, nil, narrow)
 	})
 	t.Run("a refreshed token keeps the restriction", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		s.Must(200, "PATCH", "/users/bob", accPatch("replace", "/Roles", []string{"superuser"}), admin())
 		again := bearer(s.Token("bob", tok, ""))
 		s.Must(403, "GET", "/users", nil, again)
@@ -196,25 +196,25 @@ func penMachineToken(t *testing.T, s *tserver) {
 		for _, tk := range []struct{ name, tok string }{{"GenerateToken", op}, {"GenerateInfiniteToken", inf}} {
 			for _, c := range cases {
 				t.Run(tk.name+" "+c.path, func(t *testing.T) {
-					s := s.accOn(t)
-					r := s.Must(403, "PATCH", "/machines/"+own, accPatch("add", c.path, c.value), bearer(tk.tok))
-					accWantMsg(t, r, "Requires: machines update:"+c.path+" "+own)
+					s := s.On(t)
+					r := s.Do("PATCH", "/machines/"+own, accPatch("add", c.path, c.value), bearer(tk.tok))
+					wantDRPError(t, r, 403, "", "Requires: machines update:"+c.path+" "+own)
 				})
 			}
 		}
 		t.Run("releaseToPool", func(t *testing.T) {
-			s := s.accOn(t)
-			r := s.Must(403, "POST", "/machines/"+own+"/releaseToPool", map[string]any{}, bearer(op))
-			accWantMsg(t, r, "Requires: machines action:releaseToPool "+own)
+			s := s.On(t)
+			r := s.Do("POST", "/machines/"+own+"/releaseToPool", map[string]any{}, bearer(op))
+			wantDRPError(t, r, 403, "", "Requires: machines action:releaseToPool "+own)
 		})
 		t.Run("PUT with new Profiles", func(t *testing.T) {
-			s := s.accOn(t)
+			s := s.On(t)
 			m := s.Must(200, "GET", "/machines/"+own, nil, bearer(op)).Map(t)
 			m["Profiles"] = []string{"pen-secret"}
 			s.Must(403, "PUT", "/machines/"+own, m, bearer(op))
 		})
 		t.Run("the secret stays sealed", func(t *testing.T) {
-			s := s.accOn(t)
+			s := s.On(t)
 			r := s.Must(200, "GET", "/machines/"+own+"/params?aggregate=true&decode=true", nil, bearer(op))
 			if strings.Contains(string(r.Body), sekrit) {
 				t.Fatalf("the machine token decoded the profile's secret: %s", r.Body)
@@ -235,7 +235,7 @@ func penMachineToken(t *testing.T, s *tserver) {
 		})
 	})
 	t.Run("what the agent and task scripts change is allowed", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		cur := s.Must(200, "GET", "/machines/"+own, nil, adm).Map(t)
 		for _, f := range []string{"Runnable", "Context", "Description", "Address", "HardwareAddrs", "OS", "Arch",
 			"Fingerprint", "TaskErrorStacks", "RetryTaskAttempt"} {
@@ -260,7 +260,7 @@ func penMachineToken(t *testing.T, s *tserver) {
 	})
 
 	t.Run("another machine is missing to the token, by UUID and by Name", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		other := s.accMachine("pen-other", map[string]any{"Workflow": "pen-wf"})
 		otherJob := penJob(t, s, other, adm)
 		for _, tk := range []string{bearer(op), bearer(inf)} {
@@ -293,7 +293,7 @@ func penMachineToken(t *testing.T, s *tserver) {
 	})
 
 	t.Run("a tenant's machine token sees no more than its tenant", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		s.Must(201, "POST", "/stages", map[string]any{"Name": "pen-hidden-stage"}, adm)
 		s.Must(201, "POST", "/tasks", map[string]any{"Name": "pen-hidden-task"}, adm)
 		s.Must(201, "POST", "/stages", map[string]any{"Name": "pen-t-stage", "Tasks": []string{"pen-task"}}, adm)
@@ -354,9 +354,9 @@ func penExactNames(t *testing.T, s *tserver) {
 		}
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%s %q", c.prefix, c.body), func(t *testing.T) {
-				s := s.accOn(t)
-				r := s.Must(422, "POST", "/"+c.prefix, c.body, adm)
-				accWantMsg(t, r, "Invalid")
+				s := s.On(t)
+				r := s.Do("POST", "/"+c.prefix, c.body, adm)
+				wantDRPError(t, r, 422, "", "Invalid")
 			})
 		}
 		s.Must(404, "GET", "/users/alice%20", nil, adm)
@@ -384,11 +384,11 @@ func penExactNames(t *testing.T, s *tserver) {
 				if r.Status != 403 {
 					t.Fatalf("%s %s as alice: got %s, want 403", c.method, c.path, r)
 				}
-				accWantMsg(t, r, "Requires: "+c.claim)
+				wantDRPError(t, r, r.Status, "", "Requires: "+c.claim)
 			}
 		}
 	}
-	t.Run("alice is not alice-space", func(t *testing.T) { attacks(t, s.accOn(t)) })
+	t.Run("alice is not alice-space", func(t *testing.T) { attacks(t, s.On(t)) })
 
 	t.Run("a stored alice-space superuser stays out of alice's reach", func(t *testing.T) {
 		// Written straight to the store, as data from before names were
@@ -411,7 +411,7 @@ func penExactNames(t *testing.T, s *tserver) {
 			t.Fatal(err)
 		}
 		_ = st.Close()
-		s2 := startE2EIn(t, dbCase{Name: s.Name, DSN: s.DSN}, s.DataDir, licenseArgs(t)...).accOn(t)
+		s2 := startE2EIn(t, dbCase{Name: s.Name, DSN: s.DSN}, s.DataDir, licenseArgs(t)...).On(t)
 		s2.Must(200, "GET", "/users", nil, basic("alice ", "legacy-admin-pw-1"))
 		aliceTok = bearer(s2.Token("alice", alice, ""))
 		attacks(t, s2)
@@ -441,17 +441,17 @@ func penRestrictedCredentials(t *testing.T, s *tserver) {
 	}
 	for _, c := range restricted {
 		t.Run(c.name, func(t *testing.T) {
-			s := s.accOn(t)
+			s := s.On(t)
 			tok := bearer(s.Token(c.user, c.authz, c.query))
 			refreshed := bearer(s.Token(c.user, tok, ""))
 			for _, a := range []string{tok, refreshed} {
 				s.Must(200, "GET", "/users/"+c.user, nil, a)
 				s.Must(200, "GET", "/info", nil, a)
 				s.Must(200, "GET", "/users/"+c.user+"/token", nil, a)
-				r := s.Must(403, "PUT", "/users/"+c.user+"/password", map[string]any{"Password": "taken-over-1"}, a)
-				accWantMsg(t, r, "Requires: users password "+c.user)
-				r = s.Must(403, "POST", "/users/"+c.user+"/secret", nil, a)
-				accWantMsg(t, r, "Requires: users update:/Secret "+c.user)
+				r := s.Do("PUT", "/users/"+c.user+"/password", map[string]any{"Password": "taken-over-1"}, a)
+				wantDRPError(t, r, 403, "", "Requires: users password "+c.user)
+				r = s.Do("POST", "/users/"+c.user+"/secret", nil, a)
+				wantDRPError(t, r, 403, "", "Requires: users update:/Secret "+c.user)
 				s.Must(403, "PATCH", "/users/"+c.user, accPatch("replace", "/Secret", "chosen"), a)
 				s.Must(403, "PATCH", "/users/"+c.user, accPatch("replace", "/PasswordHash", "MTYzODQkOCQxJGFiJGNk"), a)
 			}
@@ -461,12 +461,12 @@ func penRestrictedCredentials(t *testing.T, s *tserver) {
 		})
 	}
 	t.Run("the machines get M1 token still reads M1", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		tok := bearer(s.Token("dave", dave, "?scope=machines&action=get&specific="+m1))
 		s.Must(200, "GET", "/machines/"+m1, nil, tok)
 	})
 	t.Run("unrestricted tokens and Basic change their own password", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		tok := bearer(s.Token("dave", dave, ""))
 		s.Must(200, "PUT", "/users/dave/password", map[string]any{"Password": "dave-pen-pw-2"}, tok)
 		s.Must(200, "PUT", "/users/dave/password", map[string]any{"Password": "dave-pen-pw-3"}, basic("dave", "dave-pen-pw-2"))
@@ -503,8 +503,8 @@ func penSharedLoginLimit(t *testing.T, db dbCase) {
 			continue
 		}
 		// Even the right password waits: the name is over its limit.
-		r := srv.Must(429, "GET", "/users/pen-victim", nil, basic("pen-victim", "pen-victim-pw-1"))
-		accWantMsg(t, r, "too many failed logins")
+		r := srv.Do("GET", "/users/pen-victim", nil, basic("pen-victim", "pen-victim-pw-1"))
+		wantDRPError(t, r, 429, "", "too many failed logins")
 		if r.Header.Get("Retry-After") == "" {
 			t.Fatalf("429 without Retry-After: %v", r.Header)
 		}
