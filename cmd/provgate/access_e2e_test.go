@@ -76,6 +76,7 @@ func accHas(l []string, s string) bool {
 }
 
 func TestE2EAccess(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		t.Run("users", func(t *testing.T) { accessUsers(t, s.On(t)) })
 		t.Run("tokens", func(t *testing.T) { accessTokens(t, s.On(t)) })
@@ -966,6 +967,7 @@ func accessSecrets(t *testing.T, s *tserver) {
 // TestE2EAccessLoginLimit runs on its own server: the per-IP failure limit
 // would otherwise leak into the other tests, which all come from 127.0.0.1.
 func TestE2EAccessLoginLimit(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		s.AddUser("l-victim", "l-victim-pw")
 		var last resp
@@ -1063,6 +1065,7 @@ var accGatedWrites = []struct {
 }
 
 func TestE2EAccessLicense(t *testing.T) {
+	t.Parallel()
 	t.Run("unlicensed", func(t *testing.T) {
 		forEachDB(t, func(t *testing.T, s *tserver) {
 			for _, c := range accGatedWrites {
@@ -1169,6 +1172,7 @@ func TestE2EAccessLicense(t *testing.T) {
 // is minted by the server's own template token source over the server's
 // store while the server is stopped, then used against the restarted one.
 func TestE2EAccessDiscovery(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		known := s.accMachine("d-known", nil)
 		s.Stop()

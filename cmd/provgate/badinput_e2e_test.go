@@ -270,6 +270,7 @@ func doLarge(t *testing.T, s *tserver, method, path, authz string, size int) res
 // each gets exactly its documented 4xx as a DRP error object, never a 5xx,
 // and leaves the store as it was.
 func TestE2EBadInput(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		tok := s.Token("rocketskates", admin(), "?ttl=3600")
 		adm := bearer(tok)

@@ -115,6 +115,7 @@ const execToken = "exec-token-7731"
 // TestE2ECallback drives the callback plugin over HTTP against local
 // receivers (docs/design.md §12).
 func TestE2ECallback(t *testing.T) {
+	t.Parallel()
 	execDir := t.TempDir()
 	script := filepath.Join(execDir, "token.sh")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho '  "+execToken+"  '\n"), 0o755); err != nil {
@@ -555,6 +556,7 @@ func jobMachine(t testing.TB, s *tserver, name string) string {
 // TestE2ECallbackJobfail: a failed job sends the jobfail callback exactly
 // once, across restarts and across servers sharing a database (docs/design.md §12.9).
 func TestE2ECallbackJobfail(t *testing.T) {
+	t.Parallel()
 	t.Run("once", func(t *testing.T) {
 		forEachDB(t, func(t *testing.T, s *tserver) {
 			rc := newReceiver(t)
@@ -584,6 +586,7 @@ func TestE2ECallbackJobfail(t *testing.T) {
 	t.Run("across_restart", func(t *testing.T) {
 		for _, db := range databases(t) {
 			t.Run(db.Name, func(t *testing.T) {
+				t.Parallel()
 				rc := newReceiver(t)
 				inFlight := make(chan struct{}, 1)
 				first := true
@@ -643,6 +646,7 @@ func TestE2ECallbackJobfail(t *testing.T) {
 	t.Run("stop_right_after_failure", func(t *testing.T) {
 		for _, db := range databases(t) {
 			t.Run(db.Name, func(t *testing.T) {
+				t.Parallel()
 				rc := newReceiver(t)
 				dir := t.TempDir()
 				s := startE2EIn(t, db, dir)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The one test client of the end-to-end suites. A *tserver is bound to the
@@ -230,3 +231,39 @@ func (e drpError) about(t testing.TB, model, key string) drpError {
 
 // messages joins the error's messages for checks and failure reports.
 func (e drpError) messages() string { return strings.Join(e.Messages, " | ") }
+
+// reply is the outcome of a request sent in the background with Go.
+type reply struct {
+	resp
+	Err  error
+	Took time.Duration // from the call to Go until the reply was read
+}
+
+// Go sends a request (see Send) on its own goroutine and delivers the reply
+// on the returned channel; transport errors are delivered, never fatal.
+// Wait for the reply with await.
+func (s *tserver) Go(method, path string, body any, authz string, hdrs ...string) <-chan reply {
+	ch := make(chan reply, 1)
+	start := time.Now()
+	go func() {
+		r, err := s.Send(method, path, body, authz, hdrs...)
+		ch <- reply{resp: r, Err: err, Took: time.Since(start)}
+	}()
+	return ch
+}
+
+// await waits up to d for the reply of Go, failing t on a transport error or
+// when no reply comes; what names the request in the failure.
+func await(t testing.TB, ch <-chan reply, d time.Duration, what string) reply {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			t.Fatalf("%s: %v", what, r.Err)
+		}
+		return r
+	case <-time.After(d):
+		t.Fatalf("%s: no reply within %s", what, d)
+	}
+	return reply{}
+}

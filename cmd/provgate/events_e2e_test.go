@@ -13,6 +13,7 @@ import (
 // real websocket against the real server, on every database.
 
 func TestE2EEvents(t *testing.T) {
+	t.Parallel()
 	lic := licenseArgs(t)
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		t.Run("register_and_acknowledge", func(t *testing.T) { evRegister(t, s.On(t)) })
@@ -583,6 +584,7 @@ func evAuthForms(t *testing.T, s *tserver) {
 // once its buffer is full, with a close reason that says so; the server
 // and other subscribers go on.
 func TestE2EEventsSlowConsumer(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		slow := s.mustWS(t, admin(), wsDialOpt{paused: true})
 		if err := slow.conn.WriteMessage(1, []byte("register big.*.*")); err != nil {
@@ -617,6 +619,7 @@ func TestE2EEventsSlowConsumer(t *testing.T) {
 // waits by notification; a role change or Secret rotation made through one
 // is enforced on the other's streams.
 func TestE2EEventsReplicas(t *testing.T) {
+	t.Parallel()
 	var pg *dbCase
 	for _, db := range databases(t) {
 		if db.DSN != "" {
@@ -653,22 +656,15 @@ func TestE2EEventsReplicas(t *testing.T) {
 	t.Run("long poll woken", func(t *testing.T) {
 		r := s2.Must(200, "GET", "/machines/"+m.Uuid, nil, adm)
 		etag := r.Header.Get("ETag")
-		done := make(chan resp, 1)
-		go func() {
-			done <- s2.DoURL(t, "GET", s2.Base+"/machines/"+m.Uuid, nil, adm, "If-None-Match", etag, "Prefer", "wait=60s")
-		}()
+		done := s2.Go("GET", "/machines/"+m.Uuid, nil, adm, "If-None-Match", etag, "Prefer", "wait=60s")
 		time.Sleep(300 * time.Millisecond)
 		start := time.Now()
 		s1.Must(200, "PATCH", "/machines/"+m.Uuid, accPatch("replace", "/Description", "d2"), adm)
-		select {
-		case r := <-done:
-			if r.Status != 200 || !strings.Contains(string(r.Body), `"d2"`) {
-				t.Fatalf("long poll: %s", r)
-			}
-			t.Logf("the long poll on server 2 answered %s after the write on server 1", time.Since(start))
-		case <-time.After(30 * time.Second):
-			t.Fatal("the long poll on server 2 was not woken by the write on server 1")
+		r = await(t, done, 30*time.Second, "the long poll on server 2, woken by the write on server 1").resp
+		if r.Status != 200 || !strings.Contains(string(r.Body), `"d2"`) {
+			t.Fatalf("long poll: %s", r)
 		}
+		t.Logf("the long poll on server 2 answered %s after the write on server 1", time.Since(start))
 	})
 
 	t.Run("pool wait woken", func(t *testing.T) {
@@ -676,11 +672,8 @@ func TestE2EEventsReplicas(t *testing.T) {
 		s1.Must(201, "POST", "/stages", map[string]any{"Name": "rep-s", "Tasks": []string{"rep-t"}}, adm)
 		s1.Must(201, "POST", "/workflows", map[string]any{"Name": "rep-wf", "Stages": []string{"rep-s"}}, adm)
 		s1.Must(201, "POST", "/pools", map[string]any{"Id": "rep-pool", "EnterActions": map[string]any{"Workflow": "rep-wf"}}, adm)
-		done := make(chan resp, 1)
-		go func() {
-			done <- s2.DoURL(t, "POST", s2.Base+"/pools/rep-pool/addMachines", map[string]any{
-				"pool/machine-list": []string{m.Uuid}, "pool/wait-timeout": "60s"}, adm)
-		}()
+		done := s2.Go("POST", "/pools/rep-pool/addMachines", map[string]any{
+			"pool/machine-list": []string{m.Uuid}, "pool/wait-timeout": "60s"}, adm)
 		// The agent runs the enter workflow through server 1.
 		deadline := time.Now().Add(20 * time.Second)
 		var job string
@@ -700,15 +693,11 @@ func TestE2EEventsReplicas(t *testing.T) {
 		watch.next(5*time.Second, "the job created through server 1", is("jobs", "create", job))
 		evSetState(t, s1, job, "created", "running", adm)
 		evSetState(t, s1, job, "running", "finished", adm)
-		select {
-		case r := <-done:
-			var res []map[string]any
-			r.JSON(t, &res)
-			if r.Status != 200 || len(res) != 1 || res[0]["Status"] != "Free" {
-				t.Fatalf("pool wait: %s", r)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("the pool wait on server 2 did not end when the workflow completed on server 1")
+		r := await(t, done, 30*time.Second, "the pool wait on server 2, ended by the workflow completed on server 1").resp
+		var res []map[string]any
+		r.JSON(t, &res)
+		if r.Status != 200 || len(res) != 1 || res[0]["Status"] != "Free" {
+			t.Fatalf("pool wait: %s", r)
 		}
 	})
 

@@ -92,6 +92,7 @@ type goldenStep struct {
 }
 
 func TestE2EGolden(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		var uuid string
 		fixed := func(p string) func() string { return func() string { return p } }

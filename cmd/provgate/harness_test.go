@@ -69,11 +69,14 @@ func databases(t testing.TB) []dbCase {
 	return out
 }
 
-// forEachDB runs f as a subtest on a fresh server for every database.
+// forEachDB runs f as a parallel subtest on a fresh server for every
+// database: f must not depend on anything another test does, and the
+// caller's own code after forEachDB runs before f does.
 func forEachDB(t *testing.T, f func(t *testing.T, s *tserver), extraArgs ...string) {
 	t.Helper()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			f(t, startE2E(t, db, extraArgs...))
 		})
 	}

@@ -272,6 +272,7 @@ var obKindCases = []obKindCase{
 
 // TestE2EObjects proves the DRP object API over HTTP on every database.
 func TestE2EObjects(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		t.Run("crud", func(t *testing.T) {
 			for _, kc := range obKindCases {
@@ -671,37 +672,23 @@ func testLongPoll(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("changed-200", func(t *testing.T) {
-		type result struct {
-			r resp
-			d time.Duration
-		}
-		done := make(chan result, 1)
-		start := time.Now()
-		go func() {
-			r := obRawCall(t, s, s.Base+p, "GET", nil, "If-None-Match", etag, "Prefer", "wait=20s")
-			done <- result{r, time.Since(start)}
-		}()
+		done := s.Go("GET", p, nil, admin(), "If-None-Match", etag, "Prefer", "wait=20s")
 		time.Sleep(300 * time.Millisecond)
 		obMust(t, s, 200, "PATCH", p, `[{"op":"replace","path":"/Description","from":"","value":"changed"}]`)
-		var res result
-		select {
-		case res = <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("long poll did not return")
+		res := await(t, done, 30*time.Second, "long poll")
+		if res.Status != 200 {
+			t.Fatalf("got %d %s, want 200", res.Status, res.Body)
 		}
-		if res.r.Status != 200 {
-			t.Fatalf("got %d %s, want 200", res.r.Status, res.r.Body)
+		if res.Took > 5*time.Second {
+			t.Errorf("long poll returned after %v, want promptly", res.Took)
 		}
-		if res.d > 5*time.Second {
-			t.Errorf("long poll returned after %v, want promptly", res.d)
-		}
-		if got := obObj(t, res.r)["Description"]; got != "changed" {
+		if got := obObj(t, res.resp)["Description"]; got != "changed" {
 			t.Errorf("Description %v", got)
 		}
-		if ct := res.r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 			t.Errorf("Content-Type %q", ct)
 		}
-		if e := res.r.Header.Get("ETag"); e == "" || e == etag {
+		if e := res.Header.Get("ETag"); e == "" || e == etag {
 			t.Errorf("ETag after change %q (was %q)", e, etag)
 		}
 	})
@@ -710,25 +697,11 @@ func testLongPoll(t *testing.T, s *tserver) {
 	pollAfter := func(t *testing.T, path string, change func()) (resp, time.Duration) {
 		t.Helper()
 		et := obMust(t, s, 200, "HEAD", path, nil).Header.Get("ETag")
-		type result struct {
-			r resp
-			d time.Duration
-		}
-		done := make(chan result, 1)
-		start := time.Now()
-		go func() {
-			r := obRawCall(t, s, s.Base+path, "GET", nil, "If-None-Match", et, "Prefer", "wait=20s")
-			done <- result{r, time.Since(start)}
-		}()
+		done := s.Go("GET", path, nil, admin(), "If-None-Match", et, "Prefer", "wait=20s")
 		time.Sleep(300 * time.Millisecond)
 		change()
-		select {
-		case res := <-done:
-			return res.r, res.d
-		case <-time.After(30 * time.Second):
-			t.Fatal("long poll did not return")
-		}
-		return resp{}, 0
+		res := await(t, done, 30*time.Second, "long poll")
+		return res.resp, res.Took
 	}
 	t.Run("woken-by-params", func(t *testing.T) {
 		r, d := pollAfter(t, p, func() { obMust(t, s, 200, "POST", p+"/params/poll/p", `1`) })

@@ -25,8 +25,10 @@ import (
 // gateway through the real server, one subtest per finding: each sends the
 // attacker's request and expects the refusal.
 func TestE2EPenGateway(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			decisions := filepath.Join(t.TempDir(), "decisions.jsonl")
 			s := startE2E(t, db, append(licenseArgs(t), "--decision-log", decisions)...)
 			t.Run("3 key canonicalisation", func(t *testing.T) { penKeys(t, s.On(t)) })
@@ -445,42 +447,17 @@ func penHidden(t *testing.T, s *tserver) {
 }
 
 // penStartPoll starts a long poll of path with the etag and returns the
-// channel that receives its reply.
-func penStartPoll(t *testing.T, s *tserver, path, etag, authz string) <-chan resp {
+// channel that receives its reply (await it).
+func penStartPoll(t *testing.T, s *tserver, path, etag, authz string) <-chan reply {
 	t.Helper()
-	out := make(chan resp, 1)
-	go func() {
-		req, _ := http.NewRequest("GET", s.Base+path, nil)
-		req.Header.Set("Authorization", authz)
-		req.Header.Set("If-None-Match", etag)
-		req.Header.Set("Prefer", "wait=20s")
-		res, err := s.client.Do(req)
-		if err != nil {
-			out <- resp{Status: -1, Body: []byte(err.Error())}
-			return
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		out <- resp{Status: res.StatusCode, Header: res.Header, Body: b}
-	}()
+	ch := s.Go("GET", path, nil, authz, "If-None-Match", etag, "Prefer", "wait=20s")
 	// The poll must be waiting (not answered) before access is taken away.
 	select {
-	case r := <-out:
-		t.Fatalf("long poll answered at once: %s", r)
+	case r := <-ch:
+		t.Fatalf("long poll answered at once: %s %v", r.resp, r.Err)
 	case <-time.After(time.Second):
 	}
-	return out
-}
-
-func penAwaitPoll(t *testing.T, ch <-chan resp) resp {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(30 * time.Second):
-		t.Fatal("long poll never answered")
-	}
-	return resp{}
+	return ch
 }
 
 // Finding 17: a long poll answers only if the caller still has access when
@@ -493,7 +470,7 @@ func penLongPoll(t *testing.T, s *tserver) {
 		ch := penStartPoll(t, s, "/machines/"+u, etag, tu)
 		s.Must(200, "PATCH", "/tenants/pen17-u-tenant", accPatch("replace", "/Members/machines", []string{}), admin())
 		s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "after"), admin())
-		r := penAwaitPoll(t, ch)
+		r := await(t, ch, 30*time.Second, "long poll").resp
 		if r.Status != 404 || bytes.Contains(r.Body, []byte("after")) {
 			t.Fatalf("long poll after losing the tenant: %s, want 404", r)
 		}
@@ -508,7 +485,7 @@ func penLongPoll(t *testing.T, s *tserver) {
 		ch := penStartPoll(t, s, "/machines/Name:pen17-m2", etag, ru)
 		s.Must(200, "PATCH", "/users/pen17-r", accPatch("replace", "/Roles", []string{}), admin())
 		s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "after"), admin())
-		r := penAwaitPoll(t, ch)
+		r := await(t, ch, 30*time.Second, "long poll").resp
 		if r.Status != 404 || bytes.Contains(r.Body, []byte("after")) {
 			t.Fatalf("long poll after losing the role: %s, want 404", r)
 		}
@@ -522,7 +499,7 @@ func penLongPoll(t *testing.T, s *tserver) {
 		etag := s.Must(200, "HEAD", "/machines/"+u, nil, ru).Header.Get("ETag")
 		ch := penStartPoll(t, s, "/machines/"+u, etag, ru)
 		s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "after"), admin())
-		if r := penAwaitPoll(t, ch); r.Status != 200 || r.Map(t)["Description"] != "after" {
+		if r := await(t, ch, 30*time.Second, "long poll").resp; r.Status != 200 || r.Map(t)["Description"] != "after" {
 			t.Fatalf("long poll: %s", r)
 		}
 	})

@@ -21,6 +21,7 @@ import (
 // through the real server: each subtest sends the attacker's requests and
 // expects the refusal, on SQLite and PostgreSQL.
 func TestE2EPenObjects(t *testing.T) {
+	t.Parallel()
 	args := licenseArgs(t)
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		p := penSetup(t, s)

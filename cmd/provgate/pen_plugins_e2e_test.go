@@ -22,6 +22,7 @@ import (
 // sends the attacker's requests and checks that the server refuses them or
 // that they have no effect.
 func TestE2EPenPlugins(t *testing.T) {
+	t.Parallel()
 	execDir := t.TempDir()
 	ran := filepath.Join(t.TempDir(), "exec-auth-ran")
 	// The exec auth leaves a trace each time it runs, so that a test can
@@ -119,42 +120,15 @@ func penPostedEvents(t *testing.T, s *tserver) {
 	if etag == "" {
 		t.Fatal("no ETag")
 	}
-	type polled struct {
-		status int
-		took   time.Duration
-		err    error
-	}
-	done := make(chan polled, 1)
-	start := time.Now()
-	go func() {
-		req, err := http.NewRequest("GET", s.Base+"/machines/"+victim, nil)
-		if err != nil {
-			done <- polled{err: err}
-			return
-		}
-		req.Header.Set("Authorization", admin())
-		req.Header.Set("If-None-Match", etag)
-		req.Header.Set("Prefer", "wait=3s")
-		res, err := s.client.Do(req)
-		if err != nil {
-			done <- polled{err: err}
-			return
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		_ = res.Body.Close()
-		done <- polled{status: res.StatusCode, took: time.Since(start)}
-	}()
+	done := s.Go("GET", "/machines/"+victim, nil, admin(), "If-None-Match", etag, "Prefer", "wait=3s")
 	time.Sleep(300 * time.Millisecond)
 	for _, action := range []string{"update", "save", "delete"} {
 		s.Must(200, "POST", "/events", map[string]any{"Type": "machines", "Action": action, "Key": victim,
 			"Object": map[string]any{"Uuid": victim, "Name": "pen6-victim", "Description": "changed"}}, att)
 	}
-	p := <-done
-	if p.err != nil {
-		t.Fatal(p.err)
-	}
-	if p.status != http.StatusNotModified || p.took < 2800*time.Millisecond {
-		t.Fatalf("long poll answered %d after %s; want 304 after its 3s wait", p.status, p.took)
+	p := await(t, done, 30*time.Second, "the long poll")
+	if p.Status != http.StatusNotModified || p.Took < 2800*time.Millisecond {
+		t.Fatalf("long poll answered %d after %s; want 304 after its 3s wait", p.Status, p.Took)
 	}
 }
 
@@ -537,6 +511,7 @@ func penSealOnUpgrade(t *testing.T) {
 	const apiKey = "pen18-upgrade-key-2d9e"
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			rc := newReceiver(t)
 			dir := t.TempDir()
 			s := startE2EIn(t, db, dir)

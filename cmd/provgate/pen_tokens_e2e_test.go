@@ -17,6 +17,7 @@ import (
 // tokens and the login limits, and expects each to be refused. Every
 // finding runs on servers of its own.
 func TestE2EPenTokens(t *testing.T) {
+	t.Parallel()
 	t.Run("1 restricted token follows the user's roles", func(t *testing.T) {
 		forEachDB(t, func(t *testing.T, s *tserver) { penRestrictedRoles(t, s) }, licenseArgs(t)...)
 	})
@@ -31,7 +32,10 @@ func TestE2EPenTokens(t *testing.T) {
 	})
 	t.Run("15 failed logins count on every replica", func(t *testing.T) {
 		for _, db := range databases(t) {
-			t.Run(db.Name, func(t *testing.T) { penSharedLoginLimit(t, db) })
+			t.Run(db.Name, func(t *testing.T) {
+				t.Parallel()
+				penSharedLoginLimit(t, db)
+			})
 		}
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -105,23 +104,6 @@ func writePolicyDir(t testing.TB, dir string, files map[string]string) {
 	}
 }
 
-// rawDo sends one request without touching testing.T, for use from worker
-// goroutines: transport errors are returned, not fatal.
-func (s *tserver) rawDo(method, path, authz string) (int, []byte, error) {
-	req, err := http.NewRequest(method, s.Base+path, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", authz)
-	res, err := s.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, b, err
-}
-
 // reloadUsers are the principals of the reload tests: alice (superuser)
 // is always allowed, nobody (no role) always refused, and flip (superuser)
 // is allowed by the embedded policy and refused by the "block" one.
@@ -189,7 +171,8 @@ func waitFlip(t *testing.T, s *tserver, u reloadUsers, want string, limit time.D
 	t.Helper()
 	start := time.Now()
 	for time.Since(start) < limit {
-		st, b, err := s.rawDo("GET", "/machines", u.flip)
+		sr, err := s.Send("GET", "/machines", nil, u.flip)
+		st, b := sr.Status, sr.Body
 		if err != nil {
 			t.Fatalf("GET /machines as flip: %v", err)
 		}
@@ -312,7 +295,8 @@ func TestE2EPolicyReloadUnderLoad(t *testing.T) {
 						}
 						expectMu.RLock()
 						settled := expect
-						st, b, err := s.rawDo("GET", "/machines", authz)
+						sr, err := s.Send("GET", "/machines", nil, authz)
+						st, b := sr.Status, sr.Body
 						expectMu.RUnlock()
 						sent.Add(1)
 						if err != nil {
@@ -365,7 +349,8 @@ func TestE2EPolicyReloadUnderLoad(t *testing.T) {
 				loaded = waitLog(t, s, loaded, reloadLimit, "policy loaded")
 				// The log line follows the swap: from here every decision
 				// uses the new policy, the very next one included.
-				st, b, err := s.rawDo("GET", "/machines", u.flip)
+				sr, err := s.Send("GET", "/machines", nil, u.flip)
+				st, b := sr.Status, sr.Body
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -441,7 +426,8 @@ func testPolicyReloadRefused(t *testing.T, db dbCase) {
 		for _, c := range []struct{ who, authz, want string }{
 			{"alice", u.alice, "allow"}, {"flip", u.flip, "allow"}, {"nobody", u.nobody, "deny"},
 		} {
-			st, b, err := s.rawDo("GET", "/machines", c.authz)
+			sr, err := s.Send("GET", "/machines", nil, c.authz)
+			st, b := sr.Status, sr.Body
 			if err != nil {
 				t.Fatalf("%s: %s: %v", phase, c.who, err)
 			}

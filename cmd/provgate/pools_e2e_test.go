@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -160,6 +159,7 @@ func wantAll(t testing.TB, what string, pr []poolResult, n int, status string, a
 // TestE2EPools drives pool operations over HTTP with drpcli's and
 // Terraform's exact bodies (docs/design.md §11).
 func TestE2EPools(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		mkProfile(t, s, "alpha")
 		mkProfile(t, s, "beta")
@@ -515,54 +515,23 @@ func containsStr(l []string, s string) bool {
 // The NoFatal helpers run on goroutines other than the test's.
 
 func getMachineNoFatal(s *tserver, key string) *e2eMachine {
-	req, _ := http.NewRequest("GET", s.Base+"/machines/"+key, nil)
-	req.Header.Set("Authorization", admin())
-	res, err := s.client.Do(req)
+	r, err := s.Send("GET", "/machines/"+key, nil, admin())
 	if err != nil {
 		return nil
 	}
-	defer res.Body.Close()
 	var m e2eMachine
-	if json.NewDecoder(res.Body).Decode(&m) != nil {
+	if json.Unmarshal(r.Body, &m) != nil {
 		return nil
 	}
 	return &m
-}
-
-func doNoFatal(s *tserver, method, path, body string) (int, []byte, error) {
-	return doAuthNoFatal(s, admin(), method, path, body)
-}
-
-// doAuthNoFatal sends one request with authz from any goroutine.
-func doAuthNoFatal(s *tserver, authz, method, path, body string) (int, []byte, error) {
-	req, err := http.NewRequest(method, s.Base+path, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", authz)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := s.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := res.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	return res.StatusCode, []byte(b.String()), nil
 }
 
 // runWorkflowNoFatal is runWorkflow for goroutines: it returns a problem
 // instead of failing the test.
 func runWorkflowNoFatal(s *tserver, uuid string) string {
 	for i := 0; i < 50; i++ {
-		st, b, err := doNoFatal(s, "POST", "/jobs", fmt.Sprintf(`{"Machine":%q}`, uuid))
+		sr, err := s.Send("POST", "/jobs", fmt.Sprintf(`{"Machine":%q}`, uuid), admin())
+		st, b := sr.Status, sr.Body
 		if err != nil {
 			return err.Error()
 		}
@@ -578,7 +547,8 @@ func runWorkflowNoFatal(s *tserver, uuid string) string {
 		var j struct{ Uuid string }
 		_ = json.Unmarshal(b, &j)
 		for _, state := range []string{"running", "finished"} {
-			st, b, err := doNoFatal(s, "PATCH", "/jobs/"+j.Uuid, fmt.Sprintf(`[{"op":"replace","path":"/State","value":%q}]`, state))
+			sr, err := s.Send("PATCH", "/jobs/"+j.Uuid, fmt.Sprintf(`[{"op":"replace","path":"/State","value":%q}]`, state), admin())
+			st, b := sr.Status, sr.Body
 			if err != nil || st != 200 {
 				return fmt.Sprintf("PATCH job %s: %d %s %v", state, st, b, err)
 			}
@@ -590,6 +560,7 @@ func runWorkflowNoFatal(s *tserver, uuid string) string {
 // TestE2EPoolsTenant: a tenant user neither sees nor moves machines its
 // tenant hides, through pool operations or status.
 func TestE2EPoolsTenant(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		vis := mkMachine(t, s, "tv1", map[string]any{"Pool": "tp"})
 		hid := mkMachine(t, s, "th1", map[string]any{"Pool": "tp"})
@@ -674,6 +645,7 @@ func TestE2EPoolsTenant(t *testing.T) {
 // allocate from one pool concurrently; no machine is handed out twice
 // (docs/design.md §11.3).
 func TestE2EPoolsTwoServers(t *testing.T) {
+	t.Parallel()
 	var pg *dbCase
 	for _, db := range databases(t) {
 		if db.DSN != "" {
@@ -698,7 +670,8 @@ func TestE2EPoolsTwoServers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			st, b, err := doAuthNoFatal(s1, auth1, "POST", "/machines", fmt.Sprintf(`{"Name":"cc%03d","Pool":"cc"}`, i))
+			sr, err := s1.Send("POST", "/machines", fmt.Sprintf(`{"Name":"cc%03d","Pool":"cc"}`, i), auth1)
+			st, b := sr.Status, sr.Body
 			if err != nil || st != 201 {
 				createErr <- fmt.Sprintf("create cc%03d: %d %s %v", i, st, b, err)
 			}
@@ -720,7 +693,8 @@ func TestE2EPoolsTwoServers(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for {
-					st, b, err := doAuthNoFatal(s, authz, "POST", "/pools/cc/allocateMachines", `{"pool/count":1}`)
+					sr, err := s.Send("POST", "/pools/cc/allocateMachines", `{"pool/count":1}`, authz)
+					st, b := sr.Status, sr.Body
 					mu.Lock()
 					switch {
 					case err != nil:
