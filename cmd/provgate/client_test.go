@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/scrypt"
 )
 
 // The one test client of the end-to-end suites. A *tserver is bound to the
@@ -154,13 +157,36 @@ func (s *tserver) Token(user, authz, query string) string {
 	return out.Token
 }
 
-// AddUser creates a user with a password and roles (as the admin).
+// AddUser creates a user with a password and roles (as the admin). The
+// user is created with a PasswordHash (as `drpcli users create` may send)
+// made at the lowest scrypt cost the server accepts: the suites create
+// hundreds of fixture users, and at the default cost each creation and
+// first login is half a second of CPU under the race detector. Logins still
+// run the server's real scrypt check on that hash; hashing a "Password" is
+// tested where it is the subject (access_e2e_test.go, users).
 func (s *tserver) AddUser(name, pw string, roles ...string) {
 	s.t.Helper()
 	if roles == nil {
 		roles = []string{}
 	}
-	s.Must(201, "POST", "/users", map[string]any{"Name": name, "Password": pw, "Roles": roles}, admin())
+	s.Must(201, "POST", "/users", map[string]any{"Name": name, "PasswordHash": fixtureHash(s.t, pw), "Roles": roles}, admin())
+}
+
+// fixtureHash is a scrypt hash of pw in the simple-scrypt form the server
+// stores (N$r$p$salt-hex$key-hex) with N=1024, r=8, p=1: the smallest N
+// the server accepts (gateway/auth/password.go).
+func fixtureHash(t testing.TB, pw string) []byte {
+	t.Helper()
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		t.Fatal(err)
+	}
+	const n, r, p = 1 << 10, 8, 1
+	key, err := scrypt.Key([]byte(pw), salt, n, r, p, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Appendf(nil, "%d$%d$%d$%x$%x", n, r, p, salt, key)
 }
 
 // AddRole creates a role (as the admin; needs the rbac license).
