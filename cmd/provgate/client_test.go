@@ -118,6 +118,13 @@ func (s *tserver) SendURL(method, u string, body any, authz string, hdrs ...stri
 	return resp{Status: res.StatusCode, Header: res.Header, Body: b}, nil
 }
 
+// rawDo is Send without a body, for callers that need only the status and
+// the body of the reply; like Send, it is safe from goroutines.
+func (s *tserver) rawDo(method, path, authz string) (int, []byte, error) {
+	r, err := s.Send(method, path, nil, authz)
+	return r.Status, r.Body, err
+}
+
 // Do sends one request (see Send), failing the test on transport errors.
 func (s *tserver) Do(method, path string, body any, authz string, hdrs ...string) resp {
 	s.t.Helper()

@@ -171,8 +171,7 @@ func waitFlip(t *testing.T, s *tserver, u reloadUsers, want string, limit time.D
 	t.Helper()
 	start := time.Now()
 	for time.Since(start) < limit {
-		sr, err := s.Send("GET", "/machines", nil, u.flip)
-		st, b := sr.Status, sr.Body
+		st, b, err := s.rawDo("GET", "/machines", u.flip)
 		if err != nil {
 			t.Fatalf("GET /machines as flip: %v", err)
 		}
@@ -295,8 +294,7 @@ func TestE2EPolicyReloadUnderLoad(t *testing.T) {
 						}
 						expectMu.RLock()
 						settled := expect
-						sr, err := s.Send("GET", "/machines", nil, authz)
-						st, b := sr.Status, sr.Body
+						st, b, err := s.rawDo("GET", "/machines", authz)
 						expectMu.RUnlock()
 						sent.Add(1)
 						if err != nil {
@@ -349,8 +347,7 @@ func TestE2EPolicyReloadUnderLoad(t *testing.T) {
 				loaded = waitLog(t, s, loaded, reloadLimit, "policy loaded")
 				// The log line follows the swap: from here every decision
 				// uses the new policy, the very next one included.
-				sr, err := s.Send("GET", "/machines", nil, u.flip)
-				st, b := sr.Status, sr.Body
+				st, b, err := s.rawDo("GET", "/machines", u.flip)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -426,8 +423,7 @@ func testPolicyReloadRefused(t *testing.T, db dbCase) {
 		for _, c := range []struct{ who, authz, want string }{
 			{"alice", u.alice, "allow"}, {"flip", u.flip, "allow"}, {"nobody", u.nobody, "deny"},
 		} {
-			sr, err := s.Send("GET", "/machines", nil, c.authz)
-			st, b := sr.Status, sr.Body
+			st, b, err := s.rawDo("GET", "/machines", c.authz)
 			if err != nil {
 				t.Fatalf("%s: %s: %v", phase, c.who, err)
 			}
