@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// End-to-end proof of the claim rules (docs/design.md §5-§8): the claim
+// End-to-end proof of the claim rules (docs/design.md §5, §6): the claim
 // forms a role may hold, roles, and tenants, through the real HTTP API on
 // every database. TestE2EAccess (access_e2e_test.go) runs them.
 
