@@ -107,12 +107,14 @@ func accessUsers(t *testing.T, s *tserver) {
 		t.Run("no secrets in "+c.name, func(t *testing.T) { accNoSecrets(t, c.name, c.r().Body) })
 	}
 	t.Run("user without password cannot log in", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(403, "GET", "/users/u-x", nil, basic("u-x-none", ""))
 		s.Must(201, "POST", "/users", map[string]any{"Name": "u-x", "Roles": []string{}}, admin())
 		s.Must(403, "GET", "/users/u-x", nil, basic("u-x", ""))
 		s.Must(403, "GET", "/users/u-x", nil, basic("u-x", "anything"))
 	})
 	t.Run("password change", func(t *testing.T) {
+		s := s.On(t)
 		s.AddUser("u-chg", "old-pass-1")
 		tok := s.Token("u-chg", basic("u-chg", "old-pass-1"), "")
 		other := s.Token("u-pw", basic("u-pw", "u-pw-secret"), "")
@@ -150,12 +152,14 @@ func accessSelf(t *testing.T, s *tserver) {
 	}
 	for _, authKind := range []string{"basic", "token"} {
 		t.Run(authKind, func(t *testing.T) {
+			s := s.On(t)
 			authz := basic("s-loner", "s-loner-pw")
 			if authKind == "token" {
 				authz = bearer(s.Token("s-loner", authz, ""))
 			}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
+					s := s.On(t)
 					r := s.Do(c.method, c.path, c.body, authz)
 					if r.Status != c.want {
 						t.Fatalf("got %s, want %d", r, c.want)
@@ -168,6 +172,7 @@ func accessSelf(t *testing.T, s *tserver) {
 		})
 	}
 	t.Run("change own password", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "PUT", "/users/s-loner/password", map[string]any{"Password": "s-loner-pw2"}, basic("s-loner", "s-loner-pw"))
 		s.Must(200, "GET", "/users/s-loner", nil, basic("s-loner", "s-loner-pw2"))
 		tok := s.Token("s-loner", basic("s-loner", "s-loner-pw2"), "")

@@ -297,6 +297,7 @@ func TestE2EBadInput(t *testing.T) {
 		fivexx := 0
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
+				s := s.On(t)
 				var r resp
 				switch {
 				case c.raw != "":

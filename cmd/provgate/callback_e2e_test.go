@@ -197,6 +197,7 @@ func TestE2ECallback(t *testing.T) {
 		}
 
 		t.Run("plugin_create", func(t *testing.T) {
+			s := s.On(t)
 			p := mkPlugin(t, s, "cb", callbacks, auths)
 			if p["Available"] != true || len(p["Errors"].([]any)) != 0 {
 				t.Fatalf("valid plugin: Available %v Errors %v", p["Available"], p["Errors"])
@@ -210,6 +211,7 @@ func TestE2ECallback(t *testing.T) {
 		m1 := mkMachine(t, s, "cbm1", map[string]any{"Address": "10.0.0.7", "Params": map[string]any{"team": "blue"}})
 
 		t.Run("invalid_configs", func(t *testing.T) {
+			s := s.On(t)
 			cases := []struct {
 				name      string
 				callbacks map[string]any
@@ -231,6 +233,7 @@ func TestE2ECallback(t *testing.T) {
 			}
 			for i, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
+					s := s.On(t)
 					name := fmt.Sprintf("bad-plugin-%d", i)
 					p := mkPlugin(t, s, name, c.callbacks, c.auths)
 					if p["Available"] != false {
@@ -260,6 +263,7 @@ func TestE2ECallback(t *testing.T) {
 		})
 
 		t.Run("actions_list", func(t *testing.T) {
+			s := s.On(t)
 			var acts []map[string]any
 			s.Must(200, "GET", "/machines/"+m1+"/actions", nil, admin()).JSON(t, &acts)
 			found := false
@@ -401,6 +405,7 @@ func TestE2ECallback(t *testing.T) {
 		})
 
 		t.Run("action_from_machine_params", func(t *testing.T) {
+			s := s.On(t)
 			m2 := mkMachine(t, s, "cbm2", map[string]any{"Params": map[string]any{"callback/action": "fromparam"}})
 			r := runCallback(s, m2, "cb", map[string]any{})
 			if r.Status != 200 {
@@ -450,6 +455,7 @@ func TestE2ECallback(t *testing.T) {
 		})
 
 		t.Run("json_token_cache_and_refetch", func(t *testing.T) {
+			s := s.On(t)
 			for i := 0; i < 2; i++ {
 				s.Must(200, "POST", "/machines/"+m1+"/actions/callbackDo?plugin=cb", map[string]any{"callback/action": "tokened"}, admin())
 			}
@@ -475,6 +481,7 @@ func TestE2ECallback(t *testing.T) {
 		})
 
 		t.Run("attempts", func(t *testing.T) {
+			s := s.On(t)
 			var at []map[string]any
 			s.Must(200, "GET", "/plugins/cb/attempts?machine="+m1, nil, admin()).JSON(t, &at)
 			n500 := 0
@@ -496,6 +503,7 @@ func TestE2ECallback(t *testing.T) {
 		})
 
 		t.Run("debug_log_masks_secrets", func(t *testing.T) {
+			s := s.On(t)
 			// Without the preference, Debug logs nothing.
 			s.Must(200, "POST", "/machines/"+m1+"/actions/callbackDo?plugin=cb", map[string]any{"callback/action": "debugged"}, admin())
 			if strings.Contains(s.Stderr.String(), `"callback request"`) {

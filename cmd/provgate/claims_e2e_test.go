@@ -109,6 +109,7 @@ func accessClaimForms(t *testing.T, s *tserver) {
 		})
 	}
 	t.Run("meta of a param with a slash", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(201, "POST", "/params", map[string]any{"Name": "c/meta", "Schema": map[string]any{"type": "string"}}, admin())
 		s.Must(200, "GET", "/meta/params/c/meta", nil, admin())
 		s.Must(200, "PATCH", "/meta/params/c/meta", accPatch("add", "/color", "blue"), admin())
@@ -119,6 +120,7 @@ func accessClaimForms(t *testing.T, s *tserver) {
 		wantDRPError(t, r, 403, "", "Requires: params update:/Meta/icon c/meta")
 	})
 	t.Run("decode needs getSecure", func(t *testing.T) {
+		s := s.On(t)
 		s.AddRole("c-get-only", [3]string{"machines", "get", "*"})
 		s.AddUser("c-get-u", "c-pw-1", "c-get-only")
 		s.Must(200, "GET", "/machines/"+u1, nil, basic("c-get-u", "c-pw-1"))
@@ -126,11 +128,13 @@ func accessClaimForms(t *testing.T, s *tserver) {
 		wantDRPError(t, r, 403, "", "Requires: machines getSecure "+u1)
 	})
 	t.Run("empty claim is refused", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Do("POST", "/roles", map[string]any{"Name": "c-empty",
 			"Claims": []map[string]string{{"scope": "", "action": "", "specific": ""}}}, admin())
 		wantDRPError(t, r, 422, "", "No such scope ''")
 	})
 	t.Run("superuser all", func(t *testing.T) {
+		s := s.On(t)
 		s.AddUser("c-super", "c-pw-1", "superuser")
 		for _, p := range []string{"/users", "/roles", "/tenants", "/machines", "/pools", "/profiles", "/prefs", "/license"} {
 			s.Must(200, "GET", p, nil, basic("c-super", "c-pw-1"))
@@ -161,22 +165,26 @@ func accessRoles(t *testing.T, s *tserver) {
 	}
 	for _, c := range invalid {
 		t.Run("422 "+c.name, func(t *testing.T) {
+			s := s.On(t)
 			r := s.Do("POST", "/roles", c.body, admin())
 			wantDRPError(t, r, 422, "ValidationError", c.msg)
 			s.Must(404, "GET", "/roles/r-bad", nil, admin())
 		})
 	}
 	t.Run("422 on patch too", func(t *testing.T) {
+		s := s.On(t)
 		s.AddRole("r-ok", [3]string{"machines", "get", "*"})
 		r := s.Do("PATCH", "/roles/r-ok", accPatch("replace", "/Claims", []map[string]string{cl("nope", "get", "*")}), admin())
 		wantDRPError(t, r, 422, "", "No such scope 'nope'")
 	})
 	t.Run("duplicate", func(t *testing.T) {
+		s := s.On(t)
 		s.AddRole("r-dup")
 		r := s.Do("POST", "/roles", map[string]any{"Name": "r-dup", "Claims": []any{}}, admin())
 		wantDRPError(t, r, 409, "", "already exists")
 	})
 	t.Run("delete in use", func(t *testing.T) {
+		s := s.On(t)
 		s.AddRole("r-used", [3]string{"pools", "list", "*"})
 		s.AddUser("r-user", "r-user-pw", "r-used")
 		r := s.Do("DELETE", "/roles/r-used", nil, admin())
@@ -184,6 +192,7 @@ func accessRoles(t *testing.T, s *tserver) {
 		s.Must(409, "DELETE", "/roles/superuser", nil, admin())
 	})
 	t.Run("edits apply to live tokens", func(t *testing.T) {
+		s := s.On(t)
 		s.AddRole("r-live", [3]string{"machines", "list", "*"})
 		s.AddUser("r-live-u", "r-live-pw", "r-live")
 		tok := bearer(s.Token("r-live-u", basic("r-live-u", "r-live-pw"), ""))
@@ -221,8 +230,10 @@ func accessTenants(t *testing.T, s *tserver) {
 	free := basic("n-free", "n-free-pw")
 
 	t.Run("visibility", func(t *testing.T) {
+		s := s.On(t)
 		for _, who := range []struct{ name, authz string }{{"basic", in}, {"token", inTok}} {
 			t.Run(who.name, func(t *testing.T) {
+				s := s.On(t)
 				keys := accKeys(t, s.Must(200, "GET", "/machines", nil, who.authz), "Uuid")
 				if !accHas(keys, u1) || accHas(keys, u2) {
 					t.Fatalf("tenant user sees %v, want %s and not %s", keys, u1, u2)
@@ -261,6 +272,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("user in no tenant", func(t *testing.T) {
+		s := s.On(t)
 		keys := accKeys(t, s.Must(200, "GET", "/machines", nil, free), "Uuid")
 		if !accHas(keys, u1) || !accHas(keys, u2) {
 			t.Fatalf("free user sees %v", keys)
@@ -268,19 +280,23 @@ func accessTenants(t *testing.T, s *tserver) {
 		s.Must(200, "GET", "/machines/"+u2, nil, free)
 	})
 	t.Run("user in two tenants", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Do("POST", "/tenants", map[string]any{"Name": "n-t2", "Users": []string{"n-in"}, "Members": map[string][]string{}}, admin())
 		wantDRPError(t, r, 422, "", "n-in")
 		s.Must(201, "POST", "/tenants", map[string]any{"Name": "n-t3", "Users": []string{}, "Members": map[string][]string{}}, admin())
 		s.Must(422, "PATCH", "/tenants/n-t3", accPatch("replace", "/Users", []string{"n-in"}), admin())
 	})
 	t.Run("missing user", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Do("POST", "/tenants", map[string]any{"Name": "n-t4", "Users": []string{"n-ghost"}, "Members": map[string][]string{}}, admin())
 		wantDRPError(t, r, 422, "", "n-ghost")
 	})
 	t.Run("unknown scope in Members", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(422, "POST", "/tenants", map[string]any{"Name": "n-t5", "Users": []string{}, "Members": map[string][]string{"bogus": {}}}, admin())
 	})
 	t.Run("created objects join the tenant", func(t *testing.T) {
+		s := s.On(t)
 		var m struct{ Uuid string }
 		s.Must(201, "POST", "/machines", map[string]any{"Name": "n-m3"}, in).JSON(t, &m)
 		s.Must(200, "GET", "/machines/"+m.Uuid, nil, in)
@@ -296,6 +312,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("membership change applies at once", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "PATCH", "/tenants/n-t1", accPatch("add", "/Members/machines/-", u2), admin())
 		s.Must(200, "GET", "/machines/"+u2, nil, inTok)
 		s.Must(201, "POST", "/tenants", map[string]any{"Name": "n-t6", "Users": []string{"n-in2"},
@@ -305,6 +322,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("deleted key leaves the tenant", func(t *testing.T) {
+		s := s.On(t)
 		var m struct{ Uuid string }
 		s.Must(201, "POST", "/machines", map[string]any{"Name": "n-m4"}, in).JSON(t, &m)
 		s.Must(200, "DELETE", "/machines/"+m.Uuid, nil, in)
@@ -313,6 +331,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		s.Must(404, "GET", "/machines/"+m.Uuid, nil, inTok)
 	})
 	t.Run("jobs follow their machine", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(201, "POST", "/tasks", map[string]any{"Name": "n-task"}, admin())
 		s.Must(201, "POST", "/stages", map[string]any{"Name": "n-stage", "Tasks": []string{"n-task"}}, admin())
 		s.Must(201, "POST", "/workflows", map[string]any{"Name": "n-wf", "Stages": []string{"n-stage"}}, admin())
@@ -350,6 +369,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("delete tenant with users", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Do("DELETE", "/tenants/n-t1", nil, admin())
 		wantDRPError(t, r, 409, "StillInUseError", "n-in")
 		s.Must(200, "DELETE", "/tenants/n-t3", nil, admin())

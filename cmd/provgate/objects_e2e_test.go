@@ -1141,6 +1141,7 @@ func testMisc(t *testing.T, s *tserver) {
 		obMust(t, s, 200, "GET", "/profiles/dslash", nil)
 	})
 	t.Run("objects", func(t *testing.T) {
+		s := s.On(t)
 		var got []string
 		if err := json.Unmarshal(obMust(t, s, 200, "GET", "/objects", nil).Body, &got); err != nil {
 			t.Fatal(err)

@@ -81,12 +81,14 @@ func penKeys(t *testing.T, s *tserver) {
 	s.Must(404, "GET", "/params/sec/pw", nil, tu)
 
 	t.Run("get", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Must(200, "GET", "/params/sec/pw%2F", nil, tu)
 		if m := r.Map(t); m["Name"] != "sec/pw/" || bytes.Contains(r.Body, []byte("hidden-desc")) {
 			t.Fatalf("GET params/sec/pw%%2F answered another param: %s", r.Body)
 		}
 	})
 	t.Run("patch", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "PATCH", "/params/sec/pw%2F", accPatch("replace", "/Description", "patched"), tu)
 		if d := penGet(t, s, "/params/sec/pw")["Description"]; d != "hidden-desc" {
 			t.Fatalf("hidden param patched: Description %v", d)
@@ -96,6 +98,7 @@ func penKeys(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("meta", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "PATCH", "/meta/params/sec/pw%2F", accPatch("add", "/color", "red"), tu)
 		if m := s.Must(200, "GET", "/meta/params/sec/pw", nil, admin()).Map(t); m["color"] != nil {
 			t.Fatalf("hidden param's meta patched: %v", m)
@@ -105,6 +108,7 @@ func penKeys(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("machine params", func(t *testing.T) {
+		s := s.On(t)
 		u := s.accMachine("pen3-m", map[string]any{"Params": map[string]any{"pub": "keep-me"}})
 		s.Must(200, "POST", "/machines/"+u+"/params/pub%2F", `"new"`, tu)
 		r := s.Do("DELETE", "/machines/"+u+"/params/pub%2F", nil, tu)
@@ -122,6 +126,7 @@ func penKeys(t *testing.T, s *tserver) {
 		s.Must(403, "DELETE", "/machines/"+u+"/params/pub", nil, tu)
 	})
 	t.Run("delete", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "DELETE", "/params/sec/pw%2F", nil, tu)
 		penGet(t, s, "/params/sec/pw")
 		s.Must(404, "GET", "/params/sec/pw%2F", nil, admin())
@@ -147,6 +152,7 @@ func penPatchOps(n int) []byte {
 func penPatchSize(t *testing.T, s *tserver, decisions string) {
 	u := s.accMachine("pen8-m", nil)
 	t.Run("limit", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Do("PATCH", "/machines/"+u, penPatchOps(1001), admin())
 		wantDRPError(t, r, 413, "", "at most 1000")
 		if p := penGet(t, s, "/machines/"+u)["Params"].(map[string]any); len(p) != 0 {
@@ -155,6 +161,7 @@ func penPatchSize(t *testing.T, s *tserver, decisions string) {
 		s.Must(200, "PATCH", "/machines/"+u, penPatchOps(1000), admin())
 	})
 	t.Run("large patch refused quickly", func(t *testing.T) {
+		s := s.On(t)
 		start := time.Now()
 		r := s.Do("PATCH", "/machines/"+u, penPatchOps(20000), admin())
 		wantDRPError(t, r, 413, "", "at most 1000")
@@ -355,6 +362,7 @@ func penCreate(t *testing.T, s *tserver) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			s := s.On(t)
 			r := s.Do("POST", "/profiles", c.body, one)
 			wantDRPError(t, r, 403, "", c.msg)
 		})
@@ -365,6 +373,7 @@ func penCreate(t *testing.T, s *tserver) {
 	s.Must(201, "POST", "/profiles", `{"Name":"pen14-a1"}`, one)
 
 	t.Run("machines", func(t *testing.T) {
+		s := s.On(t)
 		const mine = "0d9c3f52-8a43-4b8e-9a7e-6f0b7c1d2e3f"
 		mu := penUser(t, s, "pen14-mu", [3]string{"machines", "create", mine})
 		wantDRPError(t, s.Do("POST", "/machines", map[string]any{"Name": "pen14-m1"}, mu), 403, "", "Requires: machines create *")
@@ -377,6 +386,7 @@ func penCreate(t *testing.T, s *tserver) {
 		s.Must(201, "POST", "/machines", map[string]any{"Name": "pen14-m4"}, all)
 	})
 	t.Run("tenant user creates into its tenant", func(t *testing.T) {
+		s := s.On(t)
 		tu := penTenantUser(t, s, "pen14-tu", map[string][]string{"profiles": {}},
 			[3]string{"profiles", "create", "pen14-t1"}, [3]string{"profiles", "get", "*"})
 		s.Must(201, "POST", "/profiles", map[string]any{"Name": "pen14-t1"}, tu)
@@ -415,6 +425,7 @@ func penHidden(t *testing.T, s *tserver) {
 			hiddenKey, missingKey = fmt.Sprintf(c.key, hidden), fmt.Sprintf(c.key, missing)
 		}
 		t.Run(c.method+" "+hiddenKey, func(t *testing.T) {
+			s := s.On(t)
 			h := s.Do(c.method, "/machines/"+hiddenKey, c.body, tu)
 			m := s.Do(c.method, "/machines/"+missingKey, c.body, tu)
 			if h.Status != 404 || m.Status != 404 {
@@ -464,6 +475,7 @@ func penStartPoll(t *testing.T, s *tserver, path, etag, authz string) <-chan rep
 // it wakes; otherwise exactly as for a missing object.
 func penLongPoll(t *testing.T, s *tserver) {
 	t.Run("removed from the tenant", func(t *testing.T) {
+		s := s.On(t)
 		u := s.accMachine("pen17-m1", nil)
 		tu := penTenantUser(t, s, "pen17-u", map[string][]string{"machines": {u}}, [3]string{"machines", "get", "*"})
 		etag := s.Must(200, "HEAD", "/machines/"+u, nil, tu).Header.Get("ETag")
@@ -479,6 +491,7 @@ func penLongPoll(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("role taken away", func(t *testing.T) {
+		s := s.On(t)
 		u := s.accMachine("pen17-m2", nil)
 		ru := penUser(t, s, "pen17-r", [3]string{"machines", "get", "*"})
 		etag := s.Must(200, "HEAD", "/machines/Name:pen17-m2", nil, ru).Header.Get("ETag")
@@ -494,6 +507,7 @@ func penLongPoll(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("still allowed", func(t *testing.T) {
+		s := s.On(t)
 		u := s.accMachine("pen17-m3", nil)
 		ru := penUser(t, s, "pen17-ok", [3]string{"machines", "get", "*"})
 		etag := s.Must(200, "HEAD", "/machines/"+u, nil, ru).Header.Get("ETag")
@@ -523,6 +537,7 @@ func penReplies(t *testing.T, s *tserver) {
 		"Meta": map[string]any{"owner": "alice"}})
 	w := penUser(t, s, "pen19-w", [3]string{"machines", "update:/Description,update:/Params/pub,update:/Meta/color", "*"})
 	t.Run("patch reply", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "new"), w)
 		if got := penKeysOf(t, r); strings.Join(got, ",") != "Description,Uuid" {
 			t.Fatalf("PATCH reply without get has %v: %s", got, r.Body)
@@ -532,6 +547,7 @@ func penReplies(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("test op needs get", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Must(403, "PATCH", "/machines/"+u, []map[string]any{
 			{"op": "test", "path": "/Params/secret", "value": "guess"},
 			{"op": "replace", "path": "/Description", "value": "x"}}, w)
@@ -543,6 +559,7 @@ func penReplies(t *testing.T, s *tserver) {
 		wantDRPError(t, r, r.Status, "", "Requires: machines get "+u)
 	})
 	t.Run("put reply", func(t *testing.T) {
+		s := s.On(t)
 		body := penGet(t, s, "/machines/"+u)
 		body["Description"] = "put"
 		r := s.Must(200, "PUT", "/machines/"+u, body, w)
@@ -551,6 +568,7 @@ func penReplies(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("params replies", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Must(200, "PATCH", "/machines/"+u+"/params", accPatch("replace", "/pub", 2), w)
 		if got := penKeysOf(t, r); strings.Join(got, ",") != "pub" || bytes.Contains(r.Body, []byte("s3cr3t")) {
 			t.Fatalf("params PATCH reply without get: %s", r.Body)
@@ -563,12 +581,14 @@ func penReplies(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("meta reply", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Must(200, "PATCH", "/meta/machines/"+u, accPatch("add", "/color", "red"), w)
 		if got := penKeysOf(t, r); strings.Join(got, ",") != "color" {
 			t.Fatalf("meta PATCH reply without get: %s", r.Body)
 		}
 	})
 	t.Run("with get the whole object", func(t *testing.T) {
+		s := s.On(t)
 		g := penUser(t, s, "pen19-g", [3]string{"machines", "get,update:/Description", "*"})
 		r := s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "seen"), g)
 		if m := r.Map(t); m["Name"] != "pen19-m" || m["Params"] == nil {
@@ -576,6 +596,7 @@ func penReplies(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("delete reply", func(t *testing.T) {
+		s := s.On(t)
 		d := s.accMachine("pen19-d", map[string]any{"Description": "gone"})
 		del := penUser(t, s, "pen19-del", [3]string{"machines", "delete", "*"})
 		r := s.Must(200, "DELETE", "/machines/"+d, nil, del)
@@ -614,6 +635,7 @@ func penPools(t *testing.T, s *tserver) {
 	}
 	for _, c := range refused {
 		t.Run(c.name, func(t *testing.T) {
+			s := s.On(t)
 			body := map[string]any{}
 			for k, v := range list {
 				body[k] = v
@@ -634,6 +656,7 @@ func penPools(t *testing.T, s *tserver) {
 		})
 	}
 	t.Run("allowed with the claims", func(t *testing.T) {
+		s := s.On(t)
 		body := map[string]any{"pool/add-parameters": map[string]any{"ok": 1}, "pool/machine-list": []string{"Name:pen21-m1"}}
 		s.Must(200, "POST", "/pools/pen21-p/allocateMachines", body, op)
 		if m := getMachine(t, s, m1); !m.PoolAllocated || m.Params["ok"] != float64(1) {
@@ -648,6 +671,7 @@ func penPools(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("hidden profiles and workflows", func(t *testing.T) {
+		s := s.On(t)
 		tu := penTenantUser(t, s, "pen21-tu", map[string][]string{"machines": {m1, m2}, "profiles": {}, "workflows": {}},
 			[3]string{"pools", "*", "*"}, [3]string{"machines", "*", "*"}, [3]string{"profiles,workflows", "get", "*"})
 		for _, c := range []struct{ key, hidden, missing string }{
@@ -655,6 +679,7 @@ func penPools(t *testing.T, s *tserver) {
 			{"pool/workflow", "pen21-wf", "pen21-nowf"},
 		} {
 			t.Run(c.key, func(t *testing.T) {
+				s := s.On(t)
 				val := func(n string) any {
 					if c.key == "pool/workflow" {
 						return n

@@ -99,6 +99,7 @@ func penPlantFirstFormSeal(t *testing.T, s *tserver, p penFixture) map[string]an
 // decodes, and that its first form is refused from clients.
 func penMigrated(t *testing.T, s *tserver, p penFixture, old map[string]any) {
 	t.Run("first_form_seals_migrated_at_start", func(t *testing.T) {
+		s := s.On(t)
 		env := penEnvelope(t, s, "/machines/"+p.victim, "pen/old")
 		if k, _ := env["Key"].(string); !strings.HasPrefix(k, "v2.") || env["Payload"] == old["Payload"] {
 			t.Fatalf("pen/old not re-sealed: %v", env)
@@ -219,6 +220,7 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		})
 	}
 	t.Run("machine_visible_references_are_fine", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "PATCH", mine, []map[string]any{
 			{"op": "replace", "path": "/Profiles", "value": []string{"pen-open"}},
 			{"op": "replace", "path": "/Stage", "value": "pen-stage-open"},
@@ -230,6 +232,7 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		s.Must(200, "PATCH", mine, accPatch("replace", "/Workflow", ""), p.user)
 	})
 	t.Run("pool_operation_body", func(t *testing.T) {
+		s := s.On(t)
 		// A pool operation on its own machine adds only what the caller
 		// may see.
 		op := func(v map[string]any) resp {
@@ -250,6 +253,7 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		}
 	})
 	t.Run("aggregate_shows_no_hidden_profile", func(t *testing.T) {
+		s := s.On(t)
 		for _, q := range []string{"/params?aggregate=true&decode=true", "?aggregate=true&decode=true"} {
 			if r := s.Must(200, "GET", mine+q, nil, p.user); strings.Contains(string(r.Body), penSecret) {
 				t.Fatalf("GET %s shows the hidden profile's secret: %s", q, r.Body)
@@ -257,6 +261,7 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		}
 	})
 	t.Run("stage_workflow_profile_references", func(t *testing.T) {
+		s := s.On(t)
 		mk := func(prefix string, body map[string]any) resp { return s.Do("POST", "/"+prefix, body, p.user) }
 		penSameRefusal(t,
 			mk("stages", map[string]any{"Name": "pen-s1", "Profiles": []string{"pen-secret"}}),
@@ -281,6 +286,7 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		s.Must(200, "PATCH", "/profiles/pen-p2", accPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
 	})
 	t.Run("hidden_param_definition_is_absent", func(t *testing.T) {
+		s := s.On(t)
 		// pen/hidden-int is a secure integer param the tenant hides: its
 		// value is neither checked nor sealed, exactly like a param with no
 		// definition, so the reply reveals nothing about it.
@@ -296,6 +302,7 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		}
 	})
 	t.Run("admin_reference_does_not_block_the_owner", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "PATCH", mine, accPatch("replace", "/Profiles", []string{"pen-open", "pen-secret"}), admin())
 		s.Must(200, "PATCH", mine, accPatch("replace", "/Description", "still mine"), p.user)
 		// Removing it is a change the owner may make; adding it back is not.
@@ -328,6 +335,7 @@ func penSealedValues(t *testing.T, s *tserver, p penFixture) {
 	}
 	for _, src := range sources {
 		t.Run("copied_from_"+src.name, func(t *testing.T) {
+			s := s.On(t)
 			env := penEnvelope(t, s, src.path, src.param)
 			for _, who := range []struct{ name, authz string }{{"tenant_user", p.user}, {"admin", admin()}} {
 				r := s.Do("POST", mine+"/params/"+src.param, env, who.authz)
@@ -355,6 +363,7 @@ func penSealedValues(t *testing.T, s *tserver, p penFixture) {
 		})
 	}
 	t.Run("round_trip_and_aggregate_still_decode", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "POST", mine+"/params/pen/token", `"mine-again"`, p.user)
 		var m map[string]any
 		s.Must(200, "GET", mine, nil, p.user).JSON(t, &m)
@@ -391,6 +400,7 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 	}
 	job := "/jobs/" + ownJob
 	t.Run("machine_is_immutable", func(t *testing.T) {
+		s := s.On(t)
 		for _, who := range []struct{ name, authz string }{{"tenant_user", p.user}, {"admin", admin()}} {
 			for _, target := range []string{other, p.victim} {
 				r := s.Do("PATCH", job, []map[string]any{
@@ -422,6 +432,7 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 		}
 	})
 	t.Run("jobfail_goes_only_to_the_own_machine", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "PATCH", job, accPatch("replace", "/State", "running"), p.user)
 		s.Must(200, "PATCH", job, accPatch("replace", "/State", "failed"), p.user)
 		rc.waitFor(t, "/jobfail", 1, 15*time.Second)
@@ -441,6 +452,7 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 		}
 	})
 	t.Run("writes_are_authorized_by_the_job_machine", func(t *testing.T) {
+		s := s.On(t)
 		// A user whose job rights name one machine acts on that machine's
 		// jobs only, whatever the route.
 		mine := s.accMachine("pen-jobs-a", map[string]any{"Workflow": "pen-jwf"})
@@ -491,6 +503,7 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 
 func penMessages(t *testing.T, s *tserver, p penFixture) {
 	t.Run("name_in_use", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Do("POST", "/machines", map[string]any{"Name": "pen-victim"}, p.user)
 		if r.Status != 422 {
 			t.Fatalf("duplicate name: %s", r)
@@ -508,6 +521,7 @@ func penMessages(t *testing.T, s *tserver, p penFixture) {
 		}
 	})
 	t.Run("in_use", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(201, "POST", "/profiles", map[string]any{"Name": "pen-shared"}, p.user)
 		s.Must(200, "PATCH", "/machines/"+p.victim, accPatch("replace", "/Profiles", []string{"pen-shared"}), admin())
 		s.Must(200, "PATCH", "/machines/"+p.visible, accPatch("replace", "/Profiles", []string{"pen-shared"}), p.user)

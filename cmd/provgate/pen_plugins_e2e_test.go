@@ -286,6 +286,7 @@ func penCallbackSecrets(t *testing.T, s *tserver) {
 	}
 
 	t.Run("plugin_reads_mask_headers", func(t *testing.T) {
+		s := s.On(t)
 		reads := []string{"/plugins/pen18-cb", "/plugins", "/plugins?Name=pen18-cb", "/plugins/pen18-cb/params",
 			"/plugins/pen18-cb/params/callback/callbacks"}
 		for _, path := range reads {

@@ -170,6 +170,7 @@ func TestE2EPools(t *testing.T) {
 		mkWorkflow(t, s, "wf-release", "t-r1")
 
 		t.Run("drpcli_bodies", func(t *testing.T) {
+			s := s.On(t)
 			s.Must(201, "POST", "/pools", map[string]any{"Id": "d1", "ParentPool": "d-src"}, admin())
 			uuids := map[string]string{}
 			for i := 1; i <= 8; i++ {
@@ -253,6 +254,7 @@ func TestE2EPools(t *testing.T) {
 		})
 
 		t.Run("terraform", func(t *testing.T) {
+			s := s.On(t)
 			s.Must(201, "POST", "/pools", map[string]any{"Id": "tf"}, admin())
 			for i := 0; i < 3; i++ {
 				mkMachine(t, s, fmt.Sprintf("tfm%d", i), map[string]any{"Pool": "tf"})
@@ -270,6 +272,7 @@ func TestE2EPools(t *testing.T) {
 		})
 
 		t.Run("active_and_status", func(t *testing.T) {
+			s := s.On(t)
 			mkMachine(t, s, "implicit-1", map[string]any{"Pool": "implicit-pool"})
 			mkMachine(t, s, "in-default", nil)
 			var active []string
@@ -297,6 +300,7 @@ func TestE2EPools(t *testing.T) {
 		})
 
 		t.Run("pool_object_crud", func(t *testing.T) {
+			s := s.On(t)
 			var p map[string]any
 			s.Must(201, "POST", "/pools", map[string]any{"Id": "crud", "Description": "one",
 				"EnterActions": map[string]any{"AddProfiles": []string{"alpha"}}}, admin()).JSON(t, &p)
@@ -331,6 +335,7 @@ func TestE2EPools(t *testing.T) {
 		})
 
 		t.Run("action_groups_and_statuses", func(t *testing.T) {
+			s := s.On(t)
 			mkProfile(t, s, "pa")
 			s.Must(201, "POST", "/pools", map[string]any{"Id": "ag",
 				"EnterActions":    map[string]any{"Workflow": "wf-enter", "AddProfiles": []string{"pa"}, "AddParameters": map[string]any{"kk": 1}},
@@ -391,6 +396,7 @@ func TestE2EPools(t *testing.T) {
 		})
 
 		t.Run("wait_timeout", func(t *testing.T) {
+			s := s.On(t)
 			s.Must(201, "POST", "/pools", map[string]any{"Id": "wt",
 				"ReleaseActions": map[string]any{"Workflow": "wf-release"}}, admin())
 			u1 := mkMachine(t, s, "wt1", map[string]any{"Pool": "wt"})
@@ -447,6 +453,7 @@ func TestE2EPools(t *testing.T) {
 		})
 
 		t.Run("bad_input", func(t *testing.T) {
+			s := s.On(t)
 			s.Must(201, "POST", "/pools", map[string]any{"Id": "bad"}, admin())
 			for i := 0; i < 2; i++ {
 				mkMachine(t, s, fmt.Sprintf("bad%d", i), map[string]any{"Pool": "bad"})
@@ -482,6 +489,7 @@ func TestE2EPools(t *testing.T) {
 			}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
+					s := s.On(t)
 					before := snapshot()
 					wantDRPError(t, s.Do(c.method, c.path, c.body, admin()), c.want, "", c.msg)
 					if after := snapshot(); after != before {
@@ -583,6 +591,7 @@ func TestE2EPoolsTenant(t *testing.T) {
 		snapshot := func() string { return string(s.Must(200, "GET", "/machines?sort=Name", nil, admin()).Body) }
 
 		t.Run("status_shows_only_visible", func(t *testing.T) {
+			s := s.On(t)
 			var st map[string][]poolResult
 			s.Must(200, "GET", "/pools/tp/status", nil, tu).JSON(t, &st)
 			if len(st) != 1 || len(st["Free"]) != 1 || st["Free"][0].Uuid != vis {
@@ -590,6 +599,7 @@ func TestE2EPoolsTenant(t *testing.T) {
 			}
 		})
 		t.Run("status_of_hidden_only_pool", func(t *testing.T) {
+			s := s.On(t)
 			mkMachine(t, s, "th3", map[string]any{"Pool": "hidden-only"})
 			wantDRPError(t, s.Do("GET", "/pools/hidden-only/status", nil, tu), 404, "", "")
 			// Nor is such a pool listed as active for the tenant user.
@@ -620,6 +630,7 @@ func TestE2EPoolsTenant(t *testing.T) {
 		}
 		for _, c := range refused {
 			t.Run(c.name, func(t *testing.T) {
+				s := s.On(t)
 				before := snapshot()
 				wantDRPError(t, s.Do("POST", c.path, c.body, tu), c.want, "", "")
 				if snapshot() != before {

@@ -38,6 +38,7 @@ func accessTokens(t *testing.T, s *tserver) {
 	s.Must(201, "POST", "/pools", map[string]any{"Id": "t-p1"}, admin())
 
 	t.Run("ttl", func(t *testing.T) {
+		s := s.On(t)
 		cases := []struct {
 			name, ttl string
 			want      int
@@ -55,6 +56,7 @@ func accessTokens(t *testing.T, s *tserver) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
+				s := s.On(t)
 				q := ""
 				if c.ttl != "" {
 					q = "?ttl=" + c.ttl
@@ -81,6 +83,7 @@ func accessTokens(t *testing.T, s *tserver) {
 	})
 
 	t.Run("reply Info decodes as DRP's", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Must(200, "GET", "/users/t-user/token", nil, basic("t-user", "t-user-pw"))
 		var out struct {
 			Token string
@@ -110,6 +113,7 @@ func accessTokens(t *testing.T, s *tserver) {
 	})
 
 	t.Run("roles restriction", func(t *testing.T) {
+		s := s.On(t)
 		cases := []struct {
 			name, user, pw, roles string
 			method, path          string
@@ -131,6 +135,7 @@ func accessTokens(t *testing.T, s *tserver) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
+				s := s.On(t)
 				tok := s.Token(c.user, basic(c.user, c.pw), "?roles="+c.roles)
 				r := s.Do(c.method, c.path, c.body, bearer(tok))
 				if r.Status != c.want {
@@ -141,6 +146,7 @@ func accessTokens(t *testing.T, s *tserver) {
 	})
 
 	t.Run("scope action specific", func(t *testing.T) {
+		s := s.On(t)
 		cases := []struct {
 			name, user, pw, query string
 			method, path          string
@@ -157,6 +163,7 @@ func accessTokens(t *testing.T, s *tserver) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
+				s := s.On(t)
 				tok := s.Token(c.user, basic(c.user, c.pw), c.query)
 				r := s.Do(c.method, c.path, nil, bearer(tok))
 				if r.Status != c.want {
@@ -167,6 +174,7 @@ func accessTokens(t *testing.T, s *tserver) {
 	})
 
 	t.Run("token for another user", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(403, "GET", "/users/t-split/token", nil, basic("t-user", "t-user-pw"))
 		s.Must(404, "GET", "/users/nobody/token", nil, admin())
 		tok := s.Token("t-split", admin(), "")
@@ -174,6 +182,7 @@ func accessTokens(t *testing.T, s *tserver) {
 	})
 
 	t.Run("expired", func(t *testing.T) {
+		s := s.On(t)
 		tok := s.Token("t-user", basic("t-user", "t-user-pw"), "?ttl=1")
 		time.Sleep(2100 * time.Millisecond)
 		s.Must(403, "GET", "/machines/"+u1, nil, bearer(tok))
@@ -223,6 +232,7 @@ func accessAuthentication(t *testing.T, s *tserver) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			s := s.On(t)
 			r := s.Do("GET", "/machines", nil, c.authz)
 			if r.Status != c.want {
 				t.Fatalf("got %s, want %d", r, c.want)
@@ -345,8 +355,10 @@ func accessMachineTokens(t *testing.T, s *tserver) {
 	}
 	for _, tk := range []struct{ name, tok string }{{"GenerateToken", op}, {"GenerateInfiniteToken", inf}} {
 		t.Run(tk.name, func(t *testing.T) {
+			s := s.On(t)
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
+					s := s.On(t)
 					r := s.Do(c.method, c.path, c.body, bearer(tk.tok))
 					if r.Status != c.want {
 						t.Fatalf("got %s, want %d", r, c.want)
@@ -354,6 +366,7 @@ func accessMachineTokens(t *testing.T, s *tserver) {
 				})
 			}
 			t.Run("create a job for itself", func(t *testing.T) {
+				s := s.On(t)
 				// The current job is still created: the answer is a conflict
 				// or a rerun, never a refusal.
 				r := s.Do("POST", "/jobs", map[string]any{"Machine": own}, bearer(tk.tok))
@@ -364,6 +377,7 @@ func accessMachineTokens(t *testing.T, s *tserver) {
 		})
 	}
 	t.Run("dies when the machine Secret changes", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Must(200, "PATCH", "/machines/"+own, accPatch("replace", "/Secret", "chosen-by-client"), admin())
 		if bytes.Contains(r.Body, []byte("chosen-by-client")) {
 			t.Fatalf("Secret echoed: %s", r.Body)
@@ -379,6 +393,7 @@ func accessMachineTokens(t *testing.T, s *tserver) {
 		s.Must(200, "GET", "/machines/"+own, nil, bearer(inf2))
 	})
 	t.Run("dies when the system Secret rotates", func(t *testing.T) {
+		s := s.On(t)
 		op3, inf3 := accRenderTokens(t, s, job.Uuid)
 		s.Must(200, "GET", "/machines/"+own, nil, bearer(op3))
 		s.Must(200, "POST", "/system/actions/rotateSecret", nil, admin())
@@ -393,6 +408,7 @@ func accessSecrets(t *testing.T, s *tserver) {
 	s.AddUser("x-granter", "x-granter-pw", "superuser")
 	s.AddUser("x-dave", "x-dave-pw")
 	t.Run("user Secret kills only that user's tokens", func(t *testing.T) {
+		s := s.On(t)
 		bob := s.Token("x-bob", basic("x-bob", "x-bob-pw"), "")
 		carol := s.Token("x-carol", basic("x-carol", "x-carol-pw"), "")
 		s.Must(200, "POST", "/users/x-bob/secret", nil, admin())
@@ -404,17 +420,20 @@ func accessSecrets(t *testing.T, s *tserver) {
 		s.Must(403, "POST", "/users/x-carol/secret", nil, basic("x-bob", "x-bob-pw"))
 	})
 	t.Run("PATCH of /Secret rotates it", func(t *testing.T) {
+		s := s.On(t)
 		carol := s.Token("x-carol", basic("x-carol", "x-carol-pw"), "")
 		r := s.Must(200, "PATCH", "/users/x-carol", accPatch("replace", "/Secret", "known-value"), admin())
 		accNoSecrets(t, "patch reply", r.Body)
 		s.Must(403, "GET", "/users/x-carol", nil, bearer(carol))
 	})
 	t.Run("granted token carries the user's rights", func(t *testing.T) {
+		s := s.On(t)
 		tok := s.Token("x-dave", basic("x-granter", "x-granter-pw"), "")
 		s.Must(403, "GET", "/users", nil, bearer(tok))
 		s.Must(200, "GET", "/users/x-dave", nil, bearer(tok))
 	})
 	t.Run("deleted user's Basic", func(t *testing.T) {
+		s := s.On(t)
 		s.AddUser("x-gone", "x-gone-pw", "superuser")
 		s.Must(200, "GET", "/users", nil, basic("x-gone", "x-gone-pw"))
 		s.Must(200, "DELETE", "/users/x-gone", nil, admin())
@@ -424,6 +443,7 @@ func accessSecrets(t *testing.T, s *tserver) {
 		s.Must(403, "GET", "/users", nil, basic("x-gone", "x-gone-pw"))
 	})
 	t.Run("grantor Secret", func(t *testing.T) {
+		s := s.On(t)
 		granted := s.Token("x-dave", basic("x-granter", "x-granter-pw"), "")
 		own := s.Token("x-dave", basic("x-dave", "x-dave-pw"), "")
 		s.Must(200, "GET", "/users/x-dave", nil, bearer(granted))
@@ -432,6 +452,7 @@ func accessSecrets(t *testing.T, s *tserver) {
 		s.Must(200, "GET", "/users/x-dave", nil, bearer(own))
 	})
 	t.Run("system Secret kills every token", func(t *testing.T) {
+		s := s.On(t)
 		toks := []string{
 			s.Token("rocketskates", admin(), ""),
 			s.Token("x-dave", basic("x-dave", "x-dave-pw"), ""),
