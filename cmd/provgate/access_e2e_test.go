@@ -70,8 +70,6 @@ func TestE2EAccess(t *testing.T) {
 		t.Run("roles", func(t *testing.T) { accessRoles(t, s.On(t)) })
 		t.Run("tenants", func(t *testing.T) { accessTenants(t, s.On(t)) })
 		t.Run("machine tokens", func(t *testing.T) { accessMachineTokens(t, s.On(t)) })
-		// Last: it rotates the system Secret, killing every token.
-		t.Run("secrets", func(t *testing.T) { accessSecrets(t, s.On(t)) })
 	}, licenseArgs(t)...)
 }
 

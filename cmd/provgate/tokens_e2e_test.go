@@ -402,6 +402,14 @@ func accessMachineTokens(t *testing.T, s *tserver) {
 	})
 }
 
+// TestE2EAccessSecrets rotates user and system Secrets on servers of its
+// own: the system rotation ends every token, which would break any test
+// sharing the server.
+func TestE2EAccessSecrets(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, accessSecrets, licenseArgs(t)...)
+}
+
 func accessSecrets(t *testing.T, s *tserver) {
 	s.AddUser("x-bob", "x-bob-pw")
 	s.AddUser("x-carol", "x-carol-pw")
