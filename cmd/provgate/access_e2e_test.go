@@ -9,10 +9,6 @@ import (
 // (users, tokens, claims, roles, tenants, machine tokens, licensing) through
 // the real HTTP API on every database.
 
-func accPatch(op, path string, v any) []map[string]any {
-	return []map[string]any{{"op": op, "path": path, "value": v}}
-}
-
 // accNoSecrets fails if a reply carries a user's PasswordHash or Secret.
 func accNoSecrets(t testing.TB, what string, body []byte) {
 	t.Helper()
@@ -21,21 +17,6 @@ func accNoSecrets(t testing.TB, what string, body []byte) {
 			t.Fatalf("%s: reply carries %s: %s", what, k, body)
 		}
 	}
-}
-
-// accMachine creates a machine as the admin and returns its Uuid.
-func (s *tserver) accMachine(name string, extra map[string]any) string {
-	s.t.Helper()
-	body := map[string]any{"Name": name}
-	for k, v := range extra {
-		body[k] = v
-	}
-	var m struct{ Uuid string }
-	s.Must(201, "POST", "/machines", body, admin()).JSON(s.t, &m)
-	if m.Uuid == "" {
-		s.t.Fatalf("machine %s has no Uuid", name)
-	}
-	return m.Uuid
 }
 
 // accKeys lists the value of field for every object of a list reply.
@@ -48,15 +29,6 @@ func accKeys(t testing.TB, r resp, field string) []string {
 		out = append(out, o[field].(string))
 	}
 	return out
-}
-
-func accHas(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestE2EAccess(t *testing.T) {
@@ -88,7 +60,7 @@ func accessUsers(t *testing.T, s *tserver) {
 		{"list filtered", func() resp { return s.Must(200, "GET", "/users?Name=u-pw", nil, admin()) }},
 		{"self get", func() resp { return s.Must(200, "GET", "/users/u-pw", nil, basic("u-pw", "u-pw-secret")) }},
 		{"patch", func() resp {
-			return s.Must(200, "PATCH", "/users/u-pw", accPatch("replace", "/Description", "patched"), admin())
+			return s.Must(200, "PATCH", "/users/u-pw", jsonPatch("replace", "/Description", "patched"), admin())
 		}},
 		{"put", func() resp {
 			return s.Must(200, "PUT", "/users/u-nopw", map[string]any{"Name": "u-nopw", "Description": "put", "Roles": []string{}}, admin())
@@ -144,7 +116,7 @@ func accessSelf(t *testing.T, s *tserver) {
 		{"get another user", "GET", "/users/s-other", nil, 403, "Requires: users get s-other"},
 		{"token for another user", "GET", "/users/s-other/token", nil, 403, "Requires: users token s-other"},
 		{"other's password", "PUT", "/users/s-other/password", map[string]any{"Password": "hijack-1"}, 403, "Requires: users password s-other"},
-		{"patch itself", "PATCH", "/users/s-loner", accPatch("replace", "/Roles", []string{"superuser"}), 403, "Requires: users update:/Roles s-loner"},
+		{"patch itself", "PATCH", "/users/s-loner", jsonPatch("replace", "/Roles", []string{"superuser"}), 403, "Requires: users update:/Roles s-loner"},
 		{"list machines", "GET", "/machines", nil, 403, "Requires: machines list"},
 		{"delete itself", "DELETE", "/users/s-loner", nil, 403, "Requires: users delete s-loner"},
 	}

@@ -208,7 +208,7 @@ func TestE2ECallback(t *testing.T) {
 			}
 		})
 
-		m1 := mkMachine(t, s, "cbm1", map[string]any{"Address": "10.0.0.7", "Params": map[string]any{"team": "blue"}})
+		m1 := s.On(t).AddMachine("cbm1", map[string]any{"Address": "10.0.0.7", "Params": map[string]any{"team": "blue"}})
 
 		t.Run("invalid_configs", func(t *testing.T) {
 			s := s.On(t)
@@ -406,7 +406,7 @@ func TestE2ECallback(t *testing.T) {
 
 		t.Run("action_from_machine_params", func(t *testing.T) {
 			s := s.On(t)
-			m2 := mkMachine(t, s, "cbm2", map[string]any{"Params": map[string]any{"callback/action": "fromparam"}})
+			m2 := s.On(t).AddMachine("cbm2", map[string]any{"Params": map[string]any{"callback/action": "fromparam"}})
 			r := runCallback(s, m2, "cb", map[string]any{})
 			if r.Status != 200 {
 				t.Fatalf("callbackDo with the action from params: %s", r)
@@ -558,7 +558,7 @@ func jobMachine(t testing.TB, s *tserver, name string) string {
 	if s.Do("GET", "/workflows/wf-jf", nil, admin()).Status == 404 {
 		mkWorkflow(t, s, "wf-jf", "t-jf")
 	}
-	return mkMachine(t, s, name, map[string]any{"Workflow": "wf-jf"})
+	return s.On(t).AddMachine(name, map[string]any{"Workflow": "wf-jf"})
 }
 
 // TestE2ECallbackJobfail: a failed job sends the jobfail callback exactly

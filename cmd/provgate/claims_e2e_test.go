@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -10,9 +11,9 @@ import (
 // every database. TestE2EAccess (access_e2e_test.go) runs them.
 
 func accessClaimForms(t *testing.T, s *tserver) {
-	u1 := s.accMachine("c-m1", map[string]any{"Params": map[string]any{"a": map[string]any{}}})
-	u2 := s.accMachine("c-m2", nil)
-	u3 := s.accMachine("c-m3", nil)
+	u1 := s.AddMachine("c-m1", map[string]any{"Params": map[string]any{"a": map[string]any{}}})
+	u2 := s.AddMachine("c-m2", nil)
+	u3 := s.AddMachine("c-m3", nil)
 	s.Must(201, "POST", "/pools", map[string]any{"Id": "c-p1"}, admin())
 	s.Must(201, "POST", "/pools", map[string]any{"Id": "c-p2"}, admin())
 	s.Must(201, "POST", "/profiles", map[string]any{"Name": "c-prof"}, admin())
@@ -39,7 +40,7 @@ func accessClaimForms(t *testing.T, s *tserver) {
 		msg    string
 	}{
 		{"star: users list", [][3]string{{"*", "*", "*"}}, "GET", "/users", nil, 200, ""},
-		{"star: pool patch", [][3]string{{"*", "*", "*"}}, "PATCH", "/pools/c-p1", accPatch("add", "/Description", "s"), 200, ""},
+		{"star: pool patch", [][3]string{{"*", "*", "*"}}, "PATCH", "/pools/c-p1", jsonPatch("add", "/Description", "s"), 200, ""},
 		{"star scope: machine", [][3]string{{"*", "get", "*"}}, "GET", "/machines/" + u1, nil, 200, ""},
 		{"star scope: not delete", [][3]string{{"*", "get", "*"}}, "DELETE", "/pools/c-p2", nil, 403, "Requires: pools delete c-p2"},
 		{"scope list: pools", [][3]string{{"machines,pools", "get", "*"}}, "GET", "/pools/c-p1", nil, 200, ""},
@@ -57,12 +58,12 @@ func accessClaimForms(t *testing.T, s *tserver) {
 		{"action:x list", [][3]string{{"machines", "action:other,action:releaseToPool", "*"}}, "POST", "/machines/" + u1 + "/releaseToPool", nil, deny, ""},
 		{"action:other not x", [][3]string{{"machines", "action:other", "*"}}, "POST", "/machines/" + u1 + "/releaseToPool", nil, 403, "Requires: machines action:releaseToPool " + u1},
 		{"action:x not plugin action y", [][3]string{{"machines", "action:releaseToPool", "*"}}, "POST", "/machines/" + u1 + "/actions/callbackDo", map[string]any{}, 403, "Requires: machines action:callbackDo " + u1},
-		{"update:/Description patch", [][3]string{{"machines", "update:/Description", "*"}}, "PATCH", "/machines/" + u1, accPatch("replace", "/Description", "d1"), 200, ""},
-		{"update:/Description not Params", [][3]string{{"machines", "update:/Description", "*"}}, "PATCH", "/machines/" + u1, accPatch("add", "/Params/x", 1), 403, "Requires: machines update:/Params/x " + u1},
-		{"update:/Params covers /Params/a/b", [][3]string{{"machines", "update:/Params", "*"}}, "PATCH", "/machines/" + u1, accPatch("add", "/Params/a/b", 2), 200, ""},
-		{"update:/Params not Description", [][3]string{{"machines", "update:/Params", "*"}}, "PATCH", "/machines/" + u1, accPatch("replace", "/Description", "d2"), 403, "Requires: machines update:/Description " + u1},
-		{"update:/Params/a/b not /Params/a", [][3]string{{"machines", "update:/Params/a/b", "*"}}, "PATCH", "/machines/" + u1, accPatch("replace", "/Params/a", map[string]any{}), 403, "Requires: machines update:/Params/a " + u1},
-		{"update covers Params", [][3]string{{"machines", "update", "*"}}, "PATCH", "/machines/" + u1, accPatch("add", "/Params/x", 3), 200, ""},
+		{"update:/Description patch", [][3]string{{"machines", "update:/Description", "*"}}, "PATCH", "/machines/" + u1, jsonPatch("replace", "/Description", "d1"), 200, ""},
+		{"update:/Description not Params", [][3]string{{"machines", "update:/Description", "*"}}, "PATCH", "/machines/" + u1, jsonPatch("add", "/Params/x", 1), 403, "Requires: machines update:/Params/x " + u1},
+		{"update:/Params covers /Params/a/b", [][3]string{{"machines", "update:/Params", "*"}}, "PATCH", "/machines/" + u1, jsonPatch("add", "/Params/a/b", 2), 200, ""},
+		{"update:/Params not Description", [][3]string{{"machines", "update:/Params", "*"}}, "PATCH", "/machines/" + u1, jsonPatch("replace", "/Description", "d2"), 403, "Requires: machines update:/Description " + u1},
+		{"update:/Params/a/b not /Params/a", [][3]string{{"machines", "update:/Params/a/b", "*"}}, "PATCH", "/machines/" + u1, jsonPatch("replace", "/Params/a", map[string]any{}), 403, "Requires: machines update:/Params/a " + u1},
+		{"update covers Params", [][3]string{{"machines", "update", "*"}}, "PATCH", "/machines/" + u1, jsonPatch("add", "/Params/x", 3), 200, ""},
 		// A test op reads the value it compares (a failed test answers
 		// what get would), so it needs get on the object.
 		{"update: test ops need get", [][3]string{{"machines", "update:/Description", "*"}}, "PATCH", "/machines/" + u2,
@@ -112,11 +113,11 @@ func accessClaimForms(t *testing.T, s *tserver) {
 		s := s.On(t)
 		s.Must(201, "POST", "/params", map[string]any{"Name": "c/meta", "Schema": map[string]any{"type": "string"}}, admin())
 		s.Must(200, "GET", "/meta/params/c/meta", nil, admin())
-		s.Must(200, "PATCH", "/meta/params/c/meta", accPatch("add", "/color", "blue"), admin())
+		s.Must(200, "PATCH", "/meta/params/c/meta", jsonPatch("add", "/color", "blue"), admin())
 		s.AddRole("c-params-get", [3]string{"params", "get", "*"})
 		s.AddUser("c-params-u", "c-pw-1", "c-params-get")
 		s.Must(200, "GET", "/meta/params/c/meta", nil, basic("c-params-u", "c-pw-1"))
-		r := s.Do("PATCH", "/meta/params/c/meta", accPatch("add", "/icon", "x"), basic("c-params-u", "c-pw-1"))
+		r := s.Do("PATCH", "/meta/params/c/meta", jsonPatch("add", "/icon", "x"), basic("c-params-u", "c-pw-1"))
 		wantDRPError(t, r, 403, "", "Requires: params update:/Meta/icon c/meta")
 	})
 	t.Run("decode needs getSecure", func(t *testing.T) {
@@ -174,7 +175,7 @@ func accessRoles(t *testing.T, s *tserver) {
 	t.Run("422 on patch too", func(t *testing.T) {
 		s := s.On(t)
 		s.AddRole("r-ok", [3]string{"machines", "get", "*"})
-		r := s.Do("PATCH", "/roles/r-ok", accPatch("replace", "/Claims", []map[string]string{cl("nope", "get", "*")}), admin())
+		r := s.Do("PATCH", "/roles/r-ok", jsonPatch("replace", "/Claims", []map[string]string{cl("nope", "get", "*")}), admin())
 		wantDRPError(t, r, 422, "", "No such scope 'nope'")
 	})
 	t.Run("duplicate", func(t *testing.T) {
@@ -201,7 +202,7 @@ func accessRoles(t *testing.T, s *tserver) {
 			s.Must(200, "GET", "/machines", nil, a)
 			s.Must(403, "GET", "/pools", nil, a)
 		}
-		s.Must(200, "PATCH", "/roles/r-live", accPatch("replace", "/Claims", []map[string]string{cl("pools", "list", "*")}), admin())
+		s.Must(200, "PATCH", "/roles/r-live", jsonPatch("replace", "/Claims", []map[string]string{cl("pools", "list", "*")}), admin())
 		for _, a := range []string{tok, restricted, basic("r-live-u", "r-live-pw")} {
 			s.Must(403, "GET", "/machines", nil, a)
 			s.Must(200, "GET", "/pools", nil, a)
@@ -210,7 +211,7 @@ func accessRoles(t *testing.T, s *tserver) {
 		s.Must(200, "GET", "/machines", nil, tok)
 		s.Must(403, "GET", "/pools", nil, tok)
 		// A role taken from the user ends at once as well.
-		s.Must(200, "PATCH", "/users/r-live-u", accPatch("replace", "/Roles", []string{}), admin())
+		s.Must(200, "PATCH", "/users/r-live-u", jsonPatch("replace", "/Roles", []string{}), admin())
 		s.Must(403, "GET", "/machines", nil, tok)
 	})
 }
@@ -220,8 +221,8 @@ func accessTenants(t *testing.T, s *tserver) {
 	s.AddUser("n-in", "n-in-pw", "n-role")
 	s.AddUser("n-free", "n-free-pw", "n-role")
 	s.AddUser("n-in2", "n-in2-pw", "n-role")
-	u1 := s.accMachine("n-m1", nil)
-	u2 := s.accMachine("n-m2", nil)
+	u1 := s.AddMachine("n-m1", nil)
+	u2 := s.AddMachine("n-m2", nil)
 	s.Must(201, "POST", "/profiles", map[string]any{"Name": "n-prof"}, admin())
 	s.Must(201, "POST", "/tenants", map[string]any{"Name": "n-t1", "Users": []string{"n-in"},
 		"Members": map[string][]string{"machines": {u1}}}, admin())
@@ -235,7 +236,7 @@ func accessTenants(t *testing.T, s *tserver) {
 			t.Run(who.name, func(t *testing.T) {
 				s := s.On(t)
 				keys := accKeys(t, s.Must(200, "GET", "/machines", nil, who.authz), "Uuid")
-				if !accHas(keys, u1) || accHas(keys, u2) {
+				if !slices.Contains(keys, u1) || slices.Contains(keys, u2) {
 					t.Fatalf("tenant user sees %v, want %s and not %s", keys, u1, u2)
 				}
 				r := s.Must(200, "HEAD", "/machines", nil, who.authz)
@@ -254,7 +255,7 @@ func accessTenants(t *testing.T, s *tserver) {
 					{"GET", "/machines/" + u2, nil},
 					{"GET", "/machines/Name:n-m2", nil},
 					{"HEAD", "/machines/" + u2, nil},
-					{"PATCH", "/machines/" + u2, accPatch("replace", "/Description", "x")},
+					{"PATCH", "/machines/" + u2, jsonPatch("replace", "/Description", "x")},
 					{"PUT", "/machines/" + u2, map[string]any{"Name": "n-m2", "Uuid": u2}},
 					{"DELETE", "/machines/" + u2, nil},
 					{"GET", "/machines/" + u2 + "/params", nil},
@@ -265,7 +266,7 @@ func accessTenants(t *testing.T, s *tserver) {
 				}
 				// Profiles are absent from Members: unrestricted.
 				s.Must(200, "GET", "/profiles/n-prof", nil, who.authz)
-				if keys := accKeys(t, s.Must(200, "GET", "/profiles", nil, who.authz), "Name"); !accHas(keys, "n-prof") {
+				if keys := accKeys(t, s.Must(200, "GET", "/profiles", nil, who.authz), "Name"); !slices.Contains(keys, "n-prof") {
 					t.Fatalf("profiles %v", keys)
 				}
 			})
@@ -274,7 +275,7 @@ func accessTenants(t *testing.T, s *tserver) {
 	t.Run("user in no tenant", func(t *testing.T) {
 		s := s.On(t)
 		keys := accKeys(t, s.Must(200, "GET", "/machines", nil, free), "Uuid")
-		if !accHas(keys, u1) || !accHas(keys, u2) {
+		if !slices.Contains(keys, u1) || !slices.Contains(keys, u2) {
 			t.Fatalf("free user sees %v", keys)
 		}
 		s.Must(200, "GET", "/machines/"+u2, nil, free)
@@ -284,7 +285,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		r := s.Do("POST", "/tenants", map[string]any{"Name": "n-t2", "Users": []string{"n-in"}, "Members": map[string][]string{}}, admin())
 		wantDRPError(t, r, 422, "", "n-in")
 		s.Must(201, "POST", "/tenants", map[string]any{"Name": "n-t3", "Users": []string{}, "Members": map[string][]string{}}, admin())
-		s.Must(422, "PATCH", "/tenants/n-t3", accPatch("replace", "/Users", []string{"n-in"}), admin())
+		s.Must(422, "PATCH", "/tenants/n-t3", jsonPatch("replace", "/Users", []string{"n-in"}), admin())
 	})
 	t.Run("missing user", func(t *testing.T) {
 		s := s.On(t)
@@ -300,20 +301,20 @@ func accessTenants(t *testing.T, s *tserver) {
 		var m struct{ Uuid string }
 		s.Must(201, "POST", "/machines", map[string]any{"Name": "n-m3"}, in).JSON(t, &m)
 		s.Must(200, "GET", "/machines/"+m.Uuid, nil, in)
-		s.Must(200, "PATCH", "/machines/"+m.Uuid, accPatch("replace", "/Description", "mine"), inTok)
+		s.Must(200, "PATCH", "/machines/"+m.Uuid, jsonPatch("replace", "/Description", "mine"), inTok)
 		keys := accKeys(t, s.Must(200, "GET", "/machines", nil, inTok), "Uuid")
-		if len(keys) != 2 || !accHas(keys, m.Uuid) {
+		if len(keys) != 2 || !slices.Contains(keys, m.Uuid) {
 			t.Fatalf("after create the tenant user sees %v", keys)
 		}
 		var tn struct{ Members map[string][]string }
 		s.Must(200, "GET", "/tenants/n-t1", nil, admin()).JSON(t, &tn)
-		if !accHas(tn.Members["machines"], m.Uuid) {
+		if !slices.Contains(tn.Members["machines"], m.Uuid) {
 			t.Fatalf("tenant members %v", tn.Members)
 		}
 	})
 	t.Run("membership change applies at once", func(t *testing.T) {
 		s := s.On(t)
-		s.Must(200, "PATCH", "/tenants/n-t1", accPatch("add", "/Members/machines/-", u2), admin())
+		s.Must(200, "PATCH", "/tenants/n-t1", jsonPatch("add", "/Members/machines/-", u2), admin())
 		s.Must(200, "GET", "/machines/"+u2, nil, inTok)
 		s.Must(201, "POST", "/tenants", map[string]any{"Name": "n-t6", "Users": []string{"n-in2"},
 			"Members": map[string][]string{"machines": {}}}, admin())
@@ -335,7 +336,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		s.Must(201, "POST", "/tasks", map[string]any{"Name": "n-task"}, admin())
 		s.Must(201, "POST", "/stages", map[string]any{"Name": "n-stage", "Tasks": []string{"n-task"}}, admin())
 		s.Must(201, "POST", "/workflows", map[string]any{"Name": "n-wf", "Stages": []string{"n-stage"}}, admin())
-		hidden := s.accMachine("n-m5", map[string]any{"Workflow": "n-wf"})
+		hidden := s.AddMachine("n-m5", map[string]any{"Workflow": "n-wf"})
 		var job struct{ Uuid string }
 		for i := 0; i < 5 && job.Uuid == ""; i++ {
 			if r := s.Do("POST", "/jobs", map[string]any{"Machine": hidden}, admin()); r.Status == 201 {
@@ -348,23 +349,23 @@ func accessTenants(t *testing.T, s *tserver) {
 		// Tenant visibility comes before roles: 404 with or without a jobs role.
 		s.Must(404, "GET", "/jobs/"+job.Uuid, nil, inTok)
 		s.AddRole("n-jobs", [3]string{"jobs", "*", "*"})
-		s.Must(200, "PATCH", "/users/n-in", accPatch("replace", "/Roles", []string{"n-role", "n-jobs"}), admin())
+		s.Must(200, "PATCH", "/users/n-in", jsonPatch("replace", "/Roles", []string{"n-role", "n-jobs"}), admin())
 		s.Must(404, "GET", "/jobs/"+job.Uuid, nil, inTok)
 		s.Must(404, "GET", "/jobs/"+job.Uuid+"/log", nil, inTok)
-		s.Must(404, "PATCH", "/jobs/"+job.Uuid, accPatch("replace", "/State", "failed"), inTok)
+		s.Must(404, "PATCH", "/jobs/"+job.Uuid, jsonPatch("replace", "/State", "failed"), inTok)
 		s.Must(422, "POST", "/jobs", map[string]any{"Machine": hidden}, inTok)
-		if keys := accKeys(t, s.Must(200, "GET", "/jobs", nil, inTok), "Uuid"); accHas(keys, job.Uuid) {
+		if keys := accKeys(t, s.Must(200, "GET", "/jobs", nil, inTok), "Uuid"); slices.Contains(keys, job.Uuid) {
 			t.Fatalf("tenant user lists the job of a hidden machine: %v", keys)
 		}
 		if got := s.Must(200, "HEAD", "/jobs", nil, inTok).Header.Get("X-DRP-LIST-TOTAL-COUNT"); got != "0" {
 			t.Fatalf("tenant user counts %s jobs", got)
 		}
-		s.Must(200, "PATCH", "/users/n-free", accPatch("replace", "/Roles", []string{"n-role", "n-jobs"}), admin())
+		s.Must(200, "PATCH", "/users/n-free", jsonPatch("replace", "/Roles", []string{"n-role", "n-jobs"}), admin())
 		s.Must(200, "GET", "/jobs/"+job.Uuid, nil, free)
 		// A job of the tenant's own machine is visible.
-		s.Must(200, "PATCH", "/tenants/n-t1", accPatch("add", "/Members/machines/-", hidden), admin())
+		s.Must(200, "PATCH", "/tenants/n-t1", jsonPatch("add", "/Members/machines/-", hidden), admin())
 		s.Must(200, "GET", "/jobs/"+job.Uuid, nil, inTok)
-		if keys := accKeys(t, s.Must(200, "GET", "/jobs", nil, inTok), "Uuid"); !accHas(keys, job.Uuid) {
+		if keys := accKeys(t, s.Must(200, "GET", "/jobs", nil, inTok), "Uuid"); !slices.Contains(keys, job.Uuid) {
 			t.Fatalf("tenant user does not list the job of its machine: %v", keys)
 		}
 	})

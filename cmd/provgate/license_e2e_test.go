@@ -81,11 +81,11 @@ var accGatedWrites = []struct {
 	msg                string
 }{
 	{"role create", "POST", "/roles", map[string]any{"Name": "g-r", "Claims": []any{}}, "roles create is a licensed enterprise feature"},
-	{"role patch", "PATCH", "/roles/superuser", accPatch("replace", "/Description", "x"), "is a licensed enterprise feature"},
+	{"role patch", "PATCH", "/roles/superuser", jsonPatch("replace", "/Description", "x"), "is a licensed enterprise feature"},
 	{"role put", "PUT", "/roles/superuser", map[string]any{"Name": "superuser", "Claims": []map[string]string{{"scope": "*", "action": "*", "specific": "*"}}}, "roles update is a licensed enterprise feature"},
 	{"role delete", "DELETE", "/roles/superuser", nil, "roles delete is a licensed enterprise feature"},
 	{"tenant create", "POST", "/tenants", map[string]any{"Name": "g-t", "Users": []string{}, "Members": map[string]any{}}, "tenants create is a licensed enterprise feature"},
-	{"tenant patch", "PATCH", "/tenants/g-t", accPatch("replace", "/Description", "x"), "is a licensed enterprise feature"},
+	{"tenant patch", "PATCH", "/tenants/g-t", jsonPatch("replace", "/Description", "x"), "is a licensed enterprise feature"},
 	{"tenant delete", "DELETE", "/tenants/g-t", nil, "tenants delete is a licensed enterprise feature"},
 }
 
@@ -169,7 +169,7 @@ func TestE2EAccessLicense(t *testing.T) {
 				}
 				s.Must(201, "POST", "/roles", map[string]any{"Name": "g-r", "Claims": []any{}}, admin())
 				s.Must(201, "POST", "/tenants", map[string]any{"Name": "g-t", "Users": []string{}, "Members": map[string]any{}}, admin())
-				s.Must(200, "PATCH", "/tenants/g-t", accPatch("replace", "/Description", "x"), admin())
+				s.Must(200, "PATCH", "/tenants/g-t", jsonPatch("replace", "/Description", "x"), admin())
 				s.Must(200, "DELETE", "/tenants/g-t", nil, admin())
 				s.Must(200, "DELETE", "/roles/g-r", nil, admin())
 				// A bad document afterwards leaves the good one in place.

@@ -89,7 +89,7 @@ func penKeys(t *testing.T, s *tserver) {
 	})
 	t.Run("patch", func(t *testing.T) {
 		s := s.On(t)
-		s.Must(200, "PATCH", "/params/sec/pw%2F", accPatch("replace", "/Description", "patched"), tu)
+		s.Must(200, "PATCH", "/params/sec/pw%2F", jsonPatch("replace", "/Description", "patched"), tu)
 		if d := penGet(t, s, "/params/sec/pw")["Description"]; d != "hidden-desc" {
 			t.Fatalf("hidden param patched: Description %v", d)
 		}
@@ -99,7 +99,7 @@ func penKeys(t *testing.T, s *tserver) {
 	})
 	t.Run("meta", func(t *testing.T) {
 		s := s.On(t)
-		s.Must(200, "PATCH", "/meta/params/sec/pw%2F", accPatch("add", "/color", "red"), tu)
+		s.Must(200, "PATCH", "/meta/params/sec/pw%2F", jsonPatch("add", "/color", "red"), tu)
 		if m := s.Must(200, "GET", "/meta/params/sec/pw", nil, admin()).Map(t); m["color"] != nil {
 			t.Fatalf("hidden param's meta patched: %v", m)
 		}
@@ -109,7 +109,7 @@ func penKeys(t *testing.T, s *tserver) {
 	})
 	t.Run("machine params", func(t *testing.T) {
 		s := s.On(t)
-		u := s.accMachine("pen3-m", map[string]any{"Params": map[string]any{"pub": "keep-me"}})
+		u := s.AddMachine("pen3-m", map[string]any{"Params": map[string]any{"pub": "keep-me"}})
 		s.Must(200, "POST", "/machines/"+u+"/params/pub%2F", `"new"`, tu)
 		r := s.Do("DELETE", "/machines/"+u+"/params/pub%2F", nil, tu)
 		if r.Status != 200 {
@@ -150,7 +150,7 @@ func penPatchOps(n int) []byte {
 // Finding 8: a patch's size is bounded (413 naming the limit), a large one
 // is refused at once, and one decision log line stays small.
 func penPatchSize(t *testing.T, s *tserver, decisions string) {
-	u := s.accMachine("pen8-m", nil)
+	u := s.AddMachine("pen8-m", nil)
 	t.Run("limit", func(t *testing.T) {
 		s := s.On(t)
 		r := s.Do("PATCH", "/machines/"+u, penPatchOps(1001), admin())
@@ -398,8 +398,8 @@ func penCreate(t *testing.T, s *tserver) {
 // Finding 16: a hidden object answers exactly as a missing one, whatever
 // key form names it and whatever the body holds.
 func penHidden(t *testing.T, s *tserver) {
-	seen := s.accMachine("pen16-m1", nil)
-	hidden := s.accMachine("pen16-m2", nil)
+	seen := s.AddMachine("pen16-m1", nil)
+	hidden := s.AddMachine("pen16-m2", nil)
 	tu := penTenantUser(t, s, "pen16-u", map[string][]string{"machines": {seen}}, [3]string{"machines", "*", "*"})
 	const missing = "4f7e9a10-5c2b-4d3e-8f1a-2b3c4d5e6f70"
 	cases := []struct {
@@ -476,12 +476,12 @@ func penStartPoll(t *testing.T, s *tserver, path, etag, authz string) <-chan rep
 func penLongPoll(t *testing.T, s *tserver) {
 	t.Run("removed from the tenant", func(t *testing.T) {
 		s := s.On(t)
-		u := s.accMachine("pen17-m1", nil)
+		u := s.AddMachine("pen17-m1", nil)
 		tu := penTenantUser(t, s, "pen17-u", map[string][]string{"machines": {u}}, [3]string{"machines", "get", "*"})
 		etag := s.Must(200, "HEAD", "/machines/"+u, nil, tu).Header.Get("ETag")
 		ch := penStartPoll(t, s, "/machines/"+u, etag, tu)
-		s.Must(200, "PATCH", "/tenants/pen17-u-tenant", accPatch("replace", "/Members/machines", []string{}), admin())
-		s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "after"), admin())
+		s.Must(200, "PATCH", "/tenants/pen17-u-tenant", jsonPatch("replace", "/Members/machines", []string{}), admin())
+		s.Must(200, "PATCH", "/machines/"+u, jsonPatch("replace", "/Description", "after"), admin())
 		r := await(t, ch, 30*time.Second, "long poll").resp
 		if r.Status != 404 || bytes.Contains(r.Body, []byte("after")) {
 			t.Fatalf("long poll after losing the tenant: %s, want 404", r)
@@ -492,12 +492,12 @@ func penLongPoll(t *testing.T, s *tserver) {
 	})
 	t.Run("role taken away", func(t *testing.T) {
 		s := s.On(t)
-		u := s.accMachine("pen17-m2", nil)
+		u := s.AddMachine("pen17-m2", nil)
 		ru := penUser(t, s, "pen17-r", [3]string{"machines", "get", "*"})
 		etag := s.Must(200, "HEAD", "/machines/Name:pen17-m2", nil, ru).Header.Get("ETag")
 		ch := penStartPoll(t, s, "/machines/Name:pen17-m2", etag, ru)
-		s.Must(200, "PATCH", "/users/pen17-r", accPatch("replace", "/Roles", []string{}), admin())
-		s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "after"), admin())
+		s.Must(200, "PATCH", "/users/pen17-r", jsonPatch("replace", "/Roles", []string{}), admin())
+		s.Must(200, "PATCH", "/machines/"+u, jsonPatch("replace", "/Description", "after"), admin())
 		r := await(t, ch, 30*time.Second, "long poll").resp
 		if r.Status != 404 || bytes.Contains(r.Body, []byte("after")) {
 			t.Fatalf("long poll after losing the role: %s, want 404", r)
@@ -508,11 +508,11 @@ func penLongPoll(t *testing.T, s *tserver) {
 	})
 	t.Run("still allowed", func(t *testing.T) {
 		s := s.On(t)
-		u := s.accMachine("pen17-m3", nil)
+		u := s.AddMachine("pen17-m3", nil)
 		ru := penUser(t, s, "pen17-ok", [3]string{"machines", "get", "*"})
 		etag := s.Must(200, "HEAD", "/machines/"+u, nil, ru).Header.Get("ETag")
 		ch := penStartPoll(t, s, "/machines/"+u, etag, ru)
-		s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "after"), admin())
+		s.Must(200, "PATCH", "/machines/"+u, jsonPatch("replace", "/Description", "after"), admin())
 		if r := await(t, ch, 30*time.Second, "long poll").resp; r.Status != 200 || r.Map(t)["Description"] != "after" {
 			t.Fatalf("long poll: %s", r)
 		}
@@ -533,12 +533,12 @@ func penKeysOf(t *testing.T, r resp) []string {
 // Finding 19: a write reply shows only what the caller may get; test ops
 // (and copy, which reads too) need get.
 func penReplies(t *testing.T, s *tserver) {
-	u := s.accMachine("pen19-m", map[string]any{"Description": "old", "Params": map[string]any{"secret": "s3cr3t-value", "pub": 1},
+	u := s.AddMachine("pen19-m", map[string]any{"Description": "old", "Params": map[string]any{"secret": "s3cr3t-value", "pub": 1},
 		"Meta": map[string]any{"owner": "alice"}})
 	w := penUser(t, s, "pen19-w", [3]string{"machines", "update:/Description,update:/Params/pub,update:/Meta/color", "*"})
 	t.Run("patch reply", func(t *testing.T) {
 		s := s.On(t)
-		r := s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "new"), w)
+		r := s.Must(200, "PATCH", "/machines/"+u, jsonPatch("replace", "/Description", "new"), w)
 		if got := penKeysOf(t, r); strings.Join(got, ",") != "Description,Uuid" {
 			t.Fatalf("PATCH reply without get has %v: %s", got, r.Body)
 		}
@@ -569,7 +569,7 @@ func penReplies(t *testing.T, s *tserver) {
 	})
 	t.Run("params replies", func(t *testing.T) {
 		s := s.On(t)
-		r := s.Must(200, "PATCH", "/machines/"+u+"/params", accPatch("replace", "/pub", 2), w)
+		r := s.Must(200, "PATCH", "/machines/"+u+"/params", jsonPatch("replace", "/pub", 2), w)
 		if got := penKeysOf(t, r); strings.Join(got, ",") != "pub" || bytes.Contains(r.Body, []byte("s3cr3t")) {
 			t.Fatalf("params PATCH reply without get: %s", r.Body)
 		}
@@ -582,7 +582,7 @@ func penReplies(t *testing.T, s *tserver) {
 	})
 	t.Run("meta reply", func(t *testing.T) {
 		s := s.On(t)
-		r := s.Must(200, "PATCH", "/meta/machines/"+u, accPatch("add", "/color", "red"), w)
+		r := s.Must(200, "PATCH", "/meta/machines/"+u, jsonPatch("add", "/color", "red"), w)
 		if got := penKeysOf(t, r); strings.Join(got, ",") != "color" {
 			t.Fatalf("meta PATCH reply without get: %s", r.Body)
 		}
@@ -590,14 +590,14 @@ func penReplies(t *testing.T, s *tserver) {
 	t.Run("with get the whole object", func(t *testing.T) {
 		s := s.On(t)
 		g := penUser(t, s, "pen19-g", [3]string{"machines", "get,update:/Description", "*"})
-		r := s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "seen"), g)
+		r := s.Must(200, "PATCH", "/machines/"+u, jsonPatch("replace", "/Description", "seen"), g)
 		if m := r.Map(t); m["Name"] != "pen19-m" || m["Params"] == nil {
 			t.Fatalf("PATCH reply with get %s", r.Body)
 		}
 	})
 	t.Run("delete reply", func(t *testing.T) {
 		s := s.On(t)
-		d := s.accMachine("pen19-d", map[string]any{"Description": "gone"})
+		d := s.AddMachine("pen19-d", map[string]any{"Description": "gone"})
 		del := penUser(t, s, "pen19-del", [3]string{"machines", "delete", "*"})
 		r := s.Must(200, "DELETE", "/machines/"+d, nil, del)
 		if got := penKeysOf(t, r); strings.Join(got, ",") != "Uuid" {
@@ -610,8 +610,8 @@ func penReplies(t *testing.T, s *tserver) {
 // machines claims a PATCH of the same fields needs, and names only
 // profiles and workflows the caller can see.
 func penPools(t *testing.T, s *tserver) {
-	m1 := s.accMachine("pen21-m1", map[string]any{"Pool": "pen21-p"})
-	m2 := s.accMachine("pen21-m2", map[string]any{"Pool": "pen21-p"})
+	m1 := s.AddMachine("pen21-m1", map[string]any{"Pool": "pen21-p"})
+	m2 := s.AddMachine("pen21-m2", map[string]any{"Pool": "pen21-p"})
 	s.Must(201, "POST", "/pools", map[string]any{"Id": "pen21-p"}, admin())
 	s.Must(201, "POST", "/profiles", map[string]any{"Name": "pen21-prof"}, admin())
 	mkWorkflow(t, s, "pen21-wf", "pen21-task")
@@ -664,7 +664,7 @@ func penPools(t *testing.T, s *tserver) {
 		}
 		// The pool's own groups were authorized when the pool was
 		// written: they need no machines claim.
-		s.Must(200, "PATCH", "/pools/pen21-p", accPatch("add", "/ReleaseActions", map[string]any{"AddParameters": map[string]any{"released": true}}), admin())
+		s.Must(200, "PATCH", "/pools/pen21-p", jsonPatch("add", "/ReleaseActions", map[string]any{"AddParameters": map[string]any{"released": true}}), admin())
 		s.Must(200, "POST", "/pools/pen21-p/releaseMachines", map[string]any{"pool/machine-list": []string{"Name:pen21-m1"}}, op)
 		if m := getMachine(t, s, m1); m.PoolAllocated || m.Params["released"] != true {
 			t.Fatalf("released machine %+v", m)

@@ -143,7 +143,7 @@ func penSetup(t *testing.T, s *tserver) penFixture {
 	s.Must(201, "POST", "/workflows", map[string]any{"Name": "pen-wf-hidden", "Stages": []string{"pen-stage-open"}}, admin())
 	s.Must(201, "POST", "/pools", map[string]any{"Id": "pen-pool"}, admin())
 	s.Must(201, "POST", "/pools", map[string]any{"Id": "pen-pool-hidden"}, admin())
-	victim := s.accMachine("pen-victim", map[string]any{"Pool": "pen-pool-hidden", "Params": map[string]any{"pen/token": "victim-value"}})
+	victim := s.AddMachine("pen-victim", map[string]any{"Pool": "pen-pool-hidden", "Params": map[string]any{"pen/token": "victim-value"}})
 
 	s.AddRole("pen-role",
 		[3]string{"machines", "*", "*"},
@@ -193,7 +193,7 @@ func penSameRefusal(t *testing.T, hidden, missing resp, hiddenName, missingName 
 
 func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 	mine := "/machines/" + p.visible
-	patch := func(path string, v any) resp { return s.Do("PATCH", mine, accPatch("replace", path, v), p.user) }
+	patch := func(path string, v any) resp { return s.Do("PATCH", mine, jsonPatch("replace", path, v), p.user) }
 	// Creating a machine names references too: every kind gives the same
 	// answer for a hidden object and a missing one. A fixed Uuid keeps the
 	// messages' key prefix equal.
@@ -227,9 +227,9 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 			{"op": "replace", "path": "/BootEnv", "value": "pen-benv-open"},
 			{"op": "replace", "path": "/Pool", "value": "pen-pool"},
 		}, p.user)
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Pool", "default"), p.user)
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Workflow", "pen-wf"), p.user)
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Workflow", ""), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Pool", "default"), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Workflow", "pen-wf"), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Workflow", ""), p.user)
 	})
 	t.Run("pool_operation_body", func(t *testing.T) {
 		s := s.On(t)
@@ -281,9 +281,9 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		// And on update: the tenant user's own profile cannot nest a hidden one.
 		s.Must(201, "POST", "/profiles", map[string]any{"Name": "pen-p2"}, p.user)
 		penSameRefusal(t,
-			s.Do("PATCH", "/profiles/pen-p2", accPatch("replace", "/Profiles", []string{"pen-secret"}), p.user),
-			s.Do("PATCH", "/profiles/pen-p2", accPatch("replace", "/Profiles", []string{"pen-noprof"}), p.user), "pen-secret", "pen-noprof")
-		s.Must(200, "PATCH", "/profiles/pen-p2", accPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
+			s.Do("PATCH", "/profiles/pen-p2", jsonPatch("replace", "/Profiles", []string{"pen-secret"}), p.user),
+			s.Do("PATCH", "/profiles/pen-p2", jsonPatch("replace", "/Profiles", []string{"pen-noprof"}), p.user), "pen-secret", "pen-noprof")
+		s.Must(200, "PATCH", "/profiles/pen-p2", jsonPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
 	})
 	t.Run("hidden_param_definition_is_absent", func(t *testing.T) {
 		s := s.On(t)
@@ -303,11 +303,11 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 	})
 	t.Run("admin_reference_does_not_block_the_owner", func(t *testing.T) {
 		s := s.On(t)
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Profiles", []string{"pen-open", "pen-secret"}), admin())
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Description", "still mine"), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Profiles", []string{"pen-open", "pen-secret"}), admin())
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Description", "still mine"), p.user)
 		// Removing it is a change the owner may make; adding it back is not.
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
-		s.Must(422, "PATCH", mine, accPatch("replace", "/Profiles", []string{"pen-open", "pen-secret"}), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
+		s.Must(422, "PATCH", mine, jsonPatch("replace", "/Profiles", []string{"pen-open", "pen-secret"}), p.user)
 	})
 }
 
@@ -373,11 +373,11 @@ func penSealedValues(t *testing.T, s *tserver, p penFixture) {
 		}
 		// Each aggregated value opens with its own object's binding.
 		s.Must(200, "DELETE", mine+"/params/pen/token", nil, p.user)
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
 		if r := s.Must(200, "GET", mine+"/params/pen/token?aggregate=true&decode=true", nil, p.user); string(r.Body) != `"open-value"` {
 			t.Fatalf("aggregated profile value: %s", r.Body)
 		}
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Profiles", []string{}), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Profiles", []string{}), p.user)
 	})
 }
 
@@ -385,10 +385,10 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 	rc := newReceiver(t)
 	mkPlugin(t, s, "pen-jobfail", map[string]any{"jobfail": map[string]any{"Url": rc.URL + "/jobfail", "Decode": true}}, nil)
 	mkWorkflow(t, s, "pen-jwf", "pen-jtask")
-	s.Must(200, "PATCH", "/tenants/pen-t", accPatch("add", "/Members/workflows/-", "pen-jwf"), admin())
+	s.Must(200, "PATCH", "/tenants/pen-t", jsonPatch("add", "/Members/workflows/-", "pen-jwf"), admin())
 	var own struct{ Uuid string }
 	s.Must(201, "POST", "/machines", map[string]any{"Name": "pen-jobs-mine", "Workflow": "pen-jwf"}, p.user).JSON(t, &own)
-	other := s.accMachine("pen-jobs-other", map[string]any{"Workflow": "pen-jwf"})
+	other := s.AddMachine("pen-jobs-other", map[string]any{"Workflow": "pen-jwf"})
 	ownJob := ""
 	for i := 0; i < 5 && ownJob == ""; i++ {
 		if r := s.Do("POST", "/jobs", map[string]any{"Machine": own.Uuid}, p.user); r.Status == 201 {
@@ -427,14 +427,14 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 			}
 		}
 		// The Uuid is the job's key: changing it is DRP's key-change refusal.
-		if r := s.Do("PATCH", job, accPatch("replace", "/Uuid", "0b3a1c7e-1111-4222-8333-444455556666"), admin()); r.Status != 400 {
+		if r := s.Do("PATCH", job, jsonPatch("replace", "/Uuid", "0b3a1c7e-1111-4222-8333-444455556666"), admin()); r.Status != 400 {
 			t.Fatalf("Uuid change: %s", r)
 		}
 	})
 	t.Run("jobfail_goes_only_to_the_own_machine", func(t *testing.T) {
 		s := s.On(t)
-		s.Must(200, "PATCH", job, accPatch("replace", "/State", "running"), p.user)
-		s.Must(200, "PATCH", job, accPatch("replace", "/State", "failed"), p.user)
+		s.Must(200, "PATCH", job, jsonPatch("replace", "/State", "running"), p.user)
+		s.Must(200, "PATCH", job, jsonPatch("replace", "/State", "failed"), p.user)
 		rc.waitFor(t, "/jobfail", 1, 15*time.Second)
 		time.Sleep(1500 * time.Millisecond)
 		hits := rc.on("/jobfail")
@@ -455,8 +455,8 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 		s := s.On(t)
 		// A user whose job rights name one machine acts on that machine's
 		// jobs only, whatever the route.
-		mine := s.accMachine("pen-jobs-a", map[string]any{"Workflow": "pen-jwf"})
-		theirs := s.accMachine("pen-jobs-b", map[string]any{"Workflow": "pen-jwf"})
+		mine := s.AddMachine("pen-jobs-a", map[string]any{"Workflow": "pen-jwf"})
+		theirs := s.AddMachine("pen-jobs-b", map[string]any{"Workflow": "pen-jwf"})
 		s.AddRole("pen-jobs-role", [3]string{"jobs", "*", mine}, [3]string{"machines", "get,list", "*"})
 		s.AddUser("pen-j", "pen-j-pw", "pen-jobs-role")
 		j := basic("pen-j", "pen-j-pw")
@@ -473,12 +473,12 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 			cur["ExitState"] = "stop"
 			return []call{
 				{"GET", "/jobs/" + id, nil, nil},
-				{"PATCH", "/jobs/" + id, accPatch("replace", "/ExitState", "complete"), nil},
+				{"PATCH", "/jobs/" + id, jsonPatch("replace", "/ExitState", "complete"), nil},
 				{"PUT", "/jobs/" + id, cur, nil},
 				{"PUT", "/jobs/" + id + "/log", "log line\n", []string{"Content-Type", "application/octet-stream"}},
 				{"GET", "/jobs/" + id + "/log", nil, nil},
 				{"GET", "/jobs/" + id + "/actions", nil, nil},
-				{"PATCH", "/meta/jobs/" + id, accPatch("add", "/color", "red"), nil},
+				{"PATCH", "/meta/jobs/" + id, jsonPatch("add", "/color", "red"), nil},
 			}
 		}
 		for _, c := range calls(theirJob) {
@@ -495,7 +495,7 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 			}
 		}
 		// Moving its own job to the other machine is refused as for anyone.
-		if r := s.Do("PATCH", "/jobs/"+mineJob, accPatch("replace", "/Machine", theirs), j); r.Status != 422 {
+		if r := s.Do("PATCH", "/jobs/"+mineJob, jsonPatch("replace", "/Machine", theirs), j); r.Status != 422 {
 			t.Fatalf("move to another machine: %s", r)
 		}
 	})
@@ -515,7 +515,7 @@ func penMessages(t *testing.T, s *tserver, p penFixture) {
 		// The admin sees the machine and is told which one it is.
 		wantDRPError(t, s.Do("POST", "/machines", map[string]any{"Name": "pen-victim"}, admin()), 422, "", p.victim)
 		// A rename onto a hidden machine's name is answered the same way.
-		r = s.Do("PATCH", "/machines/"+p.visible, accPatch("replace", "/Name", "pen-victim"), p.user)
+		r = s.Do("PATCH", "/machines/"+p.visible, jsonPatch("replace", "/Name", "pen-victim"), p.user)
 		if r.Status != 422 || strings.Contains(string(r.Body), p.victim) {
 			t.Fatalf("rename: %s", r)
 		}
@@ -523,8 +523,8 @@ func penMessages(t *testing.T, s *tserver, p penFixture) {
 	t.Run("in_use", func(t *testing.T) {
 		s := s.On(t)
 		s.Must(201, "POST", "/profiles", map[string]any{"Name": "pen-shared"}, p.user)
-		s.Must(200, "PATCH", "/machines/"+p.victim, accPatch("replace", "/Profiles", []string{"pen-shared"}), admin())
-		s.Must(200, "PATCH", "/machines/"+p.visible, accPatch("replace", "/Profiles", []string{"pen-shared"}), p.user)
+		s.Must(200, "PATCH", "/machines/"+p.victim, jsonPatch("replace", "/Profiles", []string{"pen-shared"}), admin())
+		s.Must(200, "PATCH", "/machines/"+p.visible, jsonPatch("replace", "/Profiles", []string{"pen-shared"}), p.user)
 		r := s.Do("DELETE", "/profiles/pen-shared", nil, p.user)
 		wantDRPError(t, r, 409, "StillInUseError", "")
 		for _, leak := range []string{"pen-victim", p.victim} {
@@ -538,8 +538,8 @@ func penMessages(t *testing.T, s *tserver, p penFixture) {
 		r = s.Do("DELETE", "/profiles/pen-shared", nil, admin())
 		wantDRPError(t, r, 409, "", "In use by Machine pen-victim")
 		wantDRPError(t, r, 409, "", "In use by Machine pen-mine")
-		s.Must(200, "PATCH", "/machines/"+p.victim, accPatch("replace", "/Profiles", []string{}), admin())
-		s.Must(200, "PATCH", "/machines/"+p.visible, accPatch("replace", "/Profiles", []string{}), p.user)
+		s.Must(200, "PATCH", "/machines/"+p.victim, jsonPatch("replace", "/Profiles", []string{}), admin())
+		s.Must(200, "PATCH", "/machines/"+p.visible, jsonPatch("replace", "/Profiles", []string{}), p.user)
 		s.Must(200, "DELETE", "/profiles/pen-shared", nil, p.user)
 	})
 }

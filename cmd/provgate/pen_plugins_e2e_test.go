@@ -62,8 +62,8 @@ func penAttemptsOf(t *testing.T, s *tserver, plugin, query, authz string) []map[
 func penPostedEvents(t *testing.T, s *tserver) {
 	rc := newReceiver(t)
 	mkPlugin(t, s, "pen6-cb", map[string]any{"jobfail": map[string]any{"Url": rc.URL + "/jobfail"}}, nil)
-	victim := mkMachine(t, s, "pen6-victim", nil)
-	own := mkMachine(t, s, "pen6-own", nil)
+	victim := s.On(t).AddMachine("pen6-victim", nil)
+	own := s.On(t).AddMachine("pen6-own", nil)
 	s.AddRole("pen6-role", [3]string{"events", "post", "*"}, [3]string{"machines", "get,list", "*"})
 	s.AddUser("pen6-att", "pen6-att-pw", "pen6-role")
 	s.Must(201, "POST", "/tenants", map[string]any{"Name": "pen6-t", "Users": []string{"pen6-att"},
@@ -145,7 +145,7 @@ func penParamExpand(t *testing.T, s *tserver, script, ran string) {
 	}
 	// Control: ParamExpand still renders a param that uses ordinary
 	// functions.
-	ok := mkMachine(t, s, "pen10-ok", map[string]any{"Params": map[string]any{"x": "{{.Machine.Name}}"}})
+	ok := s.On(t).AddMachine("pen10-ok", map[string]any{"Params": map[string]any{"x": "{{.Machine.Name}}"}})
 	s.Must(200, "POST", "/machines/"+ok+"/actions/callbackDo?plugin=pen10-cb", map[string]any{"callback/action": "pe"}, admin())
 	if hits := rc.on("/pe/pen10-ok"); len(hits) != 1 {
 		t.Fatalf("ParamExpand control: %d requests to /pe/pen10-ok", len(hits))
@@ -154,7 +154,7 @@ func penParamExpand(t *testing.T, s *tserver, script, ran string) {
 	for i, tmpl := range []string{`{{.GetAuthString "a"}}`, `{{GetAuthString "a"}}`, `{{with .}}{{.GetAuthString "a"}}{{end}}`} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			_ = os.Remove(ran)
-			m := mkMachine(t, s, fmt.Sprintf("pen10-m%d", i), map[string]any{"Params": map[string]any{"x": tmpl}})
+			m := s.On(t).AddMachine(fmt.Sprintf("pen10-m%d", i), map[string]any{"Params": map[string]any{"x": tmpl}})
 			before := rc.count()
 			r := runCallback(s, m, "pen10-cb", map[string]any{"callback/action": "pe"})
 			e := wantDRPError(t, r, 409, "", "")
@@ -182,8 +182,8 @@ func penParamExpand(t *testing.T, s *tserver, script, ran string) {
 func penAttempts(t *testing.T, s *tserver) {
 	rc := newReceiver(t)
 	mkPlugin(t, s, "pen12-cb", map[string]any{"hook": map[string]any{"Url": rc.URL + "/hook12"}}, nil)
-	seen := mkMachine(t, s, "pen12-seen", nil)
-	hidden := mkMachine(t, s, "pen12-hidden", nil)
+	seen := s.On(t).AddMachine("pen12-seen", nil)
+	hidden := s.On(t).AddMachine("pen12-hidden", nil)
 	s.AddRole("pen12-role", [3]string{"plugins", "get,list", "*"}, [3]string{"machines", "get,list", "*"})
 	s.AddUser("pen12-u", "pen12-u-pw", "pen12-role")
 	s.Must(201, "POST", "/tenants", map[string]any{"Name": "pen12-t", "Users": []string{"pen12-u"},
@@ -253,7 +253,7 @@ func penCallbackSecrets(t *testing.T, s *tserver) {
 	t.Cleanup(echo.Close)
 
 	s.Must(201, "POST", "/params", map[string]any{"Name": "pen18/sec", "Secure": true, "Schema": map[string]any{"type": "string"}}, admin())
-	m := mkMachine(t, s, "pen18-m", nil)
+	m := s.On(t).AddMachine("pen18-m", nil)
 	s.Must(200, "PUT", "/machines/"+m+"/params/pen18/sec", `"`+secret+`"`, admin())
 	mkPlugin(t, s, "pen18-cb", map[string]any{
 		"keyed":        map[string]any{"Url": rc.URL + "/keyed", "Headers": map[string]any{"X-Api-Key": apiKey}},
@@ -305,7 +305,7 @@ func penCallbackSecrets(t *testing.T, s *tserver) {
 				t.Fatalf("admin GET %s?decode=true lacks the header value: %s", path, r.Body)
 			}
 		}
-		r := s.Must(200, "PATCH", "/plugins/pen18-cb", accPatch("replace", "/Description", "patched"), writer)
+		r := s.Must(200, "PATCH", "/plugins/pen18-cb", jsonPatch("replace", "/Description", "patched"), writer)
 		noSecret(t, "PATCH reply", r.Body, apiKey, basicPW)
 		// The header is still sent as configured.
 		s.Must(200, "POST", "/machines/"+m+"/actions/callbackDo?plugin=pen18-cb", map[string]any{"callback/action": "keyed"}, admin())
@@ -414,7 +414,7 @@ func penExecPaths(t *testing.T, s *tserver, execDir, outside string) {
 		{"dotdot", execDir + "/../" + filepath.Base(filepath.Dir(outside)) + "/" + filepath.Base(outside)},
 		{"symlink_escape", escape},
 	}
-	m := mkMachine(t, s, "pen20-m", nil)
+	m := s.On(t).AddMachine("pen20-m", nil)
 	var wantErr, wantAction string
 	for i, c := range paths {
 		t.Run(c.name, func(t *testing.T) {
@@ -518,7 +518,7 @@ func penSealOnUpgrade(t *testing.T) {
 			s := startE2EIn(t, db, dir)
 			callbacks := map[string]any{"keyed": map[string]any{"Url": rc.URL + "/keyed", "Headers": map[string]any{"X-Api-Key": apiKey}}}
 			mkPlugin(t, s, "pen18-old", callbacks, nil)
-			m := mkMachine(t, s, "pen18-old-m", nil)
+			m := s.On(t).AddMachine("pen18-old-m", nil)
 			s.Stop()
 
 			// Write what an older server stored: the definition not Secure,

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -32,21 +33,6 @@ type e2eMachine struct {
 	Params           map[string]any
 	Tasks            []string
 	CurrentJob       string
-}
-
-// mkMachine creates a machine with extra fields and returns its UUID.
-func mkMachine(t testing.TB, s *tserver, name string, fields map[string]any) string {
-	t.Helper()
-	body := map[string]any{"Name": name}
-	for k, v := range fields {
-		body[k] = v
-	}
-	var m e2eMachine
-	s.Must(201, "POST", "/machines", body, admin()).JSON(t, &m)
-	if m.Uuid == "" {
-		t.Fatalf("machine %s created without Uuid", name)
-	}
-	return m.Uuid
 }
 
 func getMachine(t testing.TB, s *tserver, key string) e2eMachine {
@@ -175,8 +161,9 @@ func TestE2EPools(t *testing.T) {
 			uuids := map[string]string{}
 			for i := 1; i <= 8; i++ {
 				n := fmt.Sprintf("dm%d", i)
-				uuids[n] = mkMachine(t, s, n, map[string]any{"Pool": "d-src", "Profiles": []string{"gamma"},
+				uuids[n] = s.On(t).AddMachine(n, map[string]any{"Pool": "d-src", "Profiles": []string{"gamma"},
 					"Params": map[string]any{"p": 1, "q": 2, "keep": true}})
+
 			}
 			// drpcli pools manage add d1: the source is d1's ParentPool.
 			pr := poolOp(t, s, admin(), "/pools/d1/addMachines", drpcliBody(1, 1, "", "", nil))
@@ -257,7 +244,7 @@ func TestE2EPools(t *testing.T) {
 			s := s.On(t)
 			s.Must(201, "POST", "/pools", map[string]any{"Id": "tf"}, admin())
 			for i := 0; i < 3; i++ {
-				mkMachine(t, s, fmt.Sprintf("tfm%d", i), map[string]any{"Pool": "tf"})
+				s.On(t).AddMachine(fmt.Sprintf("tfm%d", i), map[string]any{"Pool": "tf"})
 			}
 			pr := poolOp(t, s, admin(), "/pools/tf/allocateMachines", map[string]any{"pool/wait-timeout": "5m"})
 			wantAll(t, "terraform allocate", pr, 1, "InUse", true)
@@ -273,12 +260,12 @@ func TestE2EPools(t *testing.T) {
 
 		t.Run("active_and_status", func(t *testing.T) {
 			s := s.On(t)
-			mkMachine(t, s, "implicit-1", map[string]any{"Pool": "implicit-pool"})
-			mkMachine(t, s, "in-default", nil)
+			s.On(t).AddMachine("implicit-1", map[string]any{"Pool": "implicit-pool"})
+			s.On(t).AddMachine("in-default", nil)
 			var active []string
 			s.Must(200, "GET", "/pools-active", nil, admin()).JSON(t, &active)
 			for _, want := range []string{"default", "d1", "implicit-pool", "tf"} {
-				if !containsStr(active, want) {
+				if !slices.Contains(active, want) {
 					t.Fatalf("pools-active %v lacks %s", active, want)
 				}
 			}
@@ -325,7 +312,7 @@ func TestE2EPools(t *testing.T) {
 			if !found {
 				t.Fatalf("pool list lacks crud: %v", list)
 			}
-			u := mkMachine(t, s, "crud-m", map[string]any{"Pool": "crud"})
+			u := s.On(t).AddMachine("crud-m", map[string]any{"Pool": "crud"})
 			wantDRPError(t, s.Do("DELETE", "/pools/crud", nil, admin()), 409, "", "")
 			pr := poolOp(t, s, admin(), "/pools/crud/removeMachines", drpcliBody(0, 0, "", "",
 				map[string]any{"pool/machine-list": []string{u}}))
@@ -342,13 +329,13 @@ func TestE2EPools(t *testing.T) {
 				"AllocateActions": map[string]any{"Workflow": "wf-alloc", "AddParameters": map[string]any{"owner": "me"}},
 				"ReleaseActions":  map[string]any{"Workflow": "wf-release", "RemoveProfiles": []string{"pa"}, "RemoveParameters": []string{"owner"}},
 			}, admin())
-			u1 := mkMachine(t, s, "ag1", nil)
-			u2 := mkMachine(t, s, "ag2", nil)
+			u1 := s.On(t).AddMachine("ag1", nil)
+			u2 := s.On(t).AddMachine("ag2", nil)
 			pr := poolOp(t, s, admin(), "/pools/ag/addMachines", drpcliBody(0, 0, "", "",
 				map[string]any{"pool/machine-list": []string{u1, u2}}))
 			wantAll(t, "enter", pr, 2, "Joining", false)
 			m := getMachine(t, s, u1)
-			if m.Workflow != "wf-enter" || !containsStr(m.Profiles, "pa") || m.Params["kk"] != float64(1) {
+			if m.Workflow != "wf-enter" || !slices.Contains(m.Profiles, "pa") || m.Params["kk"] != float64(1) {
 				t.Fatalf("enter actions not applied: %+v", m)
 			}
 			wantTasks := []string{"stage:wf-enter-stage", "t-e1", "t-e2"}
@@ -384,7 +371,7 @@ func TestE2EPools(t *testing.T) {
 			// Release: Destroying, profiles and params of the release group.
 			pr = poolOp(t, s, admin(), "/pools/ag/releaseMachines", drpcliBody(1, 1, "", "", nil))
 			wantAll(t, "release", pr, 1, "Destroying", false)
-			if m := getMachine(t, s, u1); m.Workflow != "wf-release" || containsStr(m.Profiles, "pa") || m.Params["owner"] != nil {
+			if m := getMachine(t, s, u1); m.Workflow != "wf-release" || slices.Contains(m.Profiles, "pa") || m.Params["owner"] != nil {
 				t.Fatalf("release actions not applied: %+v", m)
 			}
 			// A released machine cannot be allocated before it is Free.
@@ -399,8 +386,8 @@ func TestE2EPools(t *testing.T) {
 			s := s.On(t)
 			s.Must(201, "POST", "/pools", map[string]any{"Id": "wt",
 				"ReleaseActions": map[string]any{"Workflow": "wf-release"}}, admin())
-			u1 := mkMachine(t, s, "wt1", map[string]any{"Pool": "wt"})
-			u2 := mkMachine(t, s, "wt2", map[string]any{"Pool": "wt"})
+			u1 := s.On(t).AddMachine("wt1", map[string]any{"Pool": "wt"})
+			u2 := s.On(t).AddMachine("wt2", map[string]any{"Pool": "wt"})
 			poolOp(t, s, admin(), "/pools/wt/allocateMachines", drpcliBody(2, 2, "", "", nil))
 
 			// The release waits for the release workflow, run by an agent
@@ -456,7 +443,7 @@ func TestE2EPools(t *testing.T) {
 			s := s.On(t)
 			s.Must(201, "POST", "/pools", map[string]any{"Id": "bad"}, admin())
 			for i := 0; i < 2; i++ {
-				mkMachine(t, s, fmt.Sprintf("bad%d", i), map[string]any{"Pool": "bad"})
+				s.On(t).AddMachine(fmt.Sprintf("bad%d", i), map[string]any{"Pool": "bad"})
 			}
 			snapshot := func() string {
 				return string(s.Must(200, "GET", "/machines?sort=Name", nil, admin()).Body)
@@ -511,17 +498,6 @@ func pr0(t testing.TB, s *tserver, pool, status string) string {
 	return st[status][0].Name
 }
 
-func containsStr(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// The NoFatal helpers run on goroutines other than the test's.
-
 func getMachineNoFatal(s *tserver, key string) *e2eMachine {
 	r, err := s.Send("GET", "/machines/"+key, nil, admin())
 	if err != nil {
@@ -570,9 +546,9 @@ func runWorkflowNoFatal(s *tserver, uuid string) string {
 func TestE2EPoolsTenant(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
-		vis := mkMachine(t, s, "tv1", map[string]any{"Pool": "tp"})
-		hid := mkMachine(t, s, "th1", map[string]any{"Pool": "tp"})
-		hid2 := mkMachine(t, s, "th2", map[string]any{"Pool": "tp"})
+		vis := s.On(t).AddMachine("tv1", map[string]any{"Pool": "tp"})
+		hid := s.On(t).AddMachine("th1", map[string]any{"Pool": "tp"})
+		hid2 := s.On(t).AddMachine("th2", map[string]any{"Pool": "tp"})
 		s.Must(201, "POST", "/pools", map[string]any{"Id": "tp"}, admin())
 		s.AddRole("pool-operator", [3]string{"pools", "*", "*"}, [3]string{"machines", "*", "*"})
 		s.AddUser("tu", "tu-Pa55word!", "pool-operator")
@@ -600,16 +576,16 @@ func TestE2EPoolsTenant(t *testing.T) {
 		})
 		t.Run("status_of_hidden_only_pool", func(t *testing.T) {
 			s := s.On(t)
-			mkMachine(t, s, "th3", map[string]any{"Pool": "hidden-only"})
+			s.On(t).AddMachine("th3", map[string]any{"Pool": "hidden-only"})
 			wantDRPError(t, s.Do("GET", "/pools/hidden-only/status", nil, tu), 404, "", "")
 			// Nor is such a pool listed as active for the tenant user.
 			var active []string
 			s.Must(200, "GET", "/pools-active", nil, tu).JSON(t, &active)
-			if containsStr(active, "hidden-only") || !containsStr(active, "tp") {
+			if slices.Contains(active, "hidden-only") || !slices.Contains(active, "tp") {
 				t.Fatalf("tenant pools-active %v", active)
 			}
 			s.Must(200, "GET", "/pools-active", nil, admin()).JSON(t, &active)
-			if !containsStr(active, "hidden-only") {
+			if !slices.Contains(active, "hidden-only") {
 				t.Fatalf("admin pools-active %v", active)
 			}
 		})

@@ -253,8 +253,8 @@ func replicasEnforce(t *testing.T, reps []*replica, signLicense func() string) {
 	})
 
 	t.Run("tenant", func(t *testing.T) {
-		m1 := mkMachine(t, a.on(t), "x-m1", nil)
-		m2 := mkMachine(t, a.on(t), "x-m2", nil)
+		m1 := a.on(t).On(t).AddMachine("x-m1", nil)
+		m2 := a.on(t).On(t).AddMachine("x-m2", nil)
 		B := b.on(t)
 		B.Must(200, "GET", "/machines/"+m1, nil, bearer(tok))
 		a.on(t).Must(201, "POST", "/tenants", map[string]any{"Name": "x-t", "Users": []string{"x-op"},

@@ -33,8 +33,8 @@ func accessTokens(t *testing.T, s *tserver) {
 	s.AddRole("t-combo", [3]string{"machines", "get", "*"}, [3]string{"pools", "get", "*"})
 	s.AddUser("t-user", "t-user-pw", "t-mach-all")
 	s.AddUser("t-split", "t-split-pw", "t-mach-read", "t-pools")
-	u1 := s.accMachine("t-m1", nil)
-	u2 := s.accMachine("t-m2", nil)
+	u1 := s.AddMachine("t-m1", nil)
+	u2 := s.AddMachine("t-m2", nil)
 	s.Must(201, "POST", "/pools", map[string]any{"Id": "t-p1"}, admin())
 
 	t.Run("ttl", func(t *testing.T) {
@@ -122,7 +122,7 @@ func accessTokens(t *testing.T, s *tserver) {
 		}{
 			{"contained role kept: get", "t-user", "t-user-pw", "t-mach-read", "GET", "/machines/" + u1, nil, 200},
 			{"contained role kept: cannot patch", "t-user", "t-user-pw", "t-mach-read", "PATCH", "/machines/" + u1,
-				accPatch("replace", "/Description", "x"), 403},
+				jsonPatch("replace", "/Description", "x"), 403},
 			{"widening role dropped", "t-user", "t-user-pw", "t-pools", "GET", "/pools/t-p1", nil, 403},
 			{"widening role dropped, kept one works", "t-user", "t-user-pw", "t-pools,t-mach-read", "GET", "/machines", nil, 200},
 			{"widening role dropped with kept one", "t-user", "t-user-pw", "t-pools,t-mach-read", "GET", "/pools", nil, 403},
@@ -285,35 +285,13 @@ func accRawStatus(t *testing.T, s *tserver, authz string) int {
 	return res.StatusCode
 }
 
-// accRenderTokens runs a job for the machine and returns the tokens its task
-// template rendered: GenerateToken then GenerateInfiniteToken.
-func accRenderTokens(t testing.TB, s *tserver, jobID string) (op, inf string) {
-	t.Helper()
-	var acts []struct{ Name, Content string }
-	s.Must(200, "GET", "/jobs/"+jobID+"/actions", nil, admin()).JSON(t, &acts)
-	for _, a := range acts {
-		for _, line := range strings.Split(a.Content, "\n") {
-			if v, ok := strings.CutPrefix(line, "op="); ok {
-				op = v
-			}
-			if v, ok := strings.CutPrefix(line, "inf="); ok {
-				inf = v
-			}
-		}
-	}
-	if op == "" || inf == "" {
-		t.Fatalf("rendered actions hold no tokens: %+v", acts)
-	}
-	return op, inf
-}
-
 func accessMachineTokens(t *testing.T, s *tserver) {
 	s.Must(201, "POST", "/tasks", map[string]any{"Name": "mt-task", "Templates": []map[string]any{
 		{"Name": "tokens", "Path": "", "Contents": "op={{.GenerateToken}}\ninf={{.GenerateInfiniteToken}}\n"}}}, admin())
 	s.Must(201, "POST", "/stages", map[string]any{"Name": "mt-stage", "Tasks": []string{"mt-task"}}, admin())
 	s.Must(201, "POST", "/workflows", map[string]any{"Name": "mt-wf", "Stages": []string{"mt-stage"}}, admin())
-	own := s.accMachine("mt-own", map[string]any{"Workflow": "mt-wf"})
-	other := s.accMachine("mt-other", map[string]any{"Workflow": "mt-wf"})
+	own := s.AddMachine("mt-own", map[string]any{"Workflow": "mt-wf"})
+	other := s.AddMachine("mt-other", map[string]any{"Workflow": "mt-wf"})
 	var job struct{ Uuid, Machine, Task string }
 	// The first answers roll the machine into its stage (204).
 	for i := 0; i < 5 && job.Uuid == ""; i++ {
@@ -326,7 +304,7 @@ func accessMachineTokens(t *testing.T, s *tserver) {
 	if job.Task != "mt-task" {
 		t.Fatalf("job %+v", job)
 	}
-	op, inf := accRenderTokens(t, s, job.Uuid)
+	op, inf := renderTokens(t, s, job.Uuid, admin())
 
 	cases := []struct {
 		name, method, path string
@@ -334,8 +312,8 @@ func accessMachineTokens(t *testing.T, s *tserver) {
 		want               int
 	}{
 		{"get itself", "GET", "/machines/" + own, nil, 200},
-		{"patch itself", "PATCH", "/machines/" + own, accPatch("replace", "/Description", "by token"), 200},
-		{"patch own params", "PATCH", "/machines/" + own, accPatch("add", "/Params/mt-x", 1), 200},
+		{"patch itself", "PATCH", "/machines/" + own, jsonPatch("replace", "/Description", "by token"), 200},
+		{"patch own params", "PATCH", "/machines/" + own, jsonPatch("add", "/Params/mt-x", 1), 200},
 		{"get task", "GET", "/tasks/mt-task", nil, 200},
 		{"get stage", "GET", "/stages/mt-stage", nil, 200},
 		{"get own job", "GET", "/jobs/" + job.Uuid, nil, 200},
@@ -344,7 +322,7 @@ func accessMachineTokens(t *testing.T, s *tserver) {
 		// Another machine is missing to an operations token, as a machine
 		// its tenant hides would be.
 		{"get another machine", "GET", "/machines/" + other, nil, 404},
-		{"patch another machine", "PATCH", "/machines/" + other, accPatch("replace", "/Description", "x"), 404},
+		{"patch another machine", "PATCH", "/machines/" + other, jsonPatch("replace", "/Description", "x"), 404},
 		{"job for another machine", "POST", "/jobs", map[string]any{"Machine": other}, 422},
 		{"list users", "GET", "/users", nil, 403},
 		{"list machines", "GET", "/machines", nil, 403},
@@ -378,23 +356,23 @@ func accessMachineTokens(t *testing.T, s *tserver) {
 	}
 	t.Run("dies when the machine Secret changes", func(t *testing.T) {
 		s := s.On(t)
-		r := s.Must(200, "PATCH", "/machines/"+own, accPatch("replace", "/Secret", "chosen-by-client"), admin())
+		r := s.Must(200, "PATCH", "/machines/"+own, jsonPatch("replace", "/Secret", "chosen-by-client"), admin())
 		if bytes.Contains(r.Body, []byte("chosen-by-client")) {
 			t.Fatalf("Secret echoed: %s", r.Body)
 		}
 		s.Must(403, "GET", "/machines/"+own, nil, bearer(op))
 		s.Must(403, "GET", "/machines/"+own, nil, bearer(inf))
-		op2, inf2 := accRenderTokens(t, s, job.Uuid)
+		op2, inf2 := renderTokens(t, s, job.Uuid, admin())
 		s.Must(200, "GET", "/machines/"+own, nil, bearer(op2))
 		s.Must(200, "GET", "/machines/"+own, nil, bearer(inf2))
 		// Another machine's Secret change leaves these alone.
-		s.Must(200, "PATCH", "/machines/"+other, accPatch("replace", "/Secret", ""), admin())
+		s.Must(200, "PATCH", "/machines/"+other, jsonPatch("replace", "/Secret", ""), admin())
 		s.Must(200, "GET", "/machines/"+own, nil, bearer(op2))
 		s.Must(200, "GET", "/machines/"+own, nil, bearer(inf2))
 	})
 	t.Run("dies when the system Secret rotates", func(t *testing.T) {
 		s := s.On(t)
-		op3, inf3 := accRenderTokens(t, s, job.Uuid)
+		op3, inf3 := renderTokens(t, s, job.Uuid, admin())
 		s.Must(200, "GET", "/machines/"+own, nil, bearer(op3))
 		s.Must(200, "POST", "/system/actions/rotateSecret", nil, admin())
 		s.Must(403, "GET", "/machines/"+own, nil, bearer(op3))
@@ -430,7 +408,7 @@ func accessSecrets(t *testing.T, s *tserver) {
 	t.Run("PATCH of /Secret rotates it", func(t *testing.T) {
 		s := s.On(t)
 		carol := s.Token("x-carol", basic("x-carol", "x-carol-pw"), "")
-		r := s.Must(200, "PATCH", "/users/x-carol", accPatch("replace", "/Secret", "known-value"), admin())
+		r := s.Must(200, "PATCH", "/users/x-carol", jsonPatch("replace", "/Secret", "known-value"), admin())
 		accNoSecrets(t, "patch reply", r.Body)
 		s.Must(403, "GET", "/users/x-carol", nil, bearer(carol))
 	})
@@ -510,7 +488,7 @@ func TestE2EAccessLoginLimit(t *testing.T) {
 func TestE2EAccessDiscovery(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
-		known := s.accMachine("d-known", nil)
+		known := s.AddMachine("d-known", nil)
 		s.Stop()
 		dsn := s.DSN
 		if dsn == "" {
@@ -545,7 +523,7 @@ func TestE2EAccessDiscovery(t *testing.T) {
 			}{
 				{"get the new machine", "GET", "/machines/" + m.Uuid, nil, 200},
 				{"get another machine", "GET", "/machines/" + known, nil, 200},
-				{"patch a machine", "PATCH", "/machines/" + m.Uuid, accPatch("replace", "/Description", "x"), 403},
+				{"patch a machine", "PATCH", "/machines/" + m.Uuid, jsonPatch("replace", "/Description", "x"), 403},
 				{"delete a machine", "DELETE", "/machines/" + m.Uuid, nil, 403},
 				{"list users", "GET", "/users", nil, 403},
 				{"get a task", "GET", "/tasks/callback-task", nil, 403},
