@@ -235,8 +235,10 @@ const reloadLimit = 60 * time.Second
 // answer is the old policy's or the new one's, and once the new answer has
 // been seen the old one never comes back.
 func TestE2EPolicyReloadUnderLoad(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			writePolicyDir(t, dir, policyFiles(t, policyVariant{comment: "v0"}))
 			s := startE2E(t, db, "--policy-dir", dir, "--policy-watch-interval", "100ms")
@@ -394,7 +396,9 @@ func TestE2EPolicyReloadSignal(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	waitFlip(t, s, u, "allow", time.Second)
 	// SIGHUP goes to the whole test process; only servers with a policy dir
-	// listen for it, and e2e tests do not run in parallel.
+	// listen for it. This test is serial, so it runs before any parallel
+	// test (the other policy-dir tests among them) has started: it must
+	// not call t.Parallel.
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -407,8 +411,12 @@ func TestE2EPolicyReloadSignal(t *testing.T) {
 // the running policy keeps answering as before. A valid change afterwards
 // is still picked up.
 func TestE2EPolicyReloadRefused(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
-		t.Run(db.Name, func(t *testing.T) { testPolicyReloadRefused(t, db) })
+		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
+			testPolicyReloadRefused(t, db)
+		})
 	}
 }
 
@@ -468,6 +476,7 @@ func testPolicyReloadRefused(t *testing.T, db dbCase) {
 // whose tests fail, stops the server before it listens, with one line that
 // says why and a non-zero exit status.
 func TestE2EPolicyDirStartRefused(t *testing.T) {
+	t.Parallel()
 	syntax := policyFiles(t, policyVariant{comment: "syntax"})
 	syntax["authz.rego"] = strings.Replace(syntax["authz.rego"], "allow if {", "allow if {{ (", 1)
 	failing := policyFiles(t, policyVariant{block: true, comment: "failing", extra: map[string]string{
@@ -528,8 +537,12 @@ var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 // decision in OPA's decision-log shape, and no credential anywhere in the
 // file, whether requests authenticate with a password or a token.
 func TestE2EPolicyDecisionLog(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
-		t.Run(db.Name, func(t *testing.T) { testDecisionLog(t, db) })
+		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
+			testDecisionLog(t, db)
+		})
 	}
 }
 
