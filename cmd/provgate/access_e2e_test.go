@@ -1,35 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 )
 
 // End-to-end proof of the authentication and authorization rules (docs/design.md §5-§8)
 // (users, tokens, claims, roles, tenants, machine tokens, licensing) through
 // the real HTTP API on every database.
-
-// accNoSecrets fails if a reply carries a user's PasswordHash or Secret.
-func accNoSecrets(t testing.TB, what string, body []byte) {
-	t.Helper()
-	for _, k := range []string{`"PasswordHash"`, `"Secret"`} {
-		if bytes.Contains(body, []byte(k)) {
-			t.Fatalf("%s: reply carries %s: %s", what, k, body)
-		}
-	}
-}
-
-// accKeys lists the value of field for every object of a list reply.
-func accKeys(t testing.TB, r resp, field string) []string {
-	t.Helper()
-	var l []map[string]any
-	r.JSON(t, &l)
-	out := []string{}
-	for _, o := range l {
-		out = append(out, o[field].(string))
-	}
-	return out
-}
 
 func TestE2EAccess(t *testing.T) {
 	t.Parallel()
@@ -74,7 +51,7 @@ func accessUsers(t *testing.T, s *tserver) {
 		}},
 	}
 	for _, c := range cases {
-		t.Run("no secrets in "+c.name, func(t *testing.T) { accNoSecrets(t, c.name, c.r().Body) })
+		t.Run("no secrets in "+c.name, func(t *testing.T) { wantNoSecrets(t, c.name, c.r().Body) })
 	}
 	t.Run("user without password cannot log in", func(t *testing.T) {
 		s := s.On(t)
@@ -90,7 +67,7 @@ func accessUsers(t *testing.T, s *tserver) {
 		other := s.Token("u-pw", basic("u-pw", "u-pw-secret"), "")
 		s.Must(200, "GET", "/users/u-chg", nil, bearer(tok))
 		r := s.Must(200, "PUT", "/users/u-chg/password", map[string]any{"Password": "new-pass-2"}, basic("u-chg", "old-pass-1"))
-		accNoSecrets(t, "password reply", r.Body)
+		wantNoSecrets(t, "password reply", r.Body)
 		s.Must(403, "GET", "/users/u-chg", nil, basic("u-chg", "old-pass-1"))
 		s.Must(200, "GET", "/users/u-chg", nil, basic("u-chg", "new-pass-2"))
 		s.Must(403, "GET", "/users/u-chg", nil, bearer(tok))

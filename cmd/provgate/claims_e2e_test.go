@@ -235,7 +235,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		for _, who := range []struct{ name, authz string }{{"basic", in}, {"token", inTok}} {
 			t.Run(who.name, func(t *testing.T) {
 				s := s.On(t)
-				keys := accKeys(t, s.Must(200, "GET", "/machines", nil, who.authz), "Uuid")
+				keys := fieldOf(t, s.Must(200, "GET", "/machines", nil, who.authz), "Uuid")
 				if !slices.Contains(keys, u1) || slices.Contains(keys, u2) {
 					t.Fatalf("tenant user sees %v, want %s and not %s", keys, u1, u2)
 				}
@@ -266,7 +266,7 @@ func accessTenants(t *testing.T, s *tserver) {
 				}
 				// Profiles are absent from Members: unrestricted.
 				s.Must(200, "GET", "/profiles/n-prof", nil, who.authz)
-				if keys := accKeys(t, s.Must(200, "GET", "/profiles", nil, who.authz), "Name"); !slices.Contains(keys, "n-prof") {
+				if keys := fieldOf(t, s.Must(200, "GET", "/profiles", nil, who.authz), "Name"); !slices.Contains(keys, "n-prof") {
 					t.Fatalf("profiles %v", keys)
 				}
 			})
@@ -274,7 +274,7 @@ func accessTenants(t *testing.T, s *tserver) {
 	})
 	t.Run("user in no tenant", func(t *testing.T) {
 		s := s.On(t)
-		keys := accKeys(t, s.Must(200, "GET", "/machines", nil, free), "Uuid")
+		keys := fieldOf(t, s.Must(200, "GET", "/machines", nil, free), "Uuid")
 		if !slices.Contains(keys, u1) || !slices.Contains(keys, u2) {
 			t.Fatalf("free user sees %v", keys)
 		}
@@ -302,7 +302,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		s.Must(201, "POST", "/machines", map[string]any{"Name": "n-m3"}, in).JSON(t, &m)
 		s.Must(200, "GET", "/machines/"+m.Uuid, nil, in)
 		s.Must(200, "PATCH", "/machines/"+m.Uuid, jsonPatch("replace", "/Description", "mine"), inTok)
-		keys := accKeys(t, s.Must(200, "GET", "/machines", nil, inTok), "Uuid")
+		keys := fieldOf(t, s.Must(200, "GET", "/machines", nil, inTok), "Uuid")
 		if len(keys) != 2 || !slices.Contains(keys, m.Uuid) {
 			t.Fatalf("after create the tenant user sees %v", keys)
 		}
@@ -318,7 +318,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		s.Must(200, "GET", "/machines/"+u2, nil, inTok)
 		s.Must(201, "POST", "/tenants", map[string]any{"Name": "n-t6", "Users": []string{"n-in2"},
 			"Members": map[string][]string{"machines": {}}}, admin())
-		if keys := accKeys(t, s.Must(200, "GET", "/machines", nil, basic("n-in2", "n-in2-pw")), "Uuid"); len(keys) != 0 {
+		if keys := fieldOf(t, s.Must(200, "GET", "/machines", nil, basic("n-in2", "n-in2-pw")), "Uuid"); len(keys) != 0 {
 			t.Fatalf("empty Members list still shows %v", keys)
 		}
 	})
@@ -354,7 +354,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		s.Must(404, "GET", "/jobs/"+job.Uuid+"/log", nil, inTok)
 		s.Must(404, "PATCH", "/jobs/"+job.Uuid, jsonPatch("replace", "/State", "failed"), inTok)
 		s.Must(422, "POST", "/jobs", map[string]any{"Machine": hidden}, inTok)
-		if keys := accKeys(t, s.Must(200, "GET", "/jobs", nil, inTok), "Uuid"); slices.Contains(keys, job.Uuid) {
+		if keys := fieldOf(t, s.Must(200, "GET", "/jobs", nil, inTok), "Uuid"); slices.Contains(keys, job.Uuid) {
 			t.Fatalf("tenant user lists the job of a hidden machine: %v", keys)
 		}
 		if got := s.Must(200, "HEAD", "/jobs", nil, inTok).Header.Get("X-DRP-LIST-TOTAL-COUNT"); got != "0" {
@@ -365,7 +365,7 @@ func accessTenants(t *testing.T, s *tserver) {
 		// A job of the tenant's own machine is visible.
 		s.Must(200, "PATCH", "/tenants/n-t1", jsonPatch("add", "/Members/machines/-", hidden), admin())
 		s.Must(200, "GET", "/jobs/"+job.Uuid, nil, inTok)
-		if keys := accKeys(t, s.Must(200, "GET", "/jobs", nil, inTok), "Uuid"); !slices.Contains(keys, job.Uuid) {
+		if keys := fieldOf(t, s.Must(200, "GET", "/jobs", nil, inTok), "Uuid"); !slices.Contains(keys, job.Uuid) {
 			t.Fatalf("tenant user does not list the job of its machine: %v", keys)
 		}
 	})

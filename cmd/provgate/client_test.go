@@ -24,10 +24,12 @@ import (
 //	s.Must(201, "POST", "/profiles", body, admin())           // fails unless 201
 //	wantDRPError(t, r, 403, "AUTH", "Requires: machines get") // a DRP error reply
 //	r, err := s.Send("GET", "/machines", nil, authz)          // from goroutines
+//	ch := s.Go("GET", path, nil, authz, "Prefer", "wait=20s")  // in the background
+//	r := await(t, ch, 30*time.Second, "the long poll")        // its reply
 //
-// Only Send and SendURL may be called from goroutines other than the test's:
-// every other method can end the test with t.Fatal, which must run on the
-// test's own goroutine.
+// Only Send, SendURL, rawDo and Go may be called from goroutines other than
+// the test's: every other method can end the test with t.Fatal, which must
+// run on the test's own goroutine.
 
 // Auth values for requests.
 func basic(user, pw string) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -50,4 +51,26 @@ func renderTokens(t testing.TB, s *tserver, jobID, authz string) (op, inf string
 		t.Fatalf("rendered actions hold no tokens: %+v", acts)
 	}
 	return op, inf
+}
+
+// wantNoSecrets fails if a reply carries a user's PasswordHash or Secret.
+func wantNoSecrets(t testing.TB, what string, body []byte) {
+	t.Helper()
+	for _, k := range []string{`"PasswordHash"`, `"Secret"`} {
+		if bytes.Contains(body, []byte(k)) {
+			t.Fatalf("%s: reply carries %s: %s", what, k, body)
+		}
+	}
+}
+
+// fieldOf lists the value of field for every object of a list reply.
+func fieldOf(t testing.TB, r resp, field string) []string {
+	t.Helper()
+	var l []map[string]any
+	r.JSON(t, &l)
+	out := []string{}
+	for _, o := range l {
+		out = append(out, o[field].(string))
+	}
+	return out
 }

@@ -57,7 +57,7 @@ func penRestrictedRoles(t *testing.T, s *tserver) {
 
 	// The token works as far as both mget and mdesc allow.
 	s.Must(200, "GET", "/machines/"+m1, nil, tok)
-	if keys := accKeys(t, s.Must(200, "GET", "/machines", nil, tok), "Uuid"); !slices.Contains(keys, m1) || !slices.Contains(keys, m2) {
+	if keys := fieldOf(t, s.Must(200, "GET", "/machines", nil, tok), "Uuid"); !slices.Contains(keys, m1) || !slices.Contains(keys, m2) {
 		t.Fatalf("restricted token lists %v", keys)
 	}
 	// mget lacks update:/Description: the restriction holds.
@@ -86,7 +86,7 @@ func penRestrictedRoles(t *testing.T, s *tserver) {
 		s.Must(200, "GET", "/machines/"+m1, nil, tok)
 		r := s.Do("GET", "/machines/"+m2, nil, tok)
 		wantDRPError(t, r, 403, "", "Requires: machines get "+m2)
-		keys := accKeys(t, s.Must(200, "GET", "/machines", nil, tok), "Uuid")
+		keys := fieldOf(t, s.Must(200, "GET", "/machines", nil, tok), "Uuid")
 		if len(keys) != 1 || keys[0] != m1 {
 			t.Fatalf("after narrowing mdesc the token lists %v, want only %s", keys, m1)
 		}

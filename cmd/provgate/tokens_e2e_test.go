@@ -409,7 +409,7 @@ func accessSecrets(t *testing.T, s *tserver) {
 		s := s.On(t)
 		carol := s.Token("x-carol", basic("x-carol", "x-carol-pw"), "")
 		r := s.Must(200, "PATCH", "/users/x-carol", jsonPatch("replace", "/Secret", "known-value"), admin())
-		accNoSecrets(t, "patch reply", r.Body)
+		wantNoSecrets(t, "patch reply", r.Body)
 		s.Must(403, "GET", "/users/x-carol", nil, bearer(carol))
 	})
 	t.Run("granted token carries the user's rights", func(t *testing.T) {
