@@ -276,17 +276,17 @@ func TestE2EObjects(t *testing.T) {
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		t.Run("crud", func(t *testing.T) {
 			for _, kc := range obKindCases {
-				t.Run(kc.prefix, func(t *testing.T) { testCRUD(t, s, kc) })
+				t.Run(kc.prefix, func(t *testing.T) { testCRUD(t, s.On(t), kc) })
 			}
 		})
-		t.Run("in-use", func(t *testing.T) { testInUse(t, s) })
-		t.Run("list", func(t *testing.T) { testList(t, s) })
-		t.Run("long-poll", func(t *testing.T) { testLongPoll(t, s) })
-		t.Run("params", func(t *testing.T) { testParams(t, s) })
-		t.Run("meta-indexes", func(t *testing.T) { testMetaIndexes(t, s) })
-		t.Run("workflow-jobs", func(t *testing.T) { testWorkflowJobs(t, s) })
-		t.Run("misc", func(t *testing.T) { testMisc(t, s) })
-		t.Run("robust", func(t *testing.T) { testRobust(t, s) })
+		t.Run("in-use", func(t *testing.T) { testInUse(t, s.On(t)) })
+		t.Run("list", func(t *testing.T) { testList(t, s.On(t)) })
+		t.Run("long-poll", func(t *testing.T) { testLongPoll(t, s.On(t)) })
+		t.Run("params", func(t *testing.T) { testParams(t, s.On(t)) })
+		t.Run("meta-indexes", func(t *testing.T) { testMetaIndexes(t, s.On(t)) })
+		t.Run("workflow-jobs", func(t *testing.T) { testWorkflowJobs(t, s.On(t)) })
+		t.Run("misc", func(t *testing.T) { testMisc(t, s.On(t)) })
+		t.Run("robust", func(t *testing.T) { testRobust(t, s.On(t)) })
 	}, licenseArgs(t)...)
 }
 
