@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -141,7 +143,31 @@ func (s *tserver) DoURL(t testing.TB, method, u string, body any, authz string, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantJSONType(t, method, u, r)
 	return r
+}
+
+// jobLog is the path of a job log, the one API reply that is not JSON.
+var jobLog = regexp.MustCompile(`/api/v3/jobs/[^/]+/log$`)
+
+// wantJSONType checks the Content-Type every DRP client relies on
+// (docs/design.md §3.3): application/json on every reply that is neither
+// HEAD nor 304, except a job log download and /metrics.
+func wantJSONType(t testing.TB, method, u string, r resp) {
+	t.Helper()
+	if method == http.MethodHead || r.Status == http.StatusNotModified {
+		return
+	}
+	path := u
+	if pu, err := url.Parse(u); err == nil {
+		path = pu.Path
+	}
+	if path == "/metrics" || (r.Status == http.StatusOK && method == http.MethodGet && jobLog.MatchString(path)) {
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("%s %s: %d with Content-Type %q, want application/json", method, u, r.Status, ct)
+	}
 }
 
 // Must sends a request and fails the test unless the status is want.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"reflect"
 	"slices"
@@ -17,45 +16,32 @@ import (
 // reply a DRP client reads is checked for its status, its error object and
 // its Content-Type, on SQLite and PostgreSQL.
 
-// obCall sends one request as the admin and checks the Content-Type every
-// DRP client requires (docs/design.md §3.3): application/json on every reply
-// that is neither HEAD nor 304. Unlike tserver.Do it fails t, so it is
-// safe inside subtests.
+// The object suite speaks as the admin throughout; these are its
+// shorthands for the test client (client_test.go), which also checks that
+// every reply carries the JSON Content-Type DRP clients require.
+
+// obCall is s.On(t).Do as the admin.
 func obCall(t *testing.T, s *tserver, method, path string, body any, hdrs ...string) resp {
 	t.Helper()
-	r := obRawCall(t, s, s.Base+path, method, body, hdrs...)
-	if method != http.MethodHead && r.Status != http.StatusNotModified {
-		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-			t.Errorf("%s %s: %d with Content-Type %q, want application/json", method, path, r.Status, ct)
-		}
-	}
-	return r
+	return s.On(t).Do(method, path, body, admin(), hdrs...)
 }
 
-// obRawCall sends one request as the admin to a full URL, without checks.
+// obRawCall is obCall for a full URL.
 func obRawCall(t *testing.T, s *tserver, u, method string, body any, hdrs ...string) resp {
 	t.Helper()
 	return s.DoURL(t, method, u, body, admin(), hdrs...)
 }
 
-// obMust is obCall that fails t unless the status is want.
+// obMust is s.On(t).Must as the admin.
 func obMust(t *testing.T, s *tserver, want int, method, path string, body any, hdrs ...string) resp {
 	t.Helper()
-	r := obCall(t, s, method, path, body, hdrs...)
-	if r.Status != want {
-		t.Fatalf("%s %s: got %d %s, want %d", method, path, r.Status, r.Body, want)
-	}
-	return r
+	return s.On(t).Must(want, method, path, body, admin(), hdrs...)
 }
 
 // obObj decodes a JSON object body.
 func obObj(t *testing.T, r resp) map[string]any {
 	t.Helper()
-	m := map[string]any{}
-	if err := json.Unmarshal(r.Body, &m); err != nil {
-		t.Fatalf("decode object %q: %v", r.Body, err)
-	}
-	return m
+	return r.Map(t)
 }
 
 // obList decodes a JSON obList of objects.
