@@ -144,29 +144,53 @@ func (s *tserver) Stop() {
 	}
 }
 
-// licenseArgs makes a key pair and an rbac license and returns the flags
-// that start a server with them.
+// licenseArgs makes a key pair and a license (rbac unless features are
+// given) valid for a day, and returns the flags that start a server with
+// them.
 func licenseArgs(t testing.TB, features ...string) []string {
 	t.Helper()
-	dir := t.TempDir()
-	priv, pub := filepath.Join(dir, "lic.key"), filepath.Join(dir, "lic.pub")
-	var out, errb bytes.Buffer
-	if err := run(context.Background(), []string{"license", "keygen", "--private-key", priv, "--public-key", pub},
-		func(string) string { return "" }, &out, &errb); err != nil {
-		t.Fatalf("keygen: %v %s", err, errb.String())
-	}
 	if len(features) == 0 {
 		features = []string{"rbac"}
 	}
-	out.Reset()
-	if err := run(context.Background(), []string{"license", "sign", "--private-key", priv, "--features",
-		strings.Join(features, ","), "--expires", time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339), "--owner", "tests"},
-		func(string) string { return "" }, &out, &errb); err != nil {
-		t.Fatalf("sign: %v %s", err, errb.String())
-	}
-	lic := filepath.Join(dir, "license.txt")
-	if err := os.WriteFile(lic, out.Bytes(), 0o600); err != nil {
+	k := newLicenseKit(t)
+	now := time.Now()
+	lic := filepath.Join(k.dir, "license.txt")
+	if err := os.WriteFile(lic, []byte(k.sign(strings.Join(features, ","), now, now.Add(24*time.Hour))+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return []string{"--license-public-key", pub, "--license", lic}
+	return []string{"--license-public-key", k.pub, "--license", lic}
+}
+
+// licenseKit holds a key pair and signs license documents with it, through
+// the license command.
+type licenseKit struct {
+	t         testing.TB
+	dir       string
+	priv, pub string
+}
+
+// newLicenseKit makes a key pair in a temporary directory.
+func newLicenseKit(t testing.TB) *licenseKit {
+	t.Helper()
+	dir := t.TempDir()
+	k := &licenseKit{t: t, dir: dir, priv: dir + "/lic.key", pub: dir + "/lic.pub"}
+	var out, errb bytes.Buffer
+	if err := run(t.Context(), []string{"license", "keygen", "--private-key", k.priv, "--public-key", k.pub},
+		func(string) string { return "" }, &out, &errb); err != nil {
+		t.Fatalf("keygen: %v %s", err, errb.String())
+	}
+	return k
+}
+
+// sign returns a license document for features, valid from issued to
+// expires.
+func (k *licenseKit) sign(features string, issued, expires time.Time) string {
+	k.t.Helper()
+	var out, errb bytes.Buffer
+	args := []string{"license", "sign", "--private-key", k.priv, "--features", features, "--owner", "tests",
+		"--issued", issued.UTC().Format(time.RFC3339), "--expires", expires.UTC().Format(time.RFC3339)}
+	if err := run(k.t.Context(), args, func(string) string { return "" }, &out, &errb); err != nil {
+		k.t.Fatalf("sign: %v %s", err, errb.String())
+	}
+	return strings.TrimSpace(out.String())
 }

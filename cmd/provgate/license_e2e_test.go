@@ -12,37 +12,6 @@ import (
 // refuse the gated writes, a license is installed and refused through the
 // API, and a licensed start enables them, on every database.
 
-// accLicenseKit holds a key pair and signs license documents for tests that
-// need bad ones.
-type accLicenseKit struct {
-	t         testing.TB
-	dir       string
-	priv, pub string
-}
-
-func accNewLicenseKit(t testing.TB) *accLicenseKit {
-	t.Helper()
-	dir := t.TempDir()
-	k := &accLicenseKit{t: t, dir: dir, priv: dir + "/lic.key", pub: dir + "/lic.pub"}
-	var out, errb bytes.Buffer
-	if err := run(t.Context(), []string{"license", "keygen", "--private-key", k.priv, "--public-key", k.pub},
-		func(string) string { return "" }, &out, &errb); err != nil {
-		t.Fatalf("keygen: %v %s", err, errb.String())
-	}
-	return k
-}
-
-func (k *accLicenseKit) sign(features string, issued, expires time.Time) string {
-	k.t.Helper()
-	var out, errb bytes.Buffer
-	args := []string{"license", "sign", "--private-key", k.priv, "--features", features, "--owner", "tests",
-		"--issued", issued.UTC().Format(time.RFC3339), "--expires", expires.UTC().Format(time.RFC3339)}
-	if err := run(k.t.Context(), args, func(string) string { return "" }, &out, &errb); err != nil {
-		k.t.Fatalf("sign: %v %s", err, errb.String())
-	}
-	return strings.TrimSpace(out.String())
-}
-
 type accInfoLicense struct {
 	License struct {
 		Licenses []struct {
@@ -121,8 +90,8 @@ func TestE2EAccessLicense(t *testing.T) {
 		})
 	})
 	t.Run("loaded over the API", func(t *testing.T) {
-		k := accNewLicenseKit(t)
-		other := accNewLicenseKit(t)
+		k := newLicenseKit(t)
+		other := newLicenseKit(t)
 		now := time.Now()
 		good := k.sign("rbac", now.Add(-time.Hour), now.Add(24*time.Hour))
 		head, sig, _ := strings.Cut(good, ".")
