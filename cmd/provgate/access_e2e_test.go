@@ -4,10 +4,16 @@ import (
 	"testing"
 )
 
-// End-to-end proof of the authentication and authorization rules (docs/design.md §5-§8)
-// (users, tokens, claims, roles, tenants, machine tokens, licensing) through
-// the real HTTP API on every database.
+// End-to-end proof of the authentication and authorization rules
+// (docs/design.md §4.8, §5-§8) through the real HTTP API on every database.
+// This file holds users and the self claim; the other concerns live in
+// tokens_e2e_test.go (tokens, authentication, machine tokens, Secret
+// rotation, login limits), claims_e2e_test.go (claim forms, roles,
+// tenants) and license_e2e_test.go.
 
+// TestE2EAccess runs the access checks that can share one server per
+// database: each works on objects of its own (named by a prefix) and
+// changes nothing the others rely on.
 func TestE2EAccess(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
