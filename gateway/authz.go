@@ -126,6 +126,9 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	if res.List {
 		in.List = &policies.ListRequest{Scope: res.Scope}
 	}
+	if err := s.objectAttributes(ctx, res, c.Body(), &in); err != nil {
+		return err
+	}
 	d, err := s.decide(c, p, res, in)
 	if err != nil {
 		return err

@@ -17,9 +17,26 @@ decision := outcome if {
 # An allowed request has no reasons: they are only worked out on refusal.
 outcome := {"allow": false, "not_found": true, "reasons": [sprintf("%s %s: Not Found", [input.object.scope, input.object.key])]} if {
 	tenancy.hidden
+} else := {"allow": false, "not_found": false, "reasons": sort(vetoes)} if {
+	allow
+	count(vetoes) > 0
 } else := {"allow": true, "not_found": false, "reasons": []} if {
 	allow
 } else := {"allow": false, "not_found": false, "reasons": reasons}
+
+# Extensions (docs/design.md §9.6): each package provgate.ext.<name> may
+# define "deny contains msg"; any message refuses a request the rules
+# below allow, and the messages are its reasons. An extension can only
+# take away: it never allows, and a hidden object stays not found.
+# Looked up as data.provgate.ext[_].deny so that only the deny rules of
+# the extensions are evaluated, not every rule of their packages.
+vetoes contains veto_reason(msg) if {
+	some msg in data.provgate.ext[_].deny
+}
+
+veto_reason(msg) := msg if is_string(msg)
+
+else := sprintf("%v", [msg])
 
 # Fail closed: allow needs positive evidence that every required claim is
 # satisfied, and a request naming no claim is a gateway bug, never a grant.

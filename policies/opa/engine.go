@@ -21,6 +21,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/topdown/builtins"
 	"github.com/open-policy-agent/opa/v1/util"
 
 	"github.com/provgate/provgate/backend"
@@ -34,6 +35,10 @@ const (
 	// ClaimContainsPath is the claim containment function on plain claims.
 	ClaimContainsPath = "data.provgate.authz.claim_contains"
 )
+
+// ExtDataKey is where the data files of a policy directory are loaded:
+// data.provgate_ext (docs/design.md §9.6).
+const ExtDataKey = "provgate_ext"
 
 // DefaultCacheSize bounds the decision cache when Options.CacheSize is 0.
 const DefaultCacheSize = 10000
@@ -85,6 +90,8 @@ type policy struct {
 	tokenRoles rego.PreparedEvalQuery
 	// claimContains is nil when the policy does not define claim_contains.
 	claimContains *rego.PreparedEvalQuery
+	// needs are the costly input parts the policy reads.
+	needs policies.Needs
 }
 
 // New compiles the policy (embedded, or opts.PolicyDir after its tests
@@ -108,7 +115,7 @@ func newEngine(ctx context.Context, opts Options, modules map[string]string) (*E
 	e := &Engine{
 		logger: logger,
 		dir:    opts.PolicyDir,
-		store: inmem.NewFromObjectWithOpts(map[string]any{"provgate": map[string]any{}},
+		store: inmem.NewFromObjectWithOpts(map[string]any{"provgate": map[string]any{}, ExtDataKey: map[string]any{}},
 			inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true)),
 	}
 	if opts.CacheSize >= 0 {
@@ -155,6 +162,11 @@ func (e *Engine) install(p *policy) {
 	e.policy.Store(p)
 	e.cache.clear()
 }
+
+// Needs says which costly parts of the input the served policy reads:
+// input.stored and input.proposed cost the gateway an object read (and a
+// patch), so it fills them only for a policy that looks at them.
+func (e *Engine) Needs() policies.Needs { return e.policy.Load().needs }
 
 // Revisions reports the current policy and data revisions.
 func (e *Engine) Revisions() (policyRev, dataRev uint64) {
@@ -217,7 +229,21 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 	}
 
 	start := time.Now()
-	rs, err := p.decision.Eval(ctx, rego.EvalParsedInput(inputValue(in)))
+	value, err := inputValue(in)
+	if err != nil {
+		return policies.Decision{}, internal("encode policy input", err)
+	}
+	// OPA records every call of a non-deterministic built-in (time.now_ns,
+	// rand.intn, http.send...) in the NDBCache: a decision that made one may
+	// not hold for the same input a moment later, so it is never cached
+	// (docs/design.md §9.4).
+	var nd builtins.NDBCache
+	opts := []rego.EvalOption{rego.EvalParsedInput(value)}
+	if e.cache != nil {
+		nd = builtins.NDBCache{}
+		opts = append(opts, rego.EvalNDBuiltinCache(nd))
+	}
+	rs, err := p.decision.Eval(ctx, opts...)
 	if err != nil {
 		return policies.Decision{}, internal("evaluate policy", err)
 	}
@@ -227,7 +253,7 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 	}
 	elapsed := time.Since(start)
 
-	if e.cache != nil {
+	if e.cache != nil && len(nd) == 0 {
 		e.cache.put(key, d)
 	}
 	e.dlog.add(raw, d, elapsed)

@@ -12,7 +12,8 @@ import (
 )
 
 // WatchDir polls the policy directory every interval and reloads it when a
-// .rego file is added, removed or changed. Polling needs no extra
+// .rego file or a data file (data.json, data.yaml) is added, removed or
+// changed. Polling needs no extra
 // dependency and copes with editors that replace files. Files are compared
 // by content, read through symlinks: a Kubernetes ConfigMap update swaps a
 // symlink and leaves the files' own links untouched, and a copy that keeps
@@ -85,21 +86,23 @@ func sums(files ...map[string]string) map[string][sha256.Size]byte {
 	return out
 }
 
-// snapshot hashes the .rego files loadDir would read. The files are small
-// and few, so reading them on every tick costs little.
-func (e *Engine) snapshot() map[string][sha256.Size]byte {
+// snapshot hashes the .rego and data files loadDir would read. The files
+// are small and few, so reading them on every tick costs little.
+func (e *Engine) snapshot() map[string][sha256.Size]byte { return snapshotDir(e.dir) }
+
+func snapshotDir(dir string) map[string][sha256.Size]byte {
 	out := map[string][sha256.Size]byte{}
-	_ = filepath.WalkDir(e.dir, func(path string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}
 		if d.IsDir() {
-			if path != e.dir && strings.HasPrefix(d.Name(), ".") {
+			if path != dir && strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".rego") {
+		if !strings.HasSuffix(path, ".rego") && !isDataFile(d.Name()) {
 			return nil
 		}
 		if src, err := os.ReadFile(path); err == nil {
@@ -107,5 +110,16 @@ func (e *Engine) snapshot() map[string][sha256.Size]byte {
 		}
 		return nil
 	})
+	return out
+}
+
+// dataSums hashes the data files of dir, as snapshot does.
+func dataSums(dir string) map[string][sha256.Size]byte {
+	out := map[string][sha256.Size]byte{}
+	for path, sum := range snapshotDir(dir) {
+		if isDataFile(filepath.Base(path)) {
+			out[path] = sum
+		}
+	}
 	return out
 }
