@@ -198,9 +198,9 @@ licensed if {
 
 # DRP names the operation (create, patch, update, delete...) rather than the
 # claim's action; the action stands in when the gateway gave none.
-operation(action) := op if {
-	op := object.get(input, "operation", "")
-	op != ""
+operation(action) := input.operation if {
+	is_string(input.operation)
+	input.operation != ""
 } else := action
 
 # Lists (docs/design.md §6.2): the gateway turns visible into a WHERE clause. Objects

@@ -60,6 +60,8 @@ type Options struct {
 	// CacheSize bounds the decision cache: 0 means DefaultCacheSize, a
 	// negative value turns the cache off.
 	CacheSize int
+	// Now, when set, is the time policies see (time.now_ns); tests move it.
+	Now func() time.Time
 }
 
 // Engine decides requests with the compiled policy. It is safe for
@@ -81,6 +83,7 @@ type Engine struct {
 
 	cache *cache // nil when off
 	dlog  *decisionLog
+	now   func() time.Time // nil: OPA's own clock
 }
 
 // policy is one compiled policy with its prepared queries.
@@ -115,6 +118,7 @@ func newEngine(ctx context.Context, opts Options, modules map[string]string) (*E
 	e := &Engine{
 		logger: logger,
 		dir:    opts.PolicyDir,
+		now:    opts.Now,
 		store: inmem.NewFromObjectWithOpts(map[string]any{"provgate": map[string]any{}, ExtDataKey: map[string]any{}},
 			inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true)),
 	}
@@ -239,6 +243,9 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 	// (docs/design.md §9.4).
 	var nd builtins.NDBCache
 	opts := []rego.EvalOption{rego.EvalParsedInput(value)}
+	if e.now != nil {
+		opts = append(opts, rego.EvalTime(e.now()))
+	}
 	if e.cache != nil {
 		nd = builtins.NDBCache{}
 		opts = append(opts, rego.EvalNDBuiltinCache(nd))
