@@ -224,3 +224,65 @@ func TestE2EExtensionDeadlineNeverStale(t *testing.T) {
 		})
 	}
 }
+
+// The proposed object is the object as the write would leave it (a
+// create's or PUT's body, a PATCH applied, a param set), and secure param
+// values reach neither the policy nor the decision log: they are masked
+// in the stored and in the proposed object alike.
+func TestE2EExtensionProposedObjectMasked(t *testing.T) {
+	for _, db := range databases(t) {
+		t.Run(db.Name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeExtFile(t, dir, "names.rego", `package provgate.ext.names
+
+deny contains "machine descriptions may not say forbidden" if input.proposed.Description == "forbidden"
+
+deny contains "secure values are masked" if {
+	some _, v in input.proposed.Params
+	v != {"masked": true}
+	v == "hunter2-secret-value"
+}
+`)
+			logFile := filepath.Join(t.TempDir(), "decisions.jsonl")
+			s := startE2E(t, db, "--policy-dir", dir, "--decision-log", logFile)
+			s.Must(201, "POST", "/params", map[string]any{"Name": "vault-pw", "Secure": true}, admin())
+			refusedWith(t, s.Do("POST", "/machines", map[string]any{"Name": "p1", "Description": "forbidden"}, admin()),
+				"machine descriptions may not say forbidden")
+			var m map[string]any
+			s.Must(201, "POST", "/machines", map[string]any{"Name": "p1", "Description": "fine"}, admin()).JSON(t, &m)
+			uuid, _ := m["Uuid"].(string)
+			refusedWith(t, s.Do("PATCH", "/machines/"+uuid, []map[string]any{{"op": "replace", "path": "/Description", "value": "forbidden"}}, admin()),
+				"machine descriptions may not say forbidden")
+			m["Description"] = "forbidden"
+			refusedWith(t, s.Do("PUT", "/machines/"+uuid, m, admin()), "machine descriptions may not say forbidden")
+			m["Description"] = "still fine"
+			s.Must(200, "PUT", "/machines/"+uuid, m, admin())
+
+			// A secure param, set new and then replaced: its value is
+			// masked in the proposed object, then in the stored one.
+			s.Must(200, "POST", "/machines/"+uuid+"/params/vault-pw", `"hunter2-secret-value"`, admin())
+			s.Must(200, "PUT", "/machines/"+uuid+"/params/vault-pw", `"hunter2-secret-value"`, admin())
+			s.Must(200, "PATCH", "/machines/"+uuid, []map[string]any{{"op": "replace", "path": "/Description", "value": "after"}}, admin())
+			s.Stop()
+
+			b, err := os.ReadFile(logFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "hunter2") {
+				t.Fatalf("a secure value reached the decision log")
+			}
+			var masked int
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				if strings.Contains(line, `"vault-pw":{"masked":true}`) {
+					masked++
+				}
+			}
+			// The two param writes (proposed) and the last patch (stored and
+			// proposed).
+			if masked < 3 {
+				t.Fatalf("%d decision log lines show vault-pw masked, want at least 3:\n%s", masked, b)
+			}
+		})
+	}
+}
