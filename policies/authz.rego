@@ -4,12 +4,31 @@
 #
 # Order (docs/design.md §2.2): tenant visibility first, then
 # the license gate, then claim containment.
+
+# METADATA
+# title: provgate authorization
+# description: >-
+#   The decision for one request: tenant visibility, then the license gate, then claim containment, then the extensions' vetoes (docs/policies.md).
+# schemas:
+#   - input: schema.input
+#   - data.provgate.roles: schema.provgate.roles.schema
+#   - data.provgate.tenants: schema.provgate.tenants.schema
+#   - data.provgate.user_tenant: schema.provgate.user_tenant.schema
+#   - data.provgate.machine_tenants: schema.provgate.machine_tenants.schema
+#   - data.provgate.license: schema.provgate.license.schema
+#   - data.provgate.scopes: schema.provgate.scopes.schema
 package provgate.authz
 
 import data.provgate.claims
 import data.provgate.grants
 import data.provgate.tenancy
 
+# METADATA
+# title: Decision
+# description: |
+#   The answer to one request (Go: policies.Decision): allow, not_found
+#   (answered 404), reasons (the 403 messages) and, for lists, visible.
+# entrypoint: true
 decision := outcome if {
 	not input.list
 } else := object.union(outcome, {"visible": visible})
@@ -253,12 +272,23 @@ get_keys_of(gs) := {k | some g in gs; some k, _ in g[input.list.scope].get.keys}
 # docs/design.md §5.6: a requested role is kept only if it exists and one single
 # role of the user contains it; others are dropped without an error. Input:
 # {"user_roles": [names], "requested": [names]}; order of requested is kept.
+
+# METADATA
+# title: Token roles
+# description: >-
+#   The requested roles a token of a user may carry, in the order asked.
+# entrypoint: true
+# schemas:
+#   - input: schema.token_roles.input
 token_roles := [name |
 	some i, name in input.requested
 	not name in array.slice(input.requested, 0, i)
 	kept(name)
 ]
 
+# METADATA
+# schemas:
+#   - input: schema.token_roles.input
 kept(name) if {
 	data.provgate.roles[name]
 	some user_role in input.user_roles

@@ -1,6 +1,19 @@
 # What a principal holds: its grants (roles and direct claims, or a machine
 # token's fixed set), its implicit self claims and its token restriction.
 # Every result is a list of compiled claims (see claims.rego).
+
+# METADATA
+# title: Grants
+# description: >-
+#   What a principal holds: roles, direct claims, machine token sets, self claims, token restrictions.
+# schemas:
+#   - input: schema.input
+#   - data.provgate.roles: schema.provgate.roles.schema
+#   - data.provgate.tenants: schema.provgate.tenants.schema
+#   - data.provgate.user_tenant: schema.provgate.user_tenant.schema
+#   - data.provgate.machine_tenants: schema.provgate.machine_tenants.schema
+#   - data.provgate.license: schema.provgate.license.schema
+#   - data.provgate.scopes: schema.provgate.scopes.schema
 package provgate.grants
 
 import data.provgate.claims

@@ -3,6 +3,8 @@
 # description: |
 #   The users listed in data.provgate_ext.freeze.users (data.json) may read
 #   but change nothing until the freeze is lifted by editing data.json.
+# schemas:
+#   - input: schema.input
 package provgate.ext.freeze
 
 reads := {"GET", "HEAD"}

@@ -5,6 +5,8 @@
 #   token issued less than data.provgate_ext.fresh_token.max_age_seconds
 #   ago (600 in data.json). Basic authentication presents the password on
 #   the request itself and is always fresh; any token must be recent.
+# schemas:
+#   - input: schema.input
 package provgate.ext.fresh_token
 
 reads := {"GET", "HEAD"}
