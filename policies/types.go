@@ -3,7 +3,11 @@
 // security team reads, edits and tests them with `opa test policies/`.
 package policies
 
-import "github.com/provgate/provgate/backend"
+import (
+	"context"
+
+	"github.com/provgate/provgate/backend"
+)
 
 // Principal is who is asking, as authentication established it.
 type Principal struct {
@@ -174,4 +178,18 @@ type TenantData struct {
 type LicenseData struct {
 	Valid    bool     `json:"valid"`
 	Features []string `json:"features"`
+}
+
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying the request id (X-Request-Id), which
+// decision log lines name.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID returns the request id WithRequestID stored in ctx, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
 }

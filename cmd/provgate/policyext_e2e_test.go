@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -166,10 +167,29 @@ func TestE2EExtensionFailingTestKeepsPolicy(t *testing.T) {
 		writeExtFile(t, dir, "lockdown.rego", "package provgate.ext.lockdown\n\ndeny contains \"lockdown\" if input.method == \"GET\"\n")
 		writeExtFile(t, dir, "lockdown_test.rego", "package provgate.ext.lockdown_test\n\nimport data.provgate.ext.lockdown\n\n"+
 			"test_reads_allowed if count(lockdown.deny) == 0 with input as {\"method\": \"GET\"}\n")
-		waitLog(t, s, refused, reloadLimit, "policy reload failed", "test_reads_allowed")
+		// Both files are in place before the reload: SIGHUP (the watcher's
+		// interval is longer than the test) reloads once. It goes to the
+		// whole test process; e2e tests do not run in parallel.
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, s, refused, reloadLimit, "policy reload failed", "test_reads_allowed", `"trigger":"signal"`)
 		s.Must(200, "GET", "/machines/"+m.Uuid, nil, admin())
 		refusedWith(t, s.Do("DELETE", "/machines/"+m.Uuid, nil, admin()), "machine db2 is protected")
-	})
+		if n := countLines(s.Stderr.String(), "policy reload failed"); n != 1 {
+			t.Errorf("%d refused reloads logged, want 1", n)
+		}
+		if n := countLines(s.Stderr.String(), "policy loaded"); n != 1 {
+			t.Errorf("%d policy loads logged, want the one at start", n)
+		}
+		// One refusal, one load (at start): the metric agrees with the log.
+		metrics := string(s.DoURL(t, "GET", strings.TrimSuffix(s.Base, "/api/v3")+"/metrics", nil, "").Body)
+		for _, want := range []string{`provgate_policy_reloads_total{result="loaded"} 1`, `provgate_policy_reloads_total{result="refused"} 1`} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	}, "--policy-watch-interval", "1h")
 }
 
 // A deadline rule is never served stale: the same request, allowed before

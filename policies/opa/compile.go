@@ -29,31 +29,54 @@ import (
 // every module compiles and every *_test.rego suite that applies passes
 // (see loadDir); otherwise the served policy stays as it was and the error
 // says why. With the embedded policy there is nothing to reload.
-func (e *Engine) Reload(ctx context.Context) error {
+func (e *Engine) Reload(ctx context.Context) error { return e.reload(ctx, "call") }
+
+// reload is Reload, logging its outcome in one message (docs/design.md
+// §9.3) and counting it (ReloadCounts). trigger says what asked for it:
+// start, watch, signal or call.
+func (e *Engine) reload(ctx context.Context, trigger string) error {
 	if e.dir == "" {
 		return nil
 	}
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
-	src, err := loadDir(e.dir)
+	src, p, err := e.prepareDir(ctx)
 	if err != nil {
-		return err
-	}
-	p, err := e.build(ctx, src.modules())
-	if err != nil {
-		return err
-	}
-	if err := src.test(ctx); err != nil {
+		e.reloads.refused.Add(1)
+		if trigger != "start" {
+			// At start the error stops the server and is reported there.
+			e.logger.ErrorContext(ctx, "policy reload failed; keeping the current policy", "dir", e.dir,
+				"trigger", trigger, "revision", e.Revision(), "err", err.Error())
+		}
 		return err
 	}
 	if err := e.setExtData(ctx, src.data); err != nil {
+		e.reloads.refused.Add(1)
 		return err
 	}
 	e.install(p)
 	e.loaded = src.sums
-	e.logger.InfoContext(ctx, "policy loaded", "dir", e.dir, "mode", src.mode(), "modules", len(src.mods),
-		"tests", len(src.tests), "revision", p.rev)
+	e.reloads.loaded.Add(1)
+	e.logger.InfoContext(ctx, "policy loaded", "dir", e.dir, "trigger", trigger, "mode", src.mode(),
+		"modules", len(src.mods), "tests", len(src.tests), "revision", p.revision)
 	return nil
+}
+
+// prepareDir reads, compiles and tests the policy directory: what a reload
+// would serve, without serving it.
+func (e *Engine) prepareDir(ctx context.Context) (*source, *policy, error) {
+	src, err := loadDir(e.dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := e.build(ctx, src.modules(), src.data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := src.test(ctx); err != nil {
+		return nil, nil, err
+	}
+	return src, p, nil
 }
 
 // source is what a policy directory holds. A directory whose modules all
@@ -255,7 +278,9 @@ func parse(sources map[string]string) (map[string]*ast.Module, error) {
 }
 
 // build compiles the policy modules and prepares both entry points.
-func (e *Engine) build(ctx context.Context, sources map[string]string) (*policy, error) {
+// extData is the data served with them under data.provgate_ext; with the
+// modules it makes the policy's revision.
+func (e *Engine) build(ctx context.Context, sources map[string]string, extData map[string]any) (*policy, error) {
 	mods, err := parse(sources)
 	if err != nil {
 		return nil, policyError("parse policy", err)
@@ -264,7 +289,7 @@ func (e *Engine) build(ctx context.Context, sources map[string]string) (*policy,
 	if compiler.Compile(mods); compiler.Failed() {
 		return nil, policyError("compile policy", compiler.Errors)
 	}
-	p := &policy{needs: inputNeeds(compiler)}
+	p := &policy{needs: inputNeeds(compiler), revision: contentRevision(sources, extData)}
 	for _, q := range []struct {
 		path string
 		into *rego.PreparedEvalQuery
@@ -370,4 +395,24 @@ func inputNeeds(c *ast.Compiler) policies.Needs {
 		vis.Walk(m)
 	}
 	return n
+}
+
+// contentRevision names a policy by its content: the SHA-256 of its
+// modules (sorted by name) and its extension data, so that replicas
+// serving the same files report the same revision.
+func contentRevision(sources map[string]string, extData map[string]any) string {
+	h := sha256.New()
+	names := make([]string, 0, len(sources))
+	for name := range sources {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(filepath.Base(name)), filepath.Base(name), len(sources[name]), sources[name])
+	}
+	if len(extData) > 0 {
+		b, _ := json.Marshal(extData) // maps encode with sorted keys
+		h.Write(b)
+	}
+	return fmt.Sprintf("sha256:%x", h.Sum(nil)[:8])
 }

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
@@ -83,6 +84,8 @@ type Engine struct {
 
 	cache *cache // nil when off
 	dlog  *decisionLog
+
+	reloads struct{ loaded, refused atomic.Uint64 }
 	now   func() time.Time // nil: OPA's own clock
 }
 
@@ -95,6 +98,9 @@ type policy struct {
 	claimContains *rego.PreparedEvalQuery
 	// needs are the costly input parts the policy reads.
 	needs policies.Needs
+	// revision names the policy's content (contentRevision) or its
+	// bundle's manifest revision.
+	revision string
 }
 
 // New compiles the policy (embedded, or opts.PolicyDir after its tests
@@ -133,12 +139,12 @@ func newEngine(ctx context.Context, opts Options, modules map[string]string) (*E
 		return nil, err
 	}
 	if modules != nil {
-		p, err := e.build(ctx, modules)
+		p, err := e.build(ctx, modules, nil)
 		if err != nil {
 			return nil, err
 		}
 		e.install(p)
-	} else if err := e.Reload(ctx); err != nil {
+	} else if err := e.reload(ctx, "start"); err != nil {
 		return nil, err
 	}
 	if opts.DecisionLog != nil {
@@ -171,6 +177,22 @@ func (e *Engine) install(p *policy) {
 // input.stored and input.proposed cost the gateway an object read (and a
 // patch), so it fills them only for a policy that looks at them.
 func (e *Engine) Needs() policies.Needs { return e.policy.Load().needs }
+
+// Revision names the served policy by its content (a SHA-256 of its
+// modules and extension data): replicas serving the same policy report the
+// same revision. /api/v3/info and every decision log line show it.
+func (e *Engine) Revision() string {
+	if p := e.policy.Load(); p != nil {
+		return p.revision
+	}
+	return ""
+}
+
+// ReloadCounts reports how many policy directory loads succeeded and how
+// many were refused, start included.
+func (e *Engine) ReloadCounts() (loaded, refused uint64) {
+	return e.reloads.loaded.Load(), e.reloads.refused.Load()
+}
 
 // Revisions reports the current policy and data revisions.
 func (e *Engine) Revisions() (policyRev, dataRev uint64) {
@@ -227,7 +249,7 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 	if e.cache != nil {
 		key = cacheKey{policy: p.rev, data: dataRev, input: sha256.Sum256(raw)}
 		if d, ok := e.cache.get(key); ok {
-			e.dlog.add(raw, d, 0)
+			e.dlog.add(logEvent{input: raw, result: d, requestID: policies.RequestID(ctx), revision: p.revision, cached: true})
 			return d.Clone(), nil
 		}
 	}
@@ -246,7 +268,7 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 	if e.now != nil {
 		opts = append(opts, rego.EvalTime(e.now()))
 	}
-	if e.cache != nil {
+	if e.cache != nil || e.dlog != nil {
 		nd = builtins.NDBCache{}
 		opts = append(opts, rego.EvalNDBuiltinCache(nd))
 	}
@@ -263,7 +285,13 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 	if e.cache != nil && len(nd) == 0 {
 		e.cache.put(key, d)
 	}
-	e.dlog.add(raw, d, elapsed)
+	if e.dlog != nil {
+		ev := logEvent{input: raw, result: d, eval: elapsed, requestID: policies.RequestID(ctx), revision: p.revision}
+		if len(nd) > 0 {
+			ev.nd, _ = ast.JSON(nd.AsValue())
+		}
+		e.dlog.add(ev)
+	}
 	return d.Clone(), nil
 }
 

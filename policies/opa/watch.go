@@ -44,9 +44,8 @@ func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
 				continue
 			}
 			last = now
-			if err := e.Reload(ctx); err != nil {
-				e.logger.ErrorContext(ctx, "policy reload failed; keeping the current policy", "dir", e.dir, "err", err)
-			}
+			// reload logs the outcome.
+			_ = e.reload(ctx, "watch")
 		}
 	}()
 }
@@ -65,11 +64,8 @@ func (e *Engine) ReloadOn(ctx context.Context, c <-chan os.Signal) {
 			case <-ctx.Done():
 				return
 			case <-c:
-				if err := e.Reload(ctx); err != nil {
-					e.logger.ErrorContext(ctx, "policy reload refused; keeping the running policy", "error", err.Error())
-				} else {
-					e.logger.InfoContext(ctx, "policy reloaded", "dir", e.dir)
-				}
+				// reload logs the outcome.
+				_ = e.reload(ctx, "signal")
 			}
 		}
 	}()
