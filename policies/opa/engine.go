@@ -86,7 +86,7 @@ type Engine struct {
 	dlog  *decisionLog
 
 	reloads struct{ loaded, refused atomic.Uint64 }
-	now   func() time.Time // nil: OPA's own clock
+	now     func() time.Time // nil: OPA's own clock
 }
 
 // policy is one compiled policy with its prepared queries.
