@@ -35,17 +35,27 @@ func (e *Engine) Reload(ctx context.Context) error { return e.reload(ctx, "call"
 // §9.3) and counting it (ReloadCounts). trigger says what asked for it:
 // start, watch, signal or call.
 func (e *Engine) reload(ctx context.Context, trigger string) error {
-	if e.dir == "" {
+	if e.dir == "" && e.bundle == nil {
 		return nil
 	}
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
-	src, p, err := e.prepareDir(ctx)
+	var src *source
+	var p *policy
+	var err error
+	if e.bundle != nil {
+		src, p, err = e.prepareBundle(ctx)
+		if errors.Is(err, errNotModified) {
+			return nil
+		}
+	} else {
+		src, p, err = e.prepareDir(ctx)
+	}
 	if err != nil {
 		e.reloads.refused.Add(1)
 		if trigger != "start" {
 			// At start the error stops the server and is reported there.
-			e.logger.ErrorContext(ctx, "policy reload failed; keeping the current policy", "dir", e.dir,
+			e.logger.ErrorContext(ctx, "policy reload failed; keeping the current policy", "source", e.location(),
 				"trigger", trigger, "revision", e.Revision(), "err", err.Error())
 		}
 		return err
@@ -54,12 +64,23 @@ func (e *Engine) reload(ctx context.Context, trigger string) error {
 		e.reloads.refused.Add(1)
 		return err
 	}
+	if src.revision != "" {
+		p.revision = src.revision
+	}
 	e.install(p)
 	e.loaded = src.sums
 	e.reloads.loaded.Add(1)
-	e.logger.InfoContext(ctx, "policy loaded", "dir", e.dir, "trigger", trigger, "mode", src.mode(),
+	e.logger.InfoContext(ctx, "policy loaded", "source", e.location(), "trigger", trigger, "mode", src.mode(),
 		"modules", len(src.mods), "tests", len(src.tests), "revision", p.revision)
 	return nil
+}
+
+// location names where the policy comes from, for logs.
+func (e *Engine) location() string {
+	if e.bundle != nil {
+		return e.bundle.display
+	}
+	return e.dir
 }
 
 // prepareDir reads, compiles and tests the policy directory: what a reload
@@ -90,6 +111,9 @@ type source struct {
 	extensions  bool
 	data        map[string]any // documents of data.json / data.yaml files
 	sums        map[string][sha256.Size]byte
+	// revision is a bundle's manifest revision; empty for a directory,
+	// whose revision is its content's.
+	revision string
 }
 
 func (s *source) mode() string {
@@ -170,9 +194,25 @@ func loadDir(dir string) (*source, error) {
 	if len(src.mods) == 0 {
 		return nil, policyError("read policy directory", fmt.Errorf("no .rego policy files in %s", dir))
 	}
+	if src.data, err = loadData(dir); err != nil {
+		return nil, err
+	}
+	if err := src.classify(); err != nil {
+		return nil, err
+	}
+	src.sums = sums(src.mods, src.tests)
+	for path, sum := range dataSums(dir) {
+		src.sums[path] = sum
+	}
+	return src, nil
+}
+
+// classify tells extensions from a replacement and checks the extensions'
+// shape.
+func (src *source) classify() error {
 	parsed, err := parse(src.mods)
 	if err != nil {
-		return nil, policyError("parse policy", err)
+		return policyError("parse policy", err)
 	}
 	src.extensions = true
 	for _, m := range parsed {
@@ -181,18 +221,9 @@ func loadDir(dir string) (*source, error) {
 		}
 	}
 	if src.extensions {
-		if err := checkExtensions(parsed); err != nil {
-			return nil, err
-		}
+		return checkExtensions(parsed)
 	}
-	if src.data, err = loadData(dir); err != nil {
-		return nil, err
-	}
-	src.sums = sums(src.mods, src.tests)
-	for path, sum := range dataSums(dir) {
-		src.sums[path] = sum
-	}
-	return src, nil
+	return nil
 }
 
 // checkExtensions refuses deny rules the base policy would never consult:

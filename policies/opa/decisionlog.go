@@ -48,24 +48,24 @@ type logEvent struct {
 // JSON pointers of input fields removed because they look secret, and
 // "truncated" how many entries each cut list lost, by its pointer).
 type logLine struct {
-	DecisionID string            `json:"decision_id"`
-	RequestID  string            `json:"request_id,omitempty"`
-	Revision   string            `json:"revision"`
-	Bundles    map[string]bundle `json:"bundles"`
-	Cached     bool              `json:"cached"`
-	Path       string            `json:"path"`
-	Input      any               `json:"input"`
-	Result     policies.Decision `json:"result"`
-	Timestamp  time.Time         `json:"timestamp"`
-	Metrics    map[string]int64  `json:"metrics,omitempty"`
-	Erased     []string          `json:"erased,omitempty"`
-	Truncated  map[string]int    `json:"truncated,omitempty"`
-	NDBuiltins any               `json:"nd_builtin_cache,omitempty"`
+	DecisionID string                    `json:"decision_id"`
+	RequestID  string                    `json:"request_id,omitempty"`
+	Revision   string                    `json:"revision"`
+	Bundles    map[string]bundleRevision `json:"bundles"`
+	Cached     bool                      `json:"cached"`
+	Path       string                    `json:"path"`
+	Input      any                       `json:"input"`
+	Result     policies.Decision         `json:"result"`
+	Timestamp  time.Time                 `json:"timestamp"`
+	Metrics    map[string]int64          `json:"metrics,omitempty"`
+	Erased     []string                  `json:"erased,omitempty"`
+	Truncated  map[string]int            `json:"truncated,omitempty"`
+	NDBuiltins any                       `json:"nd_builtin_cache,omitempty"`
 }
 
-// bundle is OPA's per-bundle entry of a decision-log line: the policy is
+// bundleRevision is OPA's per-bundle entry of a decision-log line: the policy is
 // named "provgate" whether embedded, a directory or a bundle.
-type bundle struct {
+type bundleRevision struct {
 	Revision string `json:"revision"`
 }
 
@@ -155,7 +155,7 @@ func encodeLine(ev logEvent) ([]byte, error) {
 		DecisionID: newDecisionID(),
 		RequestID:  ev.requestID,
 		Revision:   ev.revision,
-		Bundles:    map[string]bundle{"provgate": {Revision: ev.revision}},
+		Bundles:    map[string]bundleRevision{"provgate": {Revision: ev.revision}},
 		Cached:     ev.cached,
 		NDBuiltins: ev.nd,
 		Path:       "provgate/authz/decision",

@@ -63,6 +63,9 @@ type Options struct {
 	CacheSize int
 	// Now, when set, is the time policies see (time.now_ns); tests move it.
 	Now func() time.Time
+	// Bundle, when its Location is set, serves an OPA bundle instead of the
+	// embedded policy or PolicyDir (docs/design.md §9.7).
+	Bundle BundleOptions
 }
 
 // Engine decides requests with the compiled policy. It is safe for
@@ -70,6 +73,7 @@ type Options struct {
 type Engine struct {
 	logger *slog.Logger
 	dir    string
+	bundle *bundleConfig // nil unless serving a bundle
 	store  storage.Store
 
 	policy   atomic.Pointer[policy]
@@ -108,7 +112,7 @@ type policy struct {
 // starts empty (no roles, no tenants, no license) until SetData.
 func New(ctx context.Context, opts Options) (*Engine, error) {
 	var modules map[string]string
-	if opts.PolicyDir == "" {
+	if opts.PolicyDir == "" && opts.Bundle.Location == "" {
 		modules = policies.Policies()
 	}
 	return newEngine(ctx, opts, modules)
@@ -127,6 +131,12 @@ func newEngine(ctx context.Context, opts Options, modules map[string]string) (*E
 		now:    opts.Now,
 		store: inmem.NewFromObjectWithOpts(map[string]any{"provgate": map[string]any{}, ExtDataKey: map[string]any{}},
 			inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true)),
+	}
+	if opts.Bundle.Location != "" {
+		if opts.PolicyDir != "" {
+			return nil, policyError("configure policy", errors.New("a policy directory and a bundle exclude each other"))
+		}
+		e.bundle = newBundleConfig(opts.Bundle)
 	}
 	if opts.CacheSize >= 0 {
 		size := opts.CacheSize

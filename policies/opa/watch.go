@@ -21,8 +21,12 @@ import (
 // reload is logged and the old policy stays; the watcher retries on the
 // next change. It returns at once; the watch ends with ctx. Nothing happens
 // for the embedded policy.
+//
+// For a bundle, a file or directory is watched the same way (every file of
+// it counts), and a URL is polled every interval with the served bundle's
+// ETag: an unchanged bundle costs one 304.
 func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
-	if e.dir == "" || interval <= 0 {
+	if (e.dir == "" && e.bundle == nil) || interval <= 0 {
 		return
 	}
 	// Compared with what the last reload read rather than with the files
@@ -38,6 +42,11 @@ func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			}
+			if e.bundle != nil && e.bundle.url {
+				// reload logs the outcome; a 304 is none.
+				_ = e.reload(ctx, "poll")
+				continue
 			}
 			now := e.snapshot()
 			if maps.Equal(now, last) {
@@ -55,7 +64,7 @@ func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
 // first: a failing policy never replaces the working one. It returns at
 // once. Nothing happens for the embedded policy.
 func (e *Engine) ReloadOn(ctx context.Context, c <-chan os.Signal) {
-	if e.dir == "" {
+	if e.dir == "" && e.bundle == nil {
 		return
 	}
 	go func() {
@@ -84,7 +93,12 @@ func sums(files ...map[string]string) map[string][sha256.Size]byte {
 
 // snapshot hashes the .rego and data files loadDir would read. The files
 // are small and few, so reading them on every tick costs little.
-func (e *Engine) snapshot() map[string][sha256.Size]byte { return snapshotDir(e.dir) }
+func (e *Engine) snapshot() map[string][sha256.Size]byte {
+	if e.bundle != nil {
+		return bundleSums(e.bundle.location)
+	}
+	return snapshotDir(e.dir)
+}
 
 func snapshotDir(dir string) map[string][sha256.Size]byte {
 	out := map[string][sha256.Size]byte{}
