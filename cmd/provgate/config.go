@@ -25,26 +25,26 @@ const envPrefix = "PROVGATE_"
 // Config is everything the serve command needs. It is filled from defaults,
 // then the environment, then flags, so the most explicit source wins.
 type Config struct {
-	DataDir          string        // state directory: SQLite file, TLS files, initial admin password
-	Database         string        // DSN; empty selects the SQLite file <DataDir>/provgate.db
-	Listen           string        // host:port of the API listener
-	TLSCert          string        // PEM certificate file; with TLSKey replaces the generated one
-	TLSKey           string        // PEM private key file
-	NoTLS            bool          // serve plain HTTP (behind a TLS-terminating proxy)
-	AdminPassword    string        // first-start password of rocketskates; never printed
-	LicensePublicKey string        // ed25519 PEM public key that verifies License
-	License          string        // license document file
-	PolicyDir        string        // Rego directory: extensions, or a policy replacing the embedded one
-	PolicyBundle     string        // OPA bundle (directory, .tar.gz or URL) replacing the embedded policy
+	DataDir          string // state directory: SQLite file, TLS files, initial admin password
+	Database         string // DSN; empty selects the SQLite file <DataDir>/provgate.db
+	Listen           string // host:port of the API listener
+	TLSCert          string // PEM certificate file; with TLSKey replaces the generated one
+	TLSKey           string // PEM private key file
+	NoTLS            bool   // serve plain HTTP (behind a TLS-terminating proxy)
+	AdminPassword    string // first-start password of rocketskates; never printed
+	LicensePublicKey string // ed25519 PEM public key that verifies License
+	License          string // license document file
+	PolicyDir        string // Rego directory: extensions, or a policy replacing the embedded one
+	PolicyBundle     string // OPA bundle (directory, .tar.gz or URL) replacing the embedded policy
 	// PolicyBundlePublicKey is the PEM public key the bundle must be signed with.
 	PolicyBundlePublicKey string
-	DecisionLog      string        // file receiving JSON-lines decision logs
-	CallbackExecDir  string        // only executables under it may run as callback exec auth
-	LogLevel         string        // debug, info, warn or error
-	BodyLimit        int64         // largest request body in bytes
-	MaxTokenTTL      time.Duration // upper bound for a requested token ttl
-	ShutdownTimeout  time.Duration // how long in-flight requests get after a stop signal
-	BenchRoutes      bool          // enables the unauthenticated benchmark route
+	DecisionLog           string        // file receiving JSON-lines decision logs
+	CallbackExecDir       string        // only executables under it may run as callback exec auth
+	LogLevel              string        // debug, info, warn or error
+	BodyLimit             int64         // largest request body in bytes
+	MaxTokenTTL           time.Duration // upper bound for a requested token ttl
+	ShutdownTimeout       time.Duration // how long in-flight requests get after a stop signal
+	BenchRoutes           bool          // enables the unauthenticated benchmark route
 	// PolicyWatchInterval is how often the policy dir is polled for changed
 	// files; tests shorten it so that a reload is seen quickly.
 	PolicyWatchInterval time.Duration
