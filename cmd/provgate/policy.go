@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/provgate/provgate/policies"
@@ -43,12 +44,25 @@ func newPolicyFlags(name string) *flag.FlagSet {
 // the outcome and the revision the server would report.
 func policyTest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("policy test: want a policy directory (provgate policy test DIR)")
+		return usagef("policy test: want a policy directory or bundle (provgate policy test DIR|BUNDLE)")
 	}
 	dir := args[0]
 	fs := newPolicyFlags("test")
+	pubPath := fs.String("public-key", "", "PEM public key the bundle must be signed with (as --policy-bundle-public-key)")
+	asBundle := fs.Bool("bundle", false, "read DIR as an OPA bundle (a .tar.gz file or URL always is)")
 	if err := parseFlags(fs, args[1:], stderr); err != nil {
 		return err
+	}
+	opts := opa.Options{PolicyDir: dir, CacheSize: -1}
+	if *asBundle || *pubPath != "" || isBundle(dir) {
+		opts.PolicyDir, opts.Bundle.Location = "", dir
+		if *pubPath != "" {
+			pem, err := os.ReadFile(*pubPath)
+			if err != nil {
+				return fmt.Errorf("policy test: %w", err)
+			}
+			opts.Bundle.PublicKey = string(pem)
+		}
 	}
 	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
@@ -57,7 +71,8 @@ func policyTest(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 			return a
 		}}))
-	e, err := opa.New(ctx, opa.Options{PolicyDir: dir, Logger: logger, CacheSize: -1})
+	opts.Logger = logger
+	e, err := opa.New(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("policy test %s: %s", dir, err)
 	}
@@ -137,4 +152,21 @@ func readInput(path string) (policies.Input, error) {
 		return policies.Input{}, fmt.Errorf("policy eval: %s: not a policy input: %w", path, err)
 	}
 	return in, nil
+}
+
+// isBundle tells a bundle from a policy directory: a URL, a file (a
+// .tar.gz as opa build writes it), or a directory with a .manifest.
+func isBundle(loc string) bool {
+	if strings.HasPrefix(loc, "http://") || strings.HasPrefix(loc, "https://") {
+		return true
+	}
+	fi, err := os.Stat(loc)
+	if err != nil {
+		return false
+	}
+	if !fi.IsDir() {
+		return true
+	}
+	_, err = os.Stat(filepath.Join(loc, ".manifest"))
+	return err == nil
 }

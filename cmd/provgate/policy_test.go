@@ -84,3 +84,24 @@ func TestPolicyEvalCommand(t *testing.T) {
 		t.Errorf("eval with an extension: %v\n%s", err, out)
 	}
 }
+
+// provgate policy test BUNDLE checks a bundle as --policy-bundle would:
+// its signature, then its tests; the revision printed is the manifest's.
+func TestPolicyTestCommandBundle(t *testing.T) {
+	priv, pub := e2eSigningKey(t)
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.tar.gz"), filepath.Join(dir, "bad.tar.gz")
+	if err := os.WriteFile(good, e2eBundle(t, "fresh_token", "rel-7", priv, false), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, e2eBundle(t, "protected", "rel-8", priv, true), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runPolicy(t, "test", good, "--public-key", pub)
+	if err != nil || !strings.Contains(out, "(revision rel-7)") {
+		t.Errorf("policy test of a signed bundle: %v\n%s", err, out)
+	}
+	if _, err := runPolicy(t, "test", bad, "--public-key", pub); err == nil || !strings.Contains(err.Error(), "digest mismatch") {
+		t.Errorf("policy test of a tampered bundle: %v", err)
+	}
+}
