@@ -15,7 +15,7 @@ import (
 type paramResolver struct{ secure map[string]bool }
 
 func (r paramResolver) NativeKey(context.Context, string, string) (string, error) { return "", nil }
-func (r paramResolver) JobMachine(context.Context, string) (string, error)       { return "", nil }
+func (r paramResolver) JobMachine(context.Context, string) (string, error)        { return "", nil }
 func (r paramResolver) Current(_ context.Context, prefix, key string) ([]byte, error) {
 	if key == "broken" {
 		return nil, backend.Errorf(backend.EUNAVAILABLE, "store down")
