@@ -73,8 +73,18 @@ func newBundleConfig(o BundleOptions) *bundleConfig {
 // errNotModified.
 func (e *Engine) prepareBundle(ctx context.Context) (*source, *policy, error) {
 	b, etag, err := e.bundle.read(ctx)
-	if err != nil {
+	// A fetched bundle that is refused (bad signature, failing tests) is
+	// refused for good: its ETag is remembered so that polls do not fetch
+	// and test it again until the server publishes another one. The served
+	// policy stays; the refusal is logged once.
+	refuse := func(err error) (*source, *policy, error) {
+		if etag != "" {
+			e.bundle.etag = etag
+		}
 		return nil, nil, err
+	}
+	if err != nil {
+		return refuse(err)
 	}
 	src := &source{mods: map[string]string{}, tests: map[string]string{}, data: b.Data, revision: b.Manifest.Revision}
 	for _, m := range b.Modules {
@@ -86,26 +96,24 @@ func (e *Engine) prepareBundle(ctx context.Context) (*source, *policy, error) {
 		}
 	}
 	if len(src.mods) == 0 {
-		return nil, nil, policyError("read policy bundle", fmt.Errorf("no .rego policy files in %s", e.bundle.display))
+		return refuse(policyError("read policy bundle", fmt.Errorf("no .rego policy files in %s", e.bundle.display)))
 	}
 	if src.data == nil {
 		src.data = map[string]any{}
 	}
 	if err := src.classify(); err != nil {
-		return nil, nil, err
+		return refuse(err)
 	}
 	p, err := e.build(ctx, src.modules(), src.data)
 	if err != nil {
-		return nil, nil, err
+		return refuse(err)
 	}
 	if err := src.test(ctx); err != nil {
-		return nil, nil, err
+		return refuse(err)
 	}
 	if !e.bundle.url {
 		src.sums = bundleSums(e.bundle.location)
 	}
-	// Only a bundle that is served moves the ETag: a refused one is
-	// fetched (and refused) again until it changes.
 	e.bundle.etag = etag
 	return src, p, nil
 }
@@ -147,7 +155,7 @@ func (c *bundleConfig) read(ctx context.Context) (bundle.Bundle, string, error) 
 	}
 	b, err := r.Read()
 	if err != nil {
-		return bundle.Bundle{}, "", policyError("read policy bundle "+c.display, err)
+		return bundle.Bundle{}, etag, policyError("read policy bundle "+c.display, err)
 	}
 	return b, etag, nil
 }

@@ -219,6 +219,15 @@ func TestBundleURLPolling(t *testing.T) {
 			t.Errorf("replica %d serves %q after a refused bundle", i, e.Revision())
 		}
 	}
+	// A refused bundle is not fetched and tested again: later polls are
+	// answered 304.
+	before := srv.unmods.Load()
+	waitFor(t, func() bool { return srv.unmods.Load() >= before+4 }, "304 answers after the refusal")
+	for i, e := range replicas {
+		if _, refused := e.ReloadCounts(); refused != 1 {
+			t.Errorf("replica %d refused the broken bundle %d times, want once", i, refused)
+		}
+	}
 
 	srv.set(buildBundle(t, "protected", "v3", "", nil), `"v3"`)
 	waitFor(t, func() bool { return replicas[0].Revision() == "v3" && replicas[1].Revision() == "v3" }, "v3 on both replicas")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -53,13 +54,23 @@ func (e *Engine) reload(ctx context.Context, trigger string) error {
 	}
 	if err != nil {
 		e.reloads.refused.Add(1)
+		level := slog.LevelError
+		if trigger == "poll" && err.Error() == e.lastPollErr {
+			// A bundle URL failing the same way on every poll is logged
+			// once, then at debug level until it changes.
+			level = slog.LevelDebug
+		}
+		if trigger == "poll" {
+			e.lastPollErr = err.Error()
+		}
 		if trigger != "start" {
 			// At start the error stops the server and is reported there.
-			e.logger.ErrorContext(ctx, "policy reload failed; keeping the current policy", "source", e.location(),
+			e.logger.Log(ctx, level, "policy reload failed; keeping the current policy", "source", e.location(),
 				"trigger", trigger, "revision", e.Revision(), "err", err.Error())
 		}
 		return err
 	}
+	e.lastPollErr = ""
 	if err := e.setExtData(ctx, src.data); err != nil {
 		e.reloads.refused.Add(1)
 		return err

@@ -85,6 +85,8 @@ type Engine struct {
 	// loaded sums the files of the policy dir the served policy was read
 	// from (guarded by reloadMu); WatchDir starts from it.
 	loaded map[string][sha256.Size]byte
+	// lastPollErr is the last bundle URL poll's error (guarded by reloadMu).
+	lastPollErr string
 
 	cache *cache // nil when off
 	dlog  *decisionLog
