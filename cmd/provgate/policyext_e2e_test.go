@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -203,7 +204,8 @@ func TestE2EExtensionDeadlineNeverStale(t *testing.T) {
 			dir := t.TempDir()
 			writeExtFile(t, dir, "deadline.rego", "package provgate.ext.deadline\n\n"+
 				"deny contains \"writes closed at the deadline\" if time.now_ns() >= data.provgate_ext.deadline_ns\n")
-			s := startE2E(t, db, "--policy-dir", dir, "--policy-watch-interval", "100ms")
+			logFile := filepath.Join(t.TempDir(), "decisions.jsonl")
+			s := startE2E(t, db, "--policy-dir", dir, "--policy-watch-interval", "100ms", "--decision-log", logFile)
 			var m struct{ Uuid string }
 			s.Must(201, "POST", "/machines", map[string]any{"Name": "deadline-m1"}, admin()).JSON(t, &m)
 			tok := bearer(s.Token("rocketskates", admin(), ""))
@@ -240,6 +242,35 @@ func TestE2EExtensionDeadlineNeverStale(t *testing.T) {
 			t.Logf("%d identical requests answered before the deadline, %d after", before, after)
 			if before < 2 || after == 0 {
 				t.Fatalf("%d answers before the deadline and %d after: the test saw too little", before, after)
+			}
+
+			// The decision log agrees: none of these decisions came from the
+			// cache, and each records the time the rule read.
+			s.Stop()
+			raw, err := os.ReadFile(logFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seen int
+			for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+				var l struct {
+					Cached bool
+					Input  struct{ Path string }
+					ND     map[string]any `json:"nd_builtin_cache"`
+				}
+				if err := json.Unmarshal([]byte(line), &l); err != nil {
+					t.Fatal(err)
+				}
+				if l.Input.Path != "/api/v3/machines/"+m.Uuid {
+					continue
+				}
+				seen++
+				if l.Cached || l.ND["time.now_ns"] == nil {
+					t.Errorf("a deadline decision was cached or did not record the time: %.300s", line)
+				}
+			}
+			if seen < before+after {
+				t.Errorf("%d decisions of the deadline request logged, want at least %d", seen, before+after)
 			}
 		})
 	}

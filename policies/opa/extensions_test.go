@@ -214,3 +214,26 @@ deny contains "writes closed at the deadline" if {
 		t.Errorf("cache holds %d decisions after one deterministic one, want 1", n)
 	}
 }
+
+// Needs finds the input parts a policy reads, conservatively: a reference
+// to input as a whole or by a computed key counts as reading everything.
+func TestInputNeeds(t *testing.T) {
+	for _, tt := range []struct {
+		rule string
+		want policies.Needs
+	}{
+		{`deny contains "x" if input.method == "PUT"`, policies.Needs{}},
+		{`deny contains "x" if input.stored.Meta.a == "b"`, policies.Needs{Stored: true}},
+		{`deny contains "x" if input.proposed.Name == "b"`, policies.Needs{Proposed: true}},
+		{`deny contains "x" if { some k in ["stored"]; input[k] }`, policies.Needs{Stored: true, Proposed: true}},
+		{`deny contains "x" if { x := input; x.method == "PUT" }`, policies.Needs{Stored: true, Proposed: true}},
+		{`deny contains "x" if { some c in input.required; c.specific == input.stored.Name }`, policies.Needs{Stored: true}},
+	} {
+		dir := t.TempDir()
+		writeFile(t, dir, "x.rego", "package provgate.ext.x\n\n"+tt.rule+"\n")
+		e := extEngine(t, dir, Options{})
+		if got := e.Needs(); got != tt.want {
+			t.Errorf("%s: Needs() = %+v, want %+v", tt.rule, got, tt.want)
+		}
+	}
+}
