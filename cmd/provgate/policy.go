@@ -81,13 +81,15 @@ func policyTest(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-// policyEval decides one input, as the server would: the embedded policy or
-// --policy-dir, with the policy data of --data (the shape of
+// policyEval decides one input, as the server would: the embedded policy,
+// --policy-dir or --policy-bundle, with the policy data of --data (the shape of
 // testdata/policy/data.json: roles, tenants, license).
 func policyEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newPolicyFlags("eval")
 	inputPath := fs.String("input", "", "JSON file with the input (or an example file holding it under \"input\")")
 	dir := fs.String("policy-dir", "", "policy directory (extensions or a replacement), as the server's --policy-dir")
+	bundleLoc := fs.String("policy-bundle", "", "OPA bundle (directory, .tar.gz or URL), as the server's --policy-bundle")
+	pubPath := fs.String("policy-bundle-public-key", "", "PEM public key the bundle must be signed with")
 	dataPath := fs.String("data", "", "JSON file with data.provgate (roles, tenants, license); empty data when not given")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -109,7 +111,15 @@ func policyEval(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return fmt.Errorf("policy eval: %s: %w", *dataPath, err)
 		}
 	}
-	e, err := opa.New(ctx, opa.Options{PolicyDir: *dir, CacheSize: -1})
+	opts := opa.Options{PolicyDir: *dir, CacheSize: -1, Bundle: opa.BundleOptions{Location: *bundleLoc}}
+	if *pubPath != "" {
+		pem, err := os.ReadFile(*pubPath)
+		if err != nil {
+			return fmt.Errorf("policy eval: %w", err)
+		}
+		opts.Bundle.PublicKey = string(pem)
+	}
+	e, err := opa.New(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("policy eval: %s", err)
 	}

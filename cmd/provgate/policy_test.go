@@ -104,4 +104,17 @@ func TestPolicyTestCommandBundle(t *testing.T) {
 	if _, err := runPolicy(t, "test", bad, "--public-key", pub); err == nil || !strings.Contains(err.Error(), "digest mismatch") {
 		t.Errorf("policy test of a tampered bundle: %v", err)
 	}
+	// eval with the bundle: its extension decides, as on the server.
+	in := filepath.Join(dir, "in.json")
+	if err := os.WriteFile(in, []byte(`{"principal": {"kind": "user", "name": "alice", "roles": ["superuser"], "token_roles": null, "claims": [],
+		"auth": {"method": "bearer", "kind": "user", "iat": 1000, "exp": 99999999999, "jti": "x"}},
+		"required": [{"scope": "users", "action": "update:/Roles", "specific": "bob"}],
+		"operation": "patch", "method": "PATCH", "path": "/api/v3/users/bob"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runPolicy(t, "eval", "--input", in, "--data", filepath.Join("..", "..", "testdata", "policy", "data.json"),
+		"--policy-bundle", good, "--policy-bundle-public-key", pub)
+	if err != nil || !strings.Contains(out, `"revision": "rel-7"`) || !strings.Contains(out, "users changes need a token issued less than 600 seconds ago") {
+		t.Errorf("policy eval with a bundle: %v\n%s", err, out)
+	}
 }
