@@ -148,12 +148,19 @@ func decodeObject(raw []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// maskSecure replaces the value of every secure param of obj with
-// policies.MaskedValue: sealed values as stored ({Key, Nonce, Payload}),
+// maskSecure replaces credentials and the value of every secure param of
+// obj with policies.MaskedValue: sealed values as stored ({Key, Nonce, Payload}),
 // values of params stored sealed in was, and values of params whose
 // definition is Secure. The policy sees that such a param is set, never
 // its value.
 func maskSecure(ctx context.Context, r claims.Resolver, obj, was map[string]any) map[string]any {
+	// Credentials a body may carry (a user's create or PUT): the policy
+	// sees that one is set, never its value (docs/design.md §4.4).
+	for _, k := range credentialFields {
+		if _, ok := obj[k]; ok {
+			obj[k] = policies.MaskedValue()
+		}
+	}
 	params, ok := obj["Params"].(map[string]any)
 	if !ok {
 		return obj
@@ -166,6 +173,11 @@ func maskSecure(ctx context.Context, r claims.Resolver, obj, was map[string]any)
 	}
 	return obj
 }
+
+// credentialFields are the top-level fields of objects that hold
+// credentials: a user's Password (the provgate extension of a create),
+// PasswordHash and Secret, a machine's Secret.
+var credentialFields = []string{"Password", "PasswordHash", "Secret"}
 
 // sealed reports whether v has the stored form of a secure value
 // (docs/design.md §3.9).

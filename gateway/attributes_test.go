@@ -101,4 +101,10 @@ func TestMaskSecure(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v\nwant %v", got, want)
 	}
+
+	user := maskSecure(context.Background(), r, map[string]any{"Name": "u", "Password": "pw", "PasswordHash": "h", "Secret": "s"}, nil)
+	if want := (map[string]any{"Name": "u", "Password": policies.MaskedValue(), "PasswordHash": policies.MaskedValue(),
+		"Secret": policies.MaskedValue()}); !reflect.DeepEqual(user, want) {
+		t.Errorf("user credentials: got %v", user)
+	}
 }

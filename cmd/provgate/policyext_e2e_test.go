@@ -296,6 +296,8 @@ func TestE2EExtensionProposedObjectMasked(t *testing.T) {
 
 deny contains "machine descriptions may not say forbidden" if input.proposed.Description == "forbidden"
 
+deny contains "passwords are masked" if is_string(input.proposed.Password)
+
 deny contains "secure values are masked" if {
 	some _, v in input.proposed.Params
 	v != {"masked": true}
@@ -305,6 +307,8 @@ deny contains "secure values are masked" if {
 			logFile := filepath.Join(t.TempDir(), "decisions.jsonl")
 			s := startE2E(t, db, "--policy-dir", dir, "--decision-log", logFile)
 			s.Must(201, "POST", "/params", map[string]any{"Name": "vault-pw", "Secure": true}, admin())
+			// A user's password in a create body is masked like a secure value.
+			s.Must(201, "POST", "/users", map[string]any{"Name": "masked-u", "Password": "hunter2-user-password"}, admin())
 			refusedWith(t, s.Do("POST", "/machines", map[string]any{"Name": "p1", "Description": "forbidden"}, admin()),
 				"machine descriptions may not say forbidden")
 			var m map[string]any
