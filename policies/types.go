@@ -95,8 +95,9 @@ type Input struct {
 	// Engine.Needs) and the object exists.
 	Stored map[string]any `json:"stored,omitempty"`
 	// Proposed is the object as the request would leave it: the body of a
-	// create or PUT, the stored object with a PATCH applied. Secure param
-	// values are masked as in Stored. Filled only when the policy reads
+	// create or PUT, the stored object with a PATCH or param write applied.
+	// Credentials (Password, PasswordHash, Secret) and secure param values
+	// are masked (MaskedValue). Filled only when the policy reads
 	// input.proposed.
 	Proposed map[string]any `json:"proposed,omitempty"`
 }

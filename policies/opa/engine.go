@@ -2,8 +2,9 @@
 // Agent. It is the only package that imports OPA (docs/design.md §1.2): it compiles
 // the policy once, prepares its queries once, keeps the policy data in an
 // OPA in-memory store updated by transactions, caches decisions, logs them
-// asynchronously, and reloads a policy directory only when the directory's
-// own Rego tests pass (docs/design.md §9).
+// asynchronously, and reloads a policy directory or OPA bundle (extensions
+// of the embedded policy, or a replacement) only when its Rego tests pass
+// (docs/design.md §9).
 package opa
 
 import (
