@@ -124,9 +124,11 @@ func policyRevision(t *testing.T, s *tserver) string {
 // extension, and a new signed bundle reaches both; a tampered one reaches
 // neither.
 func TestE2EPolicyBundleReplicas(t *testing.T) {
+	t.Parallel()
 	priv, pub := e2eSigningKey(t)
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			srv := &etagServer{}
 			srv.set(e2eBundle(t, "protected", "release-1", priv, false), `"release-1"`)
 			hs := httptest.NewServer(srv)
@@ -187,6 +189,7 @@ func TestE2EPolicyBundleReplicas(t *testing.T) {
 // A server given a tampered bundle, or an unsigned one while a key is
 // configured, does not start, and says why.
 func TestE2EPolicyBundleTamperedRefusedAtStart(t *testing.T) {
+	t.Parallel()
 	priv, pub := e2eSigningKey(t)
 	for name, raw := range map[string][]byte{
 		"tampered": e2eBundle(t, "protected", "r1", priv, true),

@@ -50,11 +50,16 @@ func writeExtFile(t *testing.T, dir, name, src string) {
 }
 
 // forEachDBWithExtension runs f on a fresh server for every database, each
-// with its own copy of the example extension name as --policy-dir.
-func forEachDBWithExtension(t *testing.T, name string, f func(t *testing.T, s *tserver, dir string), extraArgs ...string) {
+// with its own copy of the example extension name as --policy-dir, as
+// parallel subtests unless serial (a test that sends SIGHUP to the process
+// must run alone).
+func forEachDBWithExtension(t *testing.T, name string, serial bool, f func(t *testing.T, s *tserver, dir string), extraArgs ...string) {
 	t.Helper()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			if !serial {
+				t.Parallel()
+			}
 			dir := exampleExtension(t, name)
 			s := startE2E(t, db, append([]string{"--policy-dir", dir, "--policy-watch-interval", "100ms"}, extraArgs...)...)
 			f(t, s, dir)
@@ -62,18 +67,18 @@ func forEachDBWithExtension(t *testing.T, name string, f func(t *testing.T, s *t
 	}
 }
 
-// refusedWith fails unless r is a 403 naming reason.
+// refusedWith fails unless r is a 403 DRP error (Type AUTH) with a message
+// naming reason: an extension's veto.
 func refusedWith(t *testing.T, r resp, reason string) {
 	t.Helper()
-	if r.Status != http.StatusForbidden || !strings.Contains(string(r.Body), reason) {
-		t.Fatalf("got %s, want 403 with %q", r, reason)
-	}
+	wantDRPError(t, r, http.StatusForbidden, "AUTH", reason)
 }
 
 // Story (a): nobody, not even the superuser, deletes a machine whose Meta
 // has protected "true". The rule reads the machine as stored.
 func TestE2EExtensionProtectedMachine(t *testing.T) {
-	forEachDBWithExtension(t, "protected", func(t *testing.T, s *tserver, _ string) {
+	t.Parallel()
+	forEachDBWithExtension(t, "protected", false, func(t *testing.T, s *tserver, _ string) {
 		if !strings.Contains(s.Stderr.String(), `"mode":"extensions"`) {
 			t.Fatalf("the directory was not taken as extensions:\n%s", reloadLogTail(s.Stderr.String(), 3000))
 		}
@@ -103,7 +108,8 @@ func TestE2EExtensionProtectedMachine(t *testing.T) {
 // Story (b): a change freeze for one user, in data.json, without touching
 // the core rules; lifting it is an edit of data.json that reloads.
 func TestE2EExtensionChangeFreeze(t *testing.T) {
-	forEachDBWithExtension(t, "freeze", func(t *testing.T, s *tserver, dir string) {
+	t.Parallel()
+	forEachDBWithExtension(t, "freeze", false, func(t *testing.T, s *tserver, dir string) {
 		s.AddUser("carol", "carol-Pa55word", "superuser")
 		s.AddUser("dave", "dave-Pa55word", "superuser")
 		carol, dave := basic("carol", "carol-Pa55word"), basic("dave", "dave-Pa55word")
@@ -128,7 +134,8 @@ func TestE2EExtensionChangeFreeze(t *testing.T) {
 // max_age_seconds ago (600 as shipped). The rule reads the token's iat and
 // the clock, so its decisions are never cached.
 func TestE2EExtensionFreshToken(t *testing.T) {
-	forEachDBWithExtension(t, "fresh_token", func(t *testing.T, s *tserver, dir string) {
+	t.Parallel()
+	forEachDBWithExtension(t, "fresh_token", false, func(t *testing.T, s *tserver, dir string) {
 		s.AddUser("alice", "alice-Pa55word", "superuser")
 		s.AddUser("bob", "bob-Pa55word")
 		minted := time.Now()
@@ -159,7 +166,10 @@ func TestE2EExtensionFreshToken(t *testing.T) {
 // would also refuse every read, and its test says so; the server logs the
 // refusal, keeps the protected rule and serves reads.
 func TestE2EExtensionFailingTestKeepsPolicy(t *testing.T) {
-	forEachDBWithExtension(t, "protected", func(t *testing.T, s *tserver, dir string) {
+	// Serial: it sends SIGHUP to the whole test process, which only servers
+	// with a policy dir listen for; serial tests run before any parallel
+	// one has started a server.
+	forEachDBWithExtension(t, "protected", true, func(t *testing.T, s *tserver, dir string) {
 		var m struct{ Uuid string }
 		s.Must(201, "POST", "/machines", map[string]any{"Name": "db2", "Meta": map[string]string{"protected": "true"}}, admin()).JSON(t, &m)
 		refusedWith(t, s.Do("DELETE", "/machines/"+m.Uuid, nil, admin()), "machine db2 is protected")
@@ -199,8 +209,10 @@ func TestE2EExtensionFailingTestKeepsPolicy(t *testing.T) {
 // order of events only: an answer received before the deadline must be an
 // allow, one requested after it a refusal.
 func TestE2EExtensionDeadlineNeverStale(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			writeExtFile(t, dir, "deadline.rego", "package provgate.ext.deadline\n\n"+
 				"deny contains \"writes closed at the deadline\" if time.now_ns() >= data.provgate_ext.deadline_ns\n")
@@ -289,8 +301,10 @@ func TestE2EExtensionDeadlineNeverStale(t *testing.T) {
 // values reach neither the policy nor the decision log: they are masked
 // in the stored and in the proposed object alike.
 func TestE2EExtensionProposedObjectMasked(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			writeExtFile(t, dir, "names.rego", `package provgate.ext.names
 
