@@ -402,7 +402,7 @@ func TestE2EPolicyReloadSignal(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, s, 0, reloadLimit, "policy reloaded")
+	waitLog(t, s, 0, reloadLimit, "policy loaded", `"trigger":"signal"`)
 	waitFlip(t, s, u, "blocked", time.Second)
 }
 
@@ -614,8 +614,8 @@ func testDecisionLog(t *testing.T, db dbCase) {
 	}
 	const rounds = 5
 	for i := 0; i < rounds; i++ {
-		for _, r := range reqs {
-			res := s.Must(r.want, r.method, r.path, nil, r.authz)
+		for j, r := range reqs {
+			res := s.Must(r.want, r.method, r.path, nil, r.authz, "X-Request-Id", fmt.Sprintf("dl-%d-%d", i, j))
 			if strings.HasSuffix(r.path, "/token") {
 				var tok struct{ Token string }
 				res.JSON(t, &tok)
@@ -628,9 +628,30 @@ func testDecisionLog(t *testing.T, db dbCase) {
 	if len(got) != rounds*len(reqs) {
 		t.Fatalf("%d decisions logged for %d decided requests", len(got), rounds*len(reqs))
 	}
+	var info struct {
+		Policy struct{ Revision string } `json:"provgate_policy"`
+	}
+	s.Must(200, "GET", "/info", nil, admin()).JSON(t, &info)
+	if !strings.HasPrefix(info.Policy.Revision, "sha256:") {
+		t.Fatalf("/info names the policy revision %q", info.Policy.Revision)
+	}
 	ids := map[string]bool{}
 	for i, l := range got {
 		r := reqs[i%len(reqs)]
+		// docs/design.md §9.5: each line names its request, the policy
+		// revision (also as OPA's bundles entry) and whether the cache
+		// answered; the same requests again are answered from the cache.
+		if want := fmt.Sprintf("dl-%d-%d", i/len(reqs), i%len(reqs)); l["request_id"] != want {
+			t.Errorf("line %d: request_id %v, want %s", i, l["request_id"], want)
+		}
+		bundles, _ := l["bundles"].(map[string]any)
+		pb, _ := bundles["provgate"].(map[string]any)
+		if l["revision"] != info.Policy.Revision || pb["revision"] != info.Policy.Revision {
+			t.Errorf("line %d: revision %v, bundles %v; /info says %s", i, l["revision"], l["bundles"], info.Policy.Revision)
+		}
+		if cached, ok := l["cached"].(bool); !ok || (i >= len(reqs) && !cached) {
+			t.Errorf("line %d: cached %v for a request decided before", i, l["cached"])
+		}
 		id, _ := l["decision_id"].(string)
 		if !uuidRE.MatchString(id) || ids[id] {
 			t.Errorf("line %d: decision_id %q is not a new UUID", i, id)
