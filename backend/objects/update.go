@@ -217,9 +217,7 @@ func (s *Service) Patch(ctx context.Context, prefix, key string, patch []byte, f
 		return m, err
 	}
 	m, err := s.mutate(ctx, k, key, "PATCH", "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
-		view := clone(old)
-		backend.Sanitize(view)
-		doc, err := encode(view)
+		doc, err := patchView(old)
 		if err != nil {
 			return nil, err
 		}
@@ -239,6 +237,31 @@ func (s *Service) Patch(ctx context.Context, prefix, key string, patch []byte, f
 	}
 	backend.Sanitize(m)
 	return m, nil
+}
+
+// patchView is the document a patch applies to: the object as Get shows
+// it, with a blank "Secret" on users and machines. DRP's client models
+// always carry that member, so the whole-document test drpcli sends with
+// -r/--ref (a reference object decoded into its model) holds "Secret":"";
+// the blank value reveals nothing and keepSecrets restores the stored one.
+func patchView(old backend.Model) ([]byte, error) {
+	view := clone(old)
+	backend.Sanitize(view)
+	doc, err := encode(view)
+	if err != nil {
+		return nil, err
+	}
+	switch old.(type) {
+	case *backend.User, *backend.Machine:
+	default:
+		return doc, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, err
+	}
+	m["Secret"] = json.RawMessage(`""`)
+	return json.Marshal(m)
 }
 
 func resultError(prefix, key string, err error) error {
