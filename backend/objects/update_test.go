@@ -312,3 +312,33 @@ func TestPatchWholeDocumentTest(t *testing.T) {
 		}
 	})
 }
+
+// TestBootEnvDRPShape: a bootenv reads with every member of DRP's BootEnv
+// and OsInfo (blank when unset, given values kept), so drpcli's -r/--ref
+// whole-document test, made from DRP's model, matches it.
+func TestBootEnvDRPShape(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		mustCreate(t, e, "bootenvs", `{"Name":"be1","OS":{"Name":"centos-8","Extra":"kept"}}`)
+		got, _, err := e.svc.Get(ctx, "bootenvs", "be1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(toJSON(t, got)), &m); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"Name": "centos-8", "Extra": "kept", "Family": "", "Codename": "", "Version": "",
+			"IsoFile": "", "IsoSha256": "", "IsoUrl": "", "SupportedArchitectures": map[string]any{}}
+		if toJSON(t, m["OS"]) != toJSON(t, want) || toJSON(t, m["Loaders"]) != "{}" {
+			t.Fatalf("OS %v Loaders %v", m["OS"], m["Loaders"])
+		}
+		patch := toJSON(t, []map[string]any{
+			{"op": "test", "path": "", "from": "", "value": m},
+			{"op": "replace", "path": "/Description", "from": "", "value": "paranoid"},
+		})
+		if _, err := e.svc.Patch(ctx, "bootenvs", "be1", []byte(patch), false); err != nil {
+			t.Fatalf("whole-document test: %v", err)
+		}
+	})
+}
