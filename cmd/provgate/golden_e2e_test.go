@@ -113,6 +113,8 @@ func TestE2EGolden(t *testing.T) {
 			{name: "machine-params-set", method: "POST", path: func() string { return "/machines/" + uuid + "/params/foo/bar" },
 				body: `{"k":1}`},
 			{name: "machine-params-absent", method: "GET", path: func() string { return "/machines/" + uuid + "/params/no/such" }},
+			// drpcli reads it before sealing a secure param: a JSON string (base64).
+			{name: "machine-pubkey", method: "GET", path: func() string { return "/machines/" + uuid + "/pubkey" }, shape: true},
 			{name: "error-not-found", method: "GET", path: fixed("/users/ignore")},
 			{name: "error-duplicate", method: "POST", path: fixed("/users"), body: `{"Name":"rocketskates"}`},
 			{name: "error-empty-key", method: "POST", path: fixed("/profiles"), body: `{"Name":""}`},
