@@ -38,6 +38,7 @@ type config struct {
 	DecideBenchtime time.Duration
 	Postgres        string
 	SkipDecide      bool
+	OnlyDecide      bool
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -61,6 +62,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.AllocCallers, "alloc-callers", 8, "concurrent allocateMachines callers of figure 5")
 	fs.DurationVar(&c.DecideBenchtime, "decide-benchtime", time.Second, "-test.benchtime of the decision micro-benchmarks")
 	fs.BoolVar(&c.SkipDecide, "skip-decide", false, "skip the decision micro-benchmarks (figure 3)")
+	fs.BoolVar(&c.OnlyDecide, "only-decide", false, "run only the decision micro-benchmarks (figure 3); with -out '' to leave docs/benchmarks.md as it is")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -120,6 +122,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	// compilation never competes with a timed leg.
 	var dec *decideResult
 	decSkip := ""
+	if cfg.SkipDecide && cfg.OnlyDecide {
+		return errors.New("-skip-decide and -only-decide exclude each other")
+	}
 	if cfg.SkipDecide {
 		decSkip = "-skip-decide"
 	} else if dec, err = runDecide(ctx, cfg, tmp, logf); err != nil {
@@ -131,9 +136,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return ctx.Err()
 	}
 
-	gw, err := runGateway(ctx, cfg, tmp, pub, lic, logf)
+	var gw *gatewayResult
 	gwSkip := ""
-	if err != nil {
+	if cfg.OnlyDecide {
+		gwSkip = "-only-decide"
+	} else if gw, err = runGateway(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -143,9 +150,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		gw = nil
 	}
 
-	ev, err := runEvents(ctx, cfg, tmp, pub, lic, logf)
+	var ev *eventsResult
 	evSkip := ""
-	if err != nil {
+	if cfg.OnlyDecide {
+		evSkip = "-only-decide"
+	} else if ev, err = runEvents(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -157,7 +166,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var pools *poolResult
 	pgSkip := ""
-	if cfg.Postgres == "" {
+	if cfg.OnlyDecide {
+		pgSkip = "-only-decide"
+	} else if cfg.Postgres == "" {
 		pgSkip = "PROVGATE_TEST_DATABASE not set"
 	} else if pools, err = runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {

@@ -191,6 +191,11 @@ func TestUsageErrors(t *testing.T) {
 		{"bad env bool", map[string]string{"PROVGATE_NO_TLS": "maybe"}, nil, "environment PROVGATE_NO_TLS"},
 		{"license without key", nil, []string{"--license", "lic"}, "--license needs --license-public-key"},
 		{"missing policy dir", nil, []string{"--policy-dir", filepath.Join(dir, "nope")}, "no such file or directory"},
+		{"bundle and dir", nil, []string{"--policy-dir", dir, "--policy-bundle", "https://example.com/b.tar.gz"}, "--policy-bundle and --policy-dir exclude each other"},
+		{"bundle key without bundle", nil, []string{"--policy-bundle-public-key", "k.pem"}, "--policy-bundle-public-key needs --policy-bundle"},
+		{"missing bundle file", nil, []string{"--policy-bundle", filepath.Join(dir, "nope.tar.gz")}, "no such file or directory"},
+		{"policy without subcommand", nil, []string{"policy"}, "want a subcommand"},
+		{"policy eval without input", nil, []string{"policy", "eval"}, "--input is required"},
 		{"unsupported dsn", nil, []string{"--database", "mysql://u:hunter2@h/db"}, `unsupported scheme "mysql"`},
 		{"zero shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "--shutdown-timeout 0s"},
 	}
