@@ -123,3 +123,12 @@ type LicenseData struct {
 	Valid    bool     `json:"valid"`
 	Features []string `json:"features"`
 }
+
+// DataPatch is one change to data.provgate, applied with others in one
+// step (opa Engine.PatchData): the value at Path (below data.provgate) is
+// set to Value, or removed when Remove is true.
+type DataPatch struct {
+	Path   []string
+	Value  any
+	Remove bool
+}

@@ -48,6 +48,10 @@ func (s *Store) migrate(ctx context.Context) error {
 	add(`CREATE TABLE IF NOT EXISTS revision (id integer PRIMARY KEY, value bigint NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS revision (id INTEGER PRIMARY KEY, value INTEGER NOT NULL)`)
 	stmts = append(stmts, `INSERT INTO revision (id, value) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`)
+	// The change log: which user, role, tenant or setting each revision
+	// wrote (store.go bumpRevision).
+	add(`CREATE TABLE IF NOT EXISTS revision_changes (rev bigint PRIMARY KEY, prefix text NOT NULL, "key" text COLLATE "C" NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS revision_changes (rev INTEGER PRIMARY KEY, prefix TEXT NOT NULL, "key" TEXT NOT NULL)`)
 	add(`CREATE TABLE IF NOT EXISTS job_logs (id bigserial PRIMARY KEY, job text NOT NULL, chunk bytea NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS job_logs (id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, chunk BLOB NOT NULL)`)
 	stmts = append(stmts, `CREATE INDEX IF NOT EXISTS ix_job_logs_job ON job_logs (job, id)`)

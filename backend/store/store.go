@@ -166,18 +166,67 @@ func bumpsRevision(prefix string) bool {
 	return prefix == "users" || prefix == "roles" || prefix == "tenants"
 }
 
-func (s *Store) bumpRevision(ctx context.Context) error {
-	if err := s.conn(ctx).Exec(`UPDATE revision SET value = value + 1 WHERE id = 1`).Error; err != nil {
+// ChangeLogKeep is how many change log entries the store keeps: a
+// replica further behind than that reloads everything.
+const ChangeLogKeep = 10000
+
+// bumpRevision moves the revision and logs what moved it, prefix/key, in
+// the caller's transaction (docs/design.md §14.4). The revision row's lock
+// orders the writers, so revisions are committed in order and without gaps.
+func (s *Store) bumpRevision(ctx context.Context, prefix, key string) error {
+	var rev int64
+	rows, err := s.conn(ctx).Raw(`UPDATE revision SET value = value + 1 WHERE id = 1 RETURNING value`).Rows()
+	if err != nil {
 		return s.dbErr("PUT", "revision", "", err)
+	}
+	if rows.Next() {
+		err = rows.Scan(&rev)
+	}
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return s.dbErr("PUT", "revision", "", err)
+	}
+	if err := s.conn(ctx).Exec(`INSERT INTO revision_changes (rev, prefix, "key") VALUES (?, ?, ?)`, rev, prefix, key).Error; err != nil {
+		return s.dbErr("PUT", "revision", "", err)
+	}
+	if rev%100 == 0 {
+		if err := s.conn(ctx).Exec(`DELETE FROM revision_changes WHERE rev <= ?`, rev-ChangeLogKeep).Error; err != nil {
+			return s.dbErr("PUT", "revision", "", err)
+		}
 	}
 	// Other replicas reload at once, not only on their next request
 	// (docs/design.md §14.4): event streams have no next request.
 	return s.Notify(ctx, backend.RevisionNotice)
 }
 
+// Changes returns the change log entries with after < Rev <= upto, oldest
+// first. Entries older than the last ChangeLogKeep revisions are gone: a
+// caller that gets fewer than upto-after entries reloads everything.
+func (s *Store) Changes(ctx context.Context, after, upto int64) ([]backend.Change, error) {
+	rows, err := s.conn(ctx).Raw(`SELECT rev, prefix, "key" FROM revision_changes WHERE rev > ? AND rev <= ? ORDER BY rev`, after, upto).Rows()
+	if err != nil {
+		return nil, s.dbErr("GET", "revision", "", err)
+	}
+	defer rows.Close()
+	var out []backend.Change
+	for rows.Next() {
+		var c backend.Change
+		if err := rows.Scan(&c.Rev, &c.Prefix, &c.Key); err != nil {
+			return nil, s.dbErr("GET", "revision", "", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr("GET", "revision", "", err)
+	}
+	return out, nil
+}
+
 // write runs fn in a transaction that also bumps the revision counter when
 // prefix requires it; other kinds run fn directly.
-func (s *Store) write(ctx context.Context, prefix string, fn func(ctx context.Context) error) error {
+func (s *Store) write(ctx context.Context, prefix, key string, fn func(ctx context.Context) error) error {
 	if !bumpsRevision(prefix) {
 		return fn(ctx)
 	}
@@ -185,7 +234,7 @@ func (s *Store) write(ctx context.Context, prefix string, fn func(ctx context.Co
 		if err := fn(ctx); err != nil {
 			return err
 		}
-		return s.bumpRevision(ctx)
+		return s.bumpRevision(ctx, prefix, key)
 	})
 }
 
@@ -284,7 +333,7 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 	// without raising an error, which on PostgreSQL would abort a caller's
 	// surrounding transaction.
 	sql := `INSERT INTO ` + tableName(prefix) + ` ("key", rev, data) VALUES (?, 1, ` + s.jsonParam() + `) ON CONFLICT DO NOTHING`
-	err := s.write(ctx, prefix, func(ctx context.Context) error {
+	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
 		res := s.conn(ctx).Exec(sql, key, string(data))
 		if res.Error != nil {
 			return s.dbErr("CREATE", prefix, key, res.Error)
@@ -324,7 +373,7 @@ func (s *Store) Update(ctx context.Context, prefix, key string, rev int64, data 
 	}
 	sql += ` RETURNING rev`
 	var newRev int64
-	err := s.write(ctx, prefix, func(ctx context.Context) error {
+	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
 		found := false
 		err := s.guarded(ctx, func(db *gorm.DB) error {
 			rows, err := db.Raw(sql, args...).Rows()
@@ -386,7 +435,7 @@ func (s *Store) Delete(ctx context.Context, prefix, key string) (Record, error) 
 		return Record{}, err
 	}
 	var rec Record
-	err := s.write(ctx, prefix, func(ctx context.Context) error {
+	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
 		recs, err := s.scanRecords(s.conn(ctx).Raw(`DELETE FROM `+tableName(prefix)+` WHERE "key" = ? RETURNING "key", rev, data`, key), prefix)
 		if err != nil {
 			return err
@@ -427,7 +476,7 @@ func (s *Store) SetSetting(ctx context.Context, name, value string) error {
 		if err != nil {
 			return s.dbErr("PUT", "settings", name, err)
 		}
-		return s.bumpRevision(ctx)
+		return s.bumpRevision(ctx, backend.PrefixSettings, name)
 	})
 }
 
@@ -449,7 +498,7 @@ func (s *Store) EnsureSetting(ctx context.Context, name string, mk func() string
 		if err != nil {
 			return s.dbErr("PUT", "settings", name, err)
 		}
-		return s.bumpRevision(ctx)
+		return s.bumpRevision(ctx, backend.PrefixSettings, name)
 	})
 	if err != nil {
 		return "", err

@@ -552,6 +552,7 @@ func TestSettingsAndRevision(t *testing.T) {
 				return fmt.Errorf("want conflict, got %v", err)
 			}, false},
 		}
+		wantLog := []backend.Change{{Prefix: "settings", Key: "license"}, {Prefix: "settings", Key: "license"}}
 		for _, st := range steps {
 			before := rev()
 			if err := st.do(); err != nil {
@@ -560,6 +561,39 @@ func TestSettingsAndRevision(t *testing.T) {
 			if got := rev() - before; (got == 1) != st.bumps || got > 1 {
 				t.Fatalf("%s: revision moved by %d", st.name, got)
 			}
+			if st.bumps {
+				prefix := strings.Fields(st.name)[1] // "create role" → role
+				k := map[string]string{"user": "u", "role": "r", "tenant": "t"}[prefix]
+				wantLog = append(wantLog, backend.Change{Prefix: prefix + "s", Key: k})
+			}
+		}
+		// A rolled-back write leaves neither a revision nor a log entry.
+		before := rev()
+		_ = s.InTx(ctx, func(ctx context.Context) error {
+			if _, err := s.Create(ctx, "roles", "gone", []byte(`{"Name":"gone"}`)); err != nil {
+				t.Fatal(err)
+			}
+			return errors.New("roll back")
+		})
+		if rev() != before {
+			t.Fatalf("rolled-back write moved the revision to %d", rev())
+		}
+		// The change log names each revision's object, in order and
+		// without gaps.
+		log, err := s.Changes(ctx, r0, rev())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(log) != len(wantLog) {
+			t.Fatalf("change log %+v, want %+v", log, wantLog)
+		}
+		for i, c := range log {
+			if c.Rev != r0+int64(i)+1 || c.Prefix != wantLog[i].Prefix || c.Key != wantLog[i].Key {
+				t.Fatalf("change %d: %+v, want %+v at %d", i, c, wantLog[i], r0+int64(i)+1)
+			}
+		}
+		if tail, err := s.Changes(ctx, rev()-1, rev()); err != nil || len(tail) != 1 || tail[0].Rev != rev() {
+			t.Fatalf("last change: %+v %v", tail, err)
 		}
 	})
 }

@@ -25,6 +25,10 @@ type engine struct {
 	err error
 }
 
+func (e *engine) PatchData(context.Context, []policies.DataPatch) error {
+	return errors.New("not used")
+}
+
 func (e *engine) SetData(_ context.Context, d policies.Data) error {
 	e.n++
 	if e.err != nil {
@@ -82,6 +86,9 @@ type revisions struct {
 
 func (r *revisions) Revision(context.Context) (int64, error) { return r.rev, r.err }
 
+// Changes reports nothing, so every reload is a complete one.
+func (r *revisions) Changes(context.Context, int64, int64) ([]backend.Change, error) { return nil, r.err }
+
 type cache struct{ resets int }
 
 func (c *cache) Reset() { c.resets++ }
@@ -89,6 +96,8 @@ func (c *cache) Reset() { c.resets++ }
 type reloader struct{ n int }
 
 func (r *reloader) Refresh(context.Context) error { r.n++; return nil }
+
+func (r *reloader) Apply(context.Context, []backend.Change) error { return errors.New("not used") }
 
 func TestFreshness(t *testing.T) {
 	ctx := context.Background()
