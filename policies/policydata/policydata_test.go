@@ -87,7 +87,9 @@ type revisions struct {
 func (r *revisions) Revision(context.Context) (int64, error) { return r.rev, r.err }
 
 // Changes reports nothing, so every reload is a complete one.
-func (r *revisions) Changes(context.Context, int64, int64) ([]backend.Change, error) { return nil, r.err }
+func (r *revisions) Changes(context.Context, int64, int64) ([]backend.Change, error) {
+	return nil, r.err
+}
 
 type cache struct{ resets int }
 
