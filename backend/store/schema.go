@@ -117,7 +117,7 @@ func (s *Store) migrate(ctx context.Context) error {
 				return fmt.Errorf("%w (in %.60s...)", err, st)
 			}
 		}
-		return nil
+		return s.migrateRevCounter(tx)
 	})
 	if err != nil {
 		return fmt.Errorf("store: migrating the %s schema: %w", s.dialect, err)
@@ -172,4 +172,41 @@ func (s *Store) textField(f string) string {
 		return `((data->>'` + fieldName(f) + `') COLLATE "C")`
 	}
 	return s.rawText(f)
+}
+
+// migrateRevCounter creates the counter object revisions come from
+// (store.go nextRev) when it is missing, starting above every revision
+// already stored so that no object sees one of its old revisions again.
+func (s *Store) migrateRevCounter(tx *gorm.DB) error {
+	var exists int64
+	check := `SELECT COUNT(*) FROM obj_rev WHERE id = 1`
+	if s.pg() {
+		check = `SELECT COUNT(*) FROM pg_class WHERE relname = 'obj_rev_seq' AND relkind = 'S' AND relnamespace = current_schema()::regnamespace`
+	} else if err := tx.Exec(`CREATE TABLE IF NOT EXISTS obj_rev (id INTEGER PRIMARY KEY, value INTEGER NOT NULL)`).Error; err != nil {
+		return err
+	}
+	if err := tx.Raw(check).Scan(&exists).Error; err != nil {
+		return fmt.Errorf("%w (checking the object revision counter)", err)
+	}
+	if exists > 0 {
+		return nil
+	}
+	var maxes []string
+	for _, prefix := range backend.KindPrefixes() {
+		maxes = append(maxes, `SELECT MAX(rev) AS m FROM `+tableName(prefix))
+	}
+	var start int64
+	if err := tx.Raw(`SELECT COALESCE(MAX(m), 0) FROM (` + strings.Join(maxes, ` UNION ALL `) + `) revs`).Scan(&start).Error; err != nil {
+		return fmt.Errorf("%w (reading stored revisions)", err)
+	}
+	if s.pg() {
+		if err := tx.Exec(`CREATE SEQUENCE obj_rev_seq`).Error; err != nil {
+			return err
+		}
+		if start > 0 {
+			return tx.Exec(`SELECT setval('obj_rev_seq', ?)`, start).Error
+		}
+		return nil
+	}
+	return tx.Exec(`INSERT INTO obj_rev (id, value) VALUES (1, ?)`, start).Error
 }

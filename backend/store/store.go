@@ -16,6 +16,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 
@@ -332,13 +333,20 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 	// ON CONFLICT DO NOTHING covers the primary key and every unique index
 	// without raising an error, which on PostgreSQL would abort a caller's
 	// surrounding transaction.
-	sql := `INSERT INTO ` + tableName(prefix) + ` ("key", rev, data) VALUES (?, 1, ` + s.jsonParam() + `) ON CONFLICT DO NOTHING`
+	var rev int64
 	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
-		res := s.conn(ctx).Exec(sql, key, string(data))
-		if res.Error != nil {
-			return s.dbErr("CREATE", prefix, key, res.Error)
+		expr, revArgs, err := s.nextRev(ctx)
+		if err != nil {
+			return s.dbErr("CREATE", prefix, key, err)
 		}
-		if res.RowsAffected == 0 {
+		sql := `INSERT INTO ` + tableName(prefix) + ` ("key", rev, data) VALUES (?, ` + expr + `, ` + s.jsonParam() +
+			`) ON CONFLICT DO NOTHING RETURNING rev`
+		args := append(append([]any{key}, revArgs...), string(data))
+		found, err := s.scanRev(s.conn(ctx), sql, args, &rev)
+		if err != nil {
+			return s.dbErr("CREATE", prefix, key, err)
+		}
+		if !found {
 			return backend.NewError(backend.ECONFLICT, "CREATE", prefix, key, "already exists")
 		}
 		return nil
@@ -346,7 +354,64 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 	if err != nil {
 		return Record{}, err
 	}
-	return Record{Key: key, Rev: 1, Data: append([]byte(nil), data...)}, nil
+	return Record{Key: key, Rev: rev, Data: append([]byte(nil), data...)}, nil
+}
+
+// nextRev is the SQL expression of a new object revision and its
+// arguments. Revisions come from one counter for every object of every
+// kind, so a revision names one version of one object for good: an object
+// deleted and created again never repeats a revision it had, and a cache
+// keyed by revision is never fooled (docs/design.md §14.6). PostgreSQL uses
+// a sequence, which orders no writers; SQLite, whose writers are serialized
+// anyway, a counter row.
+func (s *Store) nextRev(ctx context.Context) (string, []any, error) {
+	if s.pg() {
+		return `nextval('obj_rev_seq')`, nil, nil
+	}
+	var v int64
+	found, err := s.scanRev(s.conn(ctx), `UPDATE obj_rev SET value = value + 1 WHERE id = 1 RETURNING value`, nil, &v)
+	if err == nil && !found {
+		err = errors.New("object revision counter is missing")
+	}
+	return `?`, []any{v}, err
+}
+
+// scanRev runs a statement returning at most one integer into v.
+func (s *Store) scanRev(db *gorm.DB, sql string, args []any, v *int64) (bool, error) {
+	rows, err := db.Raw(sql, args...).Rows()
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	found := false
+	if rows.Next() {
+		found = true
+		if err := rows.Scan(v); err != nil {
+			return false, err
+		}
+	}
+	return found, rows.Err()
+}
+
+// Rev reads the revision of one object by native key (ENOTFOUND when
+// absent): one primary-key lookup, which is how a cache of decoded objects
+// knows its copy is current.
+func (s *Store) Rev(ctx context.Context, prefix, key string) (int64, error) {
+	if _, err := s.kind(prefix); err != nil {
+		return 0, err
+	}
+	if strings.IndexByte(key, 0) >= 0 {
+		return 0, backend.NotFound("GET", prefix, key)
+	}
+	var rev int64
+	found, err := s.scanRev(s.conn(ctx), `SELECT rev FROM `+tableName(prefix)+` WHERE "key" = ?`, []any{key}, &rev)
+	if err != nil {
+		return 0, s.dbErr("GET", prefix, key, err)
+	}
+	if !found {
+		return 0, backend.NotFound("GET", prefix, key)
+	}
+	return rev, nil
 }
 
 func (s *Store) jsonParam() string {
@@ -365,29 +430,24 @@ func (s *Store) Update(ctx context.Context, prefix, key string, rev int64, data 
 	if err := checkJSON("PUT", prefix, key, data); err != nil {
 		return Record{}, err
 	}
-	sql := `UPDATE ` + tableName(prefix) + ` SET data = ` + s.jsonParam() + `, rev = rev + 1 WHERE "key" = ?`
-	args := []any{string(data), key}
-	if rev > 0 {
-		sql += ` AND rev = ?`
-		args = append(args, rev)
-	}
-	sql += ` RETURNING rev`
 	var newRev int64
 	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
+		expr, revArgs, err := s.nextRev(ctx)
+		if err != nil {
+			return s.dbErr("PUT", prefix, key, err)
+		}
+		sql := `UPDATE ` + tableName(prefix) + ` SET data = ` + s.jsonParam() + `, rev = ` + expr + ` WHERE "key" = ?`
+		args := append(append([]any{string(data)}, revArgs...), key)
+		if rev > 0 {
+			sql += ` AND rev = ?`
+			args = append(args, rev)
+		}
+		sql += ` RETURNING rev`
 		found := false
-		err := s.guarded(ctx, func(db *gorm.DB) error {
-			rows, err := db.Raw(sql, args...).Rows()
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			if rows.Next() {
-				found = true
-				if err := rows.Scan(&newRev); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
+		err = s.guarded(ctx, func(db *gorm.DB) error {
+			var err error
+			found, err = s.scanRev(db, sql, args, &newRev)
+			return err
 		})
 		if err != nil {
 			return s.dbErr("PUT", prefix, key, err)
