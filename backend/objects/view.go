@@ -1,0 +1,106 @@
+package objects
+
+import (
+	"context"
+	"encoding/json"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// DefaultViewCacheSize is how many objects the read cache holds when
+// Options.ViewCacheSize is 0.
+const DefaultViewCacheSize = 4096
+
+// View is one object as a read without view options answers it: the
+// sanitized object, its revision, its ETag and its JSON encoding (the
+// reply body). A View may be shared with other readers: never modify it.
+type View struct {
+	Model backend.Model
+	Rev   int64
+	ETag  string
+	JSON  []byte
+}
+
+// RevReader reads one object's revision by native key; *store.Store
+// satisfies it. A Store without it gets no read cache.
+type RevReader interface {
+	Rev(ctx context.Context, prefix, key string) (int64, error)
+}
+
+// viewCache keeps the Views of recently read objects, bounded by count
+// with least-recently-used eviction. An entry is served only when the
+// store's revision of the object, read for each request, still equals the
+// entry's: revisions come from one counter and are never reused
+// (backend/store nextRev), so a write made by any replica, a delete or a
+// delete and create again, is never answered from the cache
+// (docs/design.md §14.6).
+type viewCache struct {
+	revs  RevReader
+	items *lru.Cache[viewKey, View]
+}
+
+type viewKey struct{ prefix, key string }
+
+// newViewCache returns nil (no cache) when size is negative or st cannot
+// read revisions.
+func newViewCache(st Store, size int) *viewCache {
+	revs, ok := st.(RevReader)
+	if !ok || size < 0 {
+		return nil
+	}
+	if size == 0 {
+		size = DefaultViewCacheSize
+	}
+	items, err := lru.New[viewKey, View](size)
+	if err != nil {
+		return nil
+	}
+	return &viewCache{revs: revs, items: items}
+}
+
+// View reads one object as Get does and returns it encoded. Objects named
+// by their native key are served from the read cache when their stored
+// revision has not moved; the revision is read from the store every time,
+// a lookup by primary key that returns one integer.
+func (s *Service) View(ctx context.Context, prefix, key string) (View, error) {
+	k, err := backend.LookupKind(prefix)
+	if err != nil {
+		return View{}, err
+	}
+	c := s.views
+	if _, _, indexed := splitIndexKey(key); c != nil && !indexed && key != "" {
+		rev, err := c.revs.Rev(ctx, k.Prefix, key)
+		if backend.IsCode(err, backend.ENOTFOUND) {
+			return View{}, backend.NotFound("GET", k.Prefix, key)
+		}
+		if err != nil {
+			return View{}, err
+		}
+		if v, ok := c.items.Get(viewKey{k.Prefix, key}); ok && v.Rev == rev {
+			return v, nil
+		}
+	}
+	m, rev, err := s.getTyped(ctx, k, key, "GET")
+	if err != nil {
+		return View{}, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return View{}, backend.NewError(backend.EINTERNAL, "GET", k.Prefix, key, "encode: "+err.Error())
+	}
+	v := View{Model: m, Rev: rev, ETag: ETag(rev, b), JSON: b}
+	if c != nil {
+		c.items.Add(viewKey{k.Prefix, m.Key()}, v)
+	}
+	return v, nil
+}
+
+// ViewCacheLen reports how many objects the read cache holds.
+func (s *Service) ViewCacheLen() int {
+	if s.views == nil {
+		return 0
+	}
+	return s.views.items.Len()
+}
