@@ -66,6 +66,11 @@ type SecretCache struct {
 	sys   string
 	key   []byte
 	users map[string]UserRecord
+	// gen counts Resets. A value read from the store is cached only when
+	// no Reset ran while it was read: otherwise a read that started before
+	// a change and ended after its Reset would put the old Secret back,
+	// and a rotated Secret would keep working (docs/design.md §14.4).
+	gen uint64
 }
 
 // NewSecretCache returns an empty cache over st.
@@ -75,52 +80,63 @@ func NewSecretCache(st RecordStore) *SecretCache { return &SecretCache{st: st} }
 func (s *SecretCache) Reset() {
 	s.mu.Lock()
 	s.sys, s.key, s.users = "", nil, nil
+	s.gen++
 	s.mu.Unlock()
 }
 
-func (s *SecretCache) load(ctx context.Context) error {
+// generation is the number of Resets so far.
+func (s *SecretCache) generation() uint64 {
 	s.mu.RLock()
-	ok := s.key != nil
-	s.mu.RUnlock()
-	if ok {
-		return nil
-	}
+	defer s.mu.RUnlock()
+	return s.gen
+}
+
+// read reads the system Secret and the token key from the store and caches
+// them unless a Reset ran meanwhile.
+func (s *SecretCache) read(ctx context.Context) (string, []byte, error) {
+	gen := s.generation()
 	sys, _, err := s.st.GetSetting(ctx, SettingSystemSecret)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	k, _, err := s.st.GetSetting(ctx, SettingTokenKey)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	key, err := base64.StdEncoding.DecodeString(k)
 	if err != nil || len(key) < 32 {
-		return errors.New("token key setting is corrupt")
+		return "", nil, errors.New("token key setting is corrupt")
 	}
 	s.mu.Lock()
-	s.sys, s.key = sys, key
+	if s.gen == gen {
+		s.sys, s.key = sys, key
+	}
 	s.mu.Unlock()
-	return nil
+	return sys, key, nil
 }
 
 // SystemSecret implements Secrets.
 func (s *SecretCache) SystemSecret(ctx context.Context) (string, error) {
-	if err := s.load(ctx); err != nil {
-		return "", err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.sys, nil
+	sys, _, err := s.keys(ctx)
+	return sys, err
 }
 
 // BaseKey implements Secrets.
 func (s *SecretCache) BaseKey(ctx context.Context) ([]byte, error) {
-	if err := s.load(ctx); err != nil {
-		return nil, err
-	}
+	_, key, err := s.keys(ctx)
+	return key, err
+}
+
+// keys returns the system Secret and the token key, from the cache or, when
+// a Reset emptied it, as read from the store.
+func (s *SecretCache) keys(ctx context.Context) (string, []byte, error) {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.key, nil
+	sys, key := s.sys, s.key
+	s.mu.RUnlock()
+	if key != nil {
+		return sys, key, nil
+	}
+	return s.read(ctx)
 }
 
 // User implements Secrets. The user is read by its exact name, never by
@@ -128,6 +144,7 @@ func (s *SecretCache) BaseKey(ctx context.Context) ([]byte, error) {
 func (s *SecretCache) User(ctx context.Context, name string) (UserRecord, error) {
 	s.mu.RLock()
 	u, ok := s.users[name]
+	gen := s.gen
 	s.mu.RUnlock()
 	if ok {
 		return u, nil
@@ -145,7 +162,7 @@ func (s *SecretCache) User(ctx context.Context, name string) (UserRecord, error)
 	if s.users == nil {
 		s.users = map[string]UserRecord{}
 	}
-	if len(s.users) < maxCachedUsers {
+	if s.gen == gen && len(s.users) < maxCachedUsers {
 		s.users[name] = u
 	}
 	s.mu.Unlock()

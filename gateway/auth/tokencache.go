@@ -23,6 +23,9 @@ type TokenCache struct {
 	max     int
 	ttl     time.Duration
 	now     func() time.Time
+	// gen counts Resets: a token verified against Secrets read before a
+	// Reset is not cached after it (see SecretCache.gen).
+	gen uint64
 }
 
 type tokenEntry struct {
@@ -46,12 +49,13 @@ func (c *TokenCache) Authenticate(ctx context.Context, header, clientIP string) 
 			return p, nil
 		}
 	}
+	gen := c.generation()
 	p, err := c.a.Authenticate(ctx, header, clientIP)
 	if err != nil {
 		return nil, err
 	}
 	if bearer && p.Kind == KindUser && !p.ExpiresAt.IsZero() {
-		c.put(key, p, p.ExpiresAt)
+		c.putIf(gen, key, p, p.ExpiresAt)
 	}
 	return p, nil
 }
@@ -72,13 +76,27 @@ func (c *TokenCache) get(k [sha256.Size]byte) (*Principal, bool) {
 	return &cp, true
 }
 
+func (c *TokenCache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
 func (c *TokenCache) put(k [sha256.Size]byte, p *Principal, tokenExpiry time.Time) {
+	c.putIf(c.generation(), k, p, tokenExpiry)
+}
+
+// putIf caches p unless a Reset ran since generation gen was read.
+func (c *TokenCache) putIf(gen uint64, k [sha256.Size]byte, p *Principal, tokenExpiry time.Time) {
 	exp := c.now().Add(c.ttl)
 	if tokenExpiry.Before(exp) {
 		exp = tokenExpiry
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
 	if len(c.entries) >= c.max {
 		// Full: start over rather than track recency; a miss only costs
 		// one verification.
@@ -92,5 +110,6 @@ func (c *TokenCache) put(k [sha256.Size]byte, p *Principal, tokenExpiry time.Tim
 func (c *TokenCache) Reset() {
 	c.mu.Lock()
 	c.entries = map[[sha256.Size]byte]tokenEntry{}
+	c.gen++
 	c.mu.Unlock()
 }

@@ -61,3 +61,23 @@ func TestTokenCache(t *testing.T) {
 		}
 	})
 }
+
+// TestTokenCacheResetDuringVerify: a token verified against Secrets read
+// before a Reset is not cached after it.
+func TestTokenCacheResetDuringVerify(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	c := NewTokenCache(nil, 10, time.Minute)
+	c.now = func() time.Time { return now }
+	k := sha256.Sum256([]byte("Bearer x"))
+	p := &Principal{Kind: KindUser, Name: "cy"}
+	gen := c.generation() // verification starts
+	c.Reset()             // a Secret changes meanwhile
+	c.putIf(gen, k, p, now.Add(time.Hour))
+	if _, ok := c.get(k); ok {
+		t.Fatal("a token verified before a Reset was cached after it")
+	}
+	c.putIf(c.generation(), k, p, now.Add(time.Hour))
+	if _, ok := c.get(k); !ok {
+		t.Fatal("a token verified with no Reset in between was not cached")
+	}
+}
