@@ -12,6 +12,7 @@ import (
 
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/backend/objects"
+	"github.com/provgate/provgate/gateway/claims"
 )
 
 // Objects is the object service behind the DRP CRUD routes.
@@ -22,6 +23,8 @@ type Objects interface {
 	// object's stored revision; its result is shared and never modified.
 	View(ctx context.Context, prefix, key string) (objects.View, error)
 	List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error)
+	// CreateMany creates every item in one transaction, or none.
+	CreateMany(ctx context.Context, prefix string, items []json.RawMessage) ([]backend.Model, error)
 	Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error)
 	Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error)
 	Delete(ctx context.Context, prefix, key string) (backend.Model, error)
@@ -154,6 +157,30 @@ func (s *Server) handleCreate(c *fiber.Ctx) error {
 	return s.write(c, fiber.StatusCreated, func(ctx context.Context, prefix, _ string) (backend.Model, error) {
 		return s.Objects.Create(ctx, prefix, c.Body())
 	})
+}
+
+// handleImport creates the JSON array of objects in the body at once
+// (POST /<prefix>/import): the guard required one create claim per item,
+// and the object service validates each as a single create and writes all
+// of them or none (docs/design.md §4.9).
+func (s *Server) handleImport(c *fiber.Ctx) error {
+	if err := s.objectsReady(); err != nil {
+		return err
+	}
+	prefix := routePrefix(c)
+	items, err := claims.ImportItems(prefix, c.Body())
+	if err != nil {
+		return err
+	}
+	ms, err := s.Objects.CreateMany(userContext(c), prefix, items)
+	if err != nil {
+		return err
+	}
+	s.afterWrite(c, prefix)
+	for _, m := range ms {
+		backend.Sanitize(m)
+	}
+	return c.Status(fiber.StatusCreated).JSON(ms)
 }
 
 // handleGet serves GET and HEAD of one object, with DRP's long poll:

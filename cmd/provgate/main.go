@@ -61,6 +61,7 @@ commands:
   serve      run the API server (the default command)
   version    print the version
   license    keygen | sign | verify: manage signed license documents
+  import     create the users or roles of a JSON file through a running server
 
 Run "provgate <command> -h" for a command's flags.
 `
@@ -89,11 +90,13 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	case "license":
 		return licenseCommand(rest, stdout, stderr)
+	case "import":
+		return importCommand(ctx, rest, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprint(stderr, usageText)
 		return errHelp
 	}
-	return usagef("unknown command %q (commands: serve, version, license; see provgate help)", cmd)
+	return usagef("unknown command %q (commands: serve, version, license, import; see provgate help)", cmd)
 }
 
 // versionString prefers the link-time version, then the module version that

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -157,6 +158,16 @@ func (d *deriver) derive() (Result, error) {
 		}
 	case hCreate:
 		d.add("create", createSpecific(rt.scope, d.r.Body))
+	case hImport:
+		items, err := ImportItems(rt.scope, d.r.Body)
+		if err != nil {
+			return Result{}, err
+		}
+		// Each item needs what creating it alone needs (docs/design.md
+		// §4.9).
+		for _, item := range items {
+			d.add("create", createSpecific(rt.scope, item))
+		}
 	case hJobCreate:
 		m, err := d.jobMachine()
 		if err != nil {
@@ -264,6 +275,27 @@ func (d *deriver) updates(ptrs []string, specific string) {
 		// callers who may not see it.
 		d.add("get", specific)
 	}
+}
+
+// MaxImportItems bounds the objects of one import request; each needs its
+// own create claim.
+const MaxImportItems = MaxPatchOps
+
+// ImportItems splits an import body, a JSON array of objects, into its
+// items: 400 when it is not a non-empty array, 413 above MaxImportItems.
+func ImportItems(scope string, body []byte) ([]json.RawMessage, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(body, &items); err != nil {
+		return nil, backend.NewError(backend.EBADREQUEST, "POST", scope, "", "import body must be a JSON array of objects: "+err.Error())
+	}
+	if len(items) == 0 {
+		return nil, backend.NewError(backend.EBADREQUEST, "POST", scope, "", "import body holds no objects")
+	}
+	if len(items) > MaxImportItems {
+		return nil, backend.NewError(backend.ETOOLARGE, "POST", scope, "",
+			fmt.Sprintf("import body holds %d objects, at most %d are allowed per request", len(items), MaxImportItems))
+	}
+	return items, nil
 }
 
 // createSpecific is the claim specific of a create: the key the object
