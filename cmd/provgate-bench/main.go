@@ -38,6 +38,12 @@ type config struct {
 	DecideBenchtime time.Duration
 	Postgres        string
 	SkipDecide      bool
+	// ScaleOnly runs figures 9 alone; Scale* size their large fleet.
+	ScaleOnly     bool
+	ScaleMachines int
+	ScaleUsers    int
+	ScaleRoles    int
+	ScaleTenants  int
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -61,6 +67,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.AllocCallers, "alloc-callers", 8, "concurrent allocateMachines callers of figure 5")
 	fs.DurationVar(&c.DecideBenchtime, "decide-benchtime", time.Second, "-test.benchtime of the decision micro-benchmarks")
 	fs.BoolVar(&c.SkipDecide, "skip-decide", false, "skip the decision micro-benchmarks (figure 3)")
+	fs.BoolVar(&c.ScaleOnly, "scale-only", false, "run only the scale figures (9), e.g. with smaller -scale-* sizes and -rounds 3 for a quick check")
+	fs.IntVar(&c.ScaleMachines, "scale-machines", 100000, "machines of the large fleet (figures 9)")
+	fs.IntVar(&c.ScaleUsers, "scale-users", 10000, "users of the large fleet (figures 9)")
+	fs.IntVar(&c.ScaleRoles, "scale-roles", 1000, "roles of the large fleet (figures 9)")
+	fs.IntVar(&c.ScaleTenants, "scale-tenants", 500, "tenants of the large fleet (figures 9); tenant i lists users 10i.. and machines 100i..")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -69,6 +80,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.Rounds < 3 || c.DecideRounds < 3 {
 		return c, errors.New("-rounds and -decide-rounds must be at least 3: a median of fewer is not robust to one disturbed round")
+	}
+	if c.ScaleMachines < 100 || c.ScaleUsers < 10 || c.ScaleRoles < 10 || c.ScaleTenants < 1 || c.ScaleTenants*10 > c.ScaleUsers || c.ScaleTenants*100 > c.ScaleMachines {
+		return c, errors.New("the large fleet must hold at least the small one (100 machines, 10 users, 10 roles, 1 tenant), with 10 users and 100 machines per tenant")
 	}
 	if c.Leg <= 0 || c.Clients < 1 || c.Attackers < 0 || c.Machines < 100 || c.PoolMachines < 1 || c.AllocCallers < 1 {
 		return c, errors.New("-leg, -clients, -alloc-callers and -pool-machines must be positive and -machines at least 100")
@@ -116,65 +130,81 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	// Figure 3 first: the test binary compiles before any server runs, so
-	// compilation never competes with a timed leg.
-	var dec *decideResult
-	decSkip := ""
-	if cfg.SkipDecide {
-		decSkip = "-skip-decide"
-	} else if dec, err = runDecide(ctx, cfg, tmp, logf); err != nil {
-		decSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figure 3: "+err.Error())
-		logf("figure 3 failed: %v", err)
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+	var (
+		dec                             *decideResult
+		gw                              *gatewayResult
+		ev                              *eventsResult
+		pools                           *poolResult
+		decSkip, gwSkip, evSkip, pgSkip string
+	)
+	if cfg.ScaleOnly {
+		decSkip, gwSkip, evSkip, pgSkip = "-scale-only", "-scale-only", "-scale-only", "-scale-only"
+	} else {
+		// Figure 3 first: the test binary compiles before any server runs, so
+		// compilation never competes with a timed leg.
+		if cfg.SkipDecide {
+			decSkip = "-skip-decide"
+		} else if dec, err = runDecide(ctx, cfg, tmp, logf); err != nil {
+			decSkip = "failed: " + firstLine(err.Error())
+			rep.Failures = append(rep.Failures, "figure 3: "+err.Error())
+			logf("figure 3 failed: %v", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+
+		if gw, err = runGateway(ctx, cfg, tmp, pub, lic, logf); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			gwSkip = "failed: " + firstLine(err.Error())
+			rep.Failures = append(rep.Failures, "SQLite server figures: "+err.Error())
+			logf("SQLite figures failed: %v", err)
+			gw = nil
+		}
+
+		if ev, err = runEvents(ctx, cfg, tmp, pub, lic, logf); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			evSkip = "failed: " + firstLine(err.Error())
+			rep.Failures = append(rep.Failures, "figure 8: "+err.Error())
+			logf("figure 8 failed: %v", err)
+			ev = nil
+		}
+
+		if cfg.Postgres == "" {
+			pgSkip = "PROVGATE_TEST_DATABASE not set"
+		} else if pools, err = runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			pgSkip = "failed: " + firstLine(err.Error())
+			rep.Failures = append(rep.Failures, "figure 5: "+err.Error())
+			logf("figure 5 failed: %v", err)
+			pools = nil
+		}
 	}
 
-	gw, err := runGateway(ctx, cfg, tmp, pub, lic, logf)
-	gwSkip := ""
+	sc, err := runScale(ctx, cfg, tmp, pub, lic, logf)
+	scSkip := ""
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		gwSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "SQLite server figures: "+err.Error())
-		logf("SQLite figures failed: %v", err)
-		gw = nil
+		scSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "figures 9: "+err.Error())
+		logf("figures 9 failed: %v", err)
+		sc = nil
 	}
 
-	ev, err := runEvents(ctx, cfg, tmp, pub, lic, logf)
-	evSkip := ""
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		evSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figure 8: "+err.Error())
-		logf("figure 8 failed: %v", err)
-		ev = nil
-	}
-
-	var pools *poolResult
-	pgSkip := ""
-	if cfg.Postgres == "" {
-		pgSkip = "PROVGATE_TEST_DATABASE not set"
-	} else if pools, err = runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		pgSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figure 5: "+err.Error())
-		logf("figure 5 failed: %v", err)
-		pools = nil
-	}
-
-	rep.Gateway, rep.Pools, rep.Decide, rep.Events = gw, pools, dec, ev
+	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale = gw, pools, dec, ev, sc
 	rep.Figures = append(rep.Figures, gatewayFigures(gw, gwSkip)...)
 	rep.Figures = append(rep.Figures, decideFigures(dec, decSkip)...)
 	rep.Figures = append(rep.Figures, poolFigures(pools, pgSkip)...)
 	rep.Figures = append(rep.Figures, memFigures(gw, pools, gwSkip, pgSkip)...)
 	rep.Figures = append(rep.Figures, eventFigures(ev, evSkip)...)
+	rep.Figures = append(rep.Figures, scaleFigures(sc, scSkip)...)
 	sort.SliceStable(rep.Figures, func(i, j int) bool { return rep.Figures[i].ID < rep.Figures[j].ID })
 	rep.Wall = time.Since(start)
 

@@ -20,6 +20,7 @@ type report struct {
 	Pools    *poolResult
 	Decide   *decideResult
 	Events   *eventsResult
+	Scale    *scaleResult
 	Failures []string
 }
 
@@ -177,6 +178,9 @@ func (r *report) writeDefinitions(p func(string, ...any)) {
 	if r.Events != nil {
 		notes = append(notes, r.Events.Notes...)
 	}
+	if r.Scale != nil {
+		notes = append(notes, r.Scale.Notes...)
+	}
 	if len(notes) > 0 {
 		p("Setup of this run:\n\n")
 		for _, n := range notes {
@@ -217,6 +221,15 @@ func (r *report) writeRaw(p func(string, ...any)) {
 	}
 	if r.Events != nil {
 		groups = append(groups, rawGroup{"8", r.Events.Legs, []string{legWriteSubs, legWriteAlone, legFanout}})
+	}
+	if sc := r.Scale; sc != nil {
+		var writes []string
+		for _, w := range writeKinds {
+			writes = append(writes, "large-"+w.Name, "small-"+w.Name)
+		}
+		groups = append(groups, rawGroup{"9a-9f", sc.Writes, writes},
+			rawGroup{"9g-9m", sc.Reads, []string{legGetObject, legHealthz, legScaleTenant, legScaleFree, legListLarge, legListSmall,
+				legStatusLarge, legStatusSmall, legCbDo, legCbGet, legCbDirect}})
 	}
 	for _, g := range groups {
 		rounds := 0
