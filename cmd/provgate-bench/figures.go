@@ -50,8 +50,8 @@ var figureSpecs = map[string]figure{
 	"9i": {Name: "callbackDo minus authorized GET of the machine / direct call, time per request", Target: atMost(1.5)},
 	"9j": {Name: "start-up with the large fleet", Unit: "s", Target: &target{Bound: 5, Strict: true}},
 	"9k": {Name: "peak memory of the large-fleet server (VmHWM)", Unit: "MiB", Target: &target{Bound: 500, Strict: true}},
-	"9l": {Name: "filtered list of 50 p50, large fleet / 100 machines", Target: atMost(3)},
-	"9m": {Name: "pool status p50, large fleet / 100 machines", Target: atMost(3)},
+	"9l": {Name: "filtered list of 50 p50, large fleet / small", Target: atMost(3)},
+	"9m": {Name: "pool status p50 (100-machine pool), large fleet / small", Target: atMost(3)},
 }
 
 // spec returns the figure id with its name, unit and target filled in.

@@ -36,6 +36,11 @@ var writeKinds = []struct{ ID, Name string }{
 	{"9e", "tenant-create"}, {"9f", "tenant-patch"},
 }
 
+// benchPool holds machines m-0...m-99 of every fixture: the pool whose
+// status, and the filter whose list, figures 9l and 9m time, the same 100
+// machines in a fleet of any size.
+const benchPool = "bench-pool"
+
 // fleet is the size of a fixture.
 type fleet struct {
 	Machines, Users, Roles, Tenants int
@@ -56,7 +61,8 @@ type scaleResult struct {
 }
 
 // buildFleet writes a fixture straight into a stopped server's SQLite file
-// through the store, in bulk (one transaction per kind): machine m-<i>, user u-<i> holding role r-<i mod roles>, role
+// through the store, in bulk (one transaction per kind): machine m-<i>
+// (m-0...m-99 in benchPool, the others in the default pool), user u-<i> holding role r-<i mod roles>, role
 // r-<i> (read machines, read one profile), tenant t-<i> listing users
 // u-<10i>...u-<10i+9> and machines m-<100i>...m-<100i+99>.
 func buildFleet(ctx context.Context, dataDir string, f fleet) (uuids []string, err error) {
@@ -85,7 +91,11 @@ func buildFleet(ctx context.Context, dataDir string, f fleet) (uuids []string, e
 	steps := []func(ctx context.Context) error{
 		func(ctx context.Context) error {
 			for i, u := range uuids {
-				if err := put(ctx, &backend.Machine{Uuid: u, Name: fmt.Sprintf("m-%d", i), Secret: randomSecret(), Runnable: true}); err != nil {
+				m := &backend.Machine{Uuid: u, Name: fmt.Sprintf("m-%d", i), Secret: randomSecret(), Runnable: true}
+				if i < 100 {
+					m.Pool = benchPool
+				}
+				if err := put(ctx, m); err != nil {
 					return err
 				}
 			}
@@ -284,15 +294,15 @@ func runScale(ctx context.Context, cfg config, tmp, pub, lic string, logf func(s
 	}
 
 	machine := "/api/v3/machines/" + large.uuids[len(large.uuids)/2]
-	filtered := "/api/v3/machines?Pool=default&limit=50"
-	status := "/api/v3/pools/default/status"
+	filtered := "/api/v3/machines?Pool=" + benchPool + "&limit=50"
+	status := "/api/v3/pools/" + benchPool + "/status"
 	for _, s := range []*scaleServer{large, small} {
 		h, err := s.admin.as(s.reader).do(ctx, "GET", filtered, nil, 200, nil)
 		if err != nil {
 			return nil, err
 		}
-		if h.Get("X-DRP-LIST-FILTER-COUNT") == "" {
-			return nil, fmt.Errorf("filtered list without X-DRP-LIST-FILTER-COUNT")
+		if n := h.Get("X-DRP-LIST-FILTER-COUNT"); n != "100" {
+			return nil, fmt.Errorf("filtered list: X-DRP-LIST-FILTER-COUNT %q, want 100", n)
 		}
 		if _, err := s.admin.as(s.reader).do(ctx, "GET", status, nil, 200, nil); err != nil {
 			return nil, err
@@ -391,9 +401,9 @@ func scaleFigures(r *scaleResult, skipped string) []figure {
 			"(time per callbackDo − time per authorized GET of the same machine) / time per direct POST of the same body to the same receiver, small server"),
 		start, mem,
 		fromRounds("9l", p50Ratios(rd[legListLarge], rd[legListSmall]),
-			"GET /api/v3/machines?Pool=default&limit=50 (answered with X-DRP-LIST-FILTER-COUNT), one client, p50 large vs small"),
+			"GET /api/v3/machines?Pool=bench-pool&limit=50 (the same 100 machines match in both fleets; answered with X-DRP-LIST-FILTER-COUNT 100), one client, p50 large vs small"),
 		fromRounds("9m", p50Ratios(rd[legStatusLarge], rd[legStatusSmall]),
-			"GET /api/v3/pools/default/status, one client, p50 large vs small"),
+			"GET /api/v3/pools/bench-pool/status (the same 100 machines in both fleets, the rest of the large one in the default pool), one client, p50 large vs small"),
 	)
 	return figs
 }
