@@ -178,6 +178,21 @@ func (p *Sync) Apply(ctx context.Context, changes []backend.Change) error {
 		d := policies.Data{Tenants: map[string]policies.TenantData{name: *td}}.Normalized()
 		patches = append(patches, policies.DataPatch{Path: []string{"tenants", name}, Value: d.Tenants[name]})
 	}
+	// Entries whose tenants did not change are left alone: a tenant write
+	// that keeps its users and machines (a Description, another scope's
+	// members) patches only the tenant. OPA's store rehashes a whole
+	// object when one of its keys is replaced, so each entry patched here
+	// costs in proportion to the size of user_tenant or machine_tenants.
+	for u, in := range userIn {
+		if slices.Equal(in, p.userIn[u]) {
+			delete(userIn, u)
+		}
+	}
+	for m, in := range machineIn {
+		if slices.Equal(in, p.machineIn[m]) {
+			delete(machineIn, m)
+		}
+	}
 	tenantOf := map[string]string{}
 	for _, u := range slices.Sorted(maps.Keys(userIn)) {
 		if in := userIn[u]; len(in) > 0 {
