@@ -52,6 +52,7 @@ var figureSpecs = map[string]figure{
 	"9k": {Name: "peak memory of the large-fleet server (VmHWM)", Unit: "MiB", Target: &target{Bound: 500, Strict: true}},
 	"9l": {Name: "filtered list of 50 p50, large fleet / small", Target: atMost(3)},
 	"9m": {Name: "pool status p50 (100-machine pool), large fleet / small", Target: atMost(3)},
+	"9n": {Name: "allocate and release 100 machines p50, large fleet's default pool / small fleet's pool"},
 }
 
 // spec returns the figure id with its name, unit and target filled in.

@@ -233,7 +233,8 @@ func (r *report) writeRaw(p func(string, ...any)) {
 		}
 		groups = append(groups, rawGroup{"9a-9f", sc.Writes, writes},
 			rawGroup{"9g-9m", sc.Reads, []string{legGetObject, legHealthz, legScaleTenant, legScaleFree, legListLarge, legListSmall,
-				legStatusLarge, legStatusSmall, legCbDo, legCbGet, legCbDirect}})
+				legStatusLarge, legStatusSmall, legCbDo, legCbGet, legCbDirect}},
+			rawGroup{"9n", sc.Allocs, []string{legAllocLarge, legAllocSmall}})
 	}
 	for _, g := range groups {
 		rounds := 0

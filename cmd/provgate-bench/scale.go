@@ -26,6 +26,8 @@ const (
 	legListSmall   = "small-list-filtered"
 	legStatusLarge = "large-pool-status"
 	legStatusSmall = "small-pool-status"
+	legAllocLarge  = "large-allocate-100"
+	legAllocSmall  = "small-allocate-100"
 )
 
 // writeKinds are the writes of figures 9a-9f, each measured on the large
@@ -55,6 +57,7 @@ type scaleResult struct {
 	Large, Small fleet
 	Writes       map[string][]legResult
 	Reads        map[string][]legResult
+	Allocs       map[string][]legResult
 	Startup      time.Duration
 	Mem          memPeak
 	Notes        []string
@@ -350,10 +353,50 @@ func runScale(ctx context.Context, cfg config, tmp, pub, lic string, logf func(s
 	if res.Reads, err = interleave(ctx, readLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
 		return nil, err
 	}
+
+	allocLegs := []legSpec{
+		{Name: legAllocLarge, Clients: 1, Op: large.allocOp(backend.DefaultPool)},
+		{Name: legAllocSmall, Clients: 1, Op: small.allocOp(benchPool)},
+	}
+	logf("figure 9n: %d rounds of %s per leg", cfg.Rounds, cfg.Leg)
+	if res.Allocs, err = interleave(ctx, allocLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 
-var scaleIDs = []string{"9a", "9b", "9c", "9d", "9e", "9f", "9g", "9h", "9i", "9j", "9k", "9l", "9m"}
+// allocOp allocates 100 machines of pool and releases exactly those, both
+// timed: one allocation's round trip.
+func (s *scaleServer) allocOp(pool string) op {
+	c := newClient(1)
+	base := s.srv.Base + "/api/v3/pools/" + pool
+	return func(ctx context.Context, _, _ int) error {
+		var out []byte
+		if err := send(ctx, c, request{Method: "POST", URL: base + "/allocateMachines", Auth: s.admin.auth,
+			ContentType: "application/json", Body: []byte(`{"pool/count":100}`), Want: 200}, &out); err != nil {
+			return err
+		}
+		var got []struct{ Uuid string }
+		if err := json.Unmarshal(out, &got); err != nil {
+			return err
+		}
+		if len(got) != 100 {
+			return fmt.Errorf("allocateMachines gave %d machines, want 100", len(got))
+		}
+		list := make([]string, len(got))
+		for i, m := range got {
+			list[i] = m.Uuid
+		}
+		body, err := json.Marshal(map[string]any{"pool/machine-list": list})
+		if err != nil {
+			return err
+		}
+		return send(ctx, c, request{Method: "POST", URL: base + "/releaseMachines", Auth: s.admin.auth,
+			ContentType: "application/json", Body: body, Want: 200}, nil)
+	}
+}
+
+var scaleIDs = []string{"9a", "9b", "9c", "9d", "9e", "9f", "9g", "9h", "9i", "9j", "9k", "9l", "9m", "9n"}
 
 // p50Ratios is, per round, the p50 latency of a over that of b.
 func p50Ratios(a, b []legResult) []float64 {
@@ -404,6 +447,8 @@ func scaleFigures(r *scaleResult, skipped string) []figure {
 			"GET /api/v3/machines?Pool=bench-pool&limit=50 (the same 100 machines match in both fleets; answered with X-DRP-LIST-FILTER-COUNT 100), one client, p50 large vs small"),
 		fromRounds("9m", p50Ratios(rd[legStatusLarge], rd[legStatusSmall]),
 			"GET /api/v3/pools/bench-pool/status (the same 100 machines in both fleets, the rest of the large one in the default pool), one client, p50 large vs small"),
+		fromRounds("9n", p50Ratios(r.Allocs[legAllocLarge], r.Allocs[legAllocSmall]),
+			"allocateMachines {pool/count: 100} and releaseMachines of those 100, one client, p50: from the large fleet's default pool (all but 100 of its machines Free) vs the small fleet's 100-machine pool"),
 	)
 	return figs
 }
