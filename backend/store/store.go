@@ -15,10 +15,12 @@ package store
 
 import (
 	"context"
+	stdsql "database/sql"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"gorm.io/gorm"
 
@@ -45,6 +47,8 @@ type Store struct {
 	// dsn and channel serve LISTEN/NOTIFY on PostgreSQL (notify.go).
 	dsn     string
 	channel string
+	// revStmts holds Rev's prepared statement per kind (*sql.Stmt).
+	revStmts sync.Map
 }
 
 const (
@@ -395,7 +399,8 @@ func (s *Store) scanRev(db *gorm.DB, sql string, args []any, v *int64) (bool, er
 
 // Rev reads the revision of one object by native key (ENOTFOUND when
 // absent): one primary-key lookup, which is how a cache of decoded objects
-// knows its copy is current.
+// knows its copy is current. Outside a transaction it runs as a statement
+// prepared once per kind, since it runs on every cached read.
 func (s *Store) Rev(ctx context.Context, prefix, key string) (int64, error) {
 	if _, err := s.kind(prefix); err != nil {
 		return 0, err
@@ -403,8 +408,23 @@ func (s *Store) Rev(ctx context.Context, prefix, key string) (int64, error) {
 	if strings.IndexByte(key, 0) >= 0 {
 		return 0, backend.NotFound("GET", prefix, key)
 	}
+	sql := `SELECT rev FROM ` + tableName(prefix) + ` WHERE "key" = ?`
 	var rev int64
-	found, err := s.scanRev(s.conn(ctx), `SELECT rev FROM `+tableName(prefix)+` WHERE "key" = ?`, []any{key}, &rev)
+	if s.txFrom(ctx) == nil {
+		stmt, err := s.revStmt(ctx, prefix, sql)
+		if err != nil {
+			return 0, s.dbErr("GET", prefix, key, err)
+		}
+		err = stmt.QueryRowContext(ctx, key).Scan(&rev)
+		if errors.Is(err, stdsql.ErrNoRows) {
+			return 0, backend.NotFound("GET", prefix, key)
+		}
+		if err != nil {
+			return 0, s.dbErr("GET", prefix, key, err)
+		}
+		return rev, nil
+	}
+	found, err := s.scanRev(s.conn(ctx), sql, []any{key}, &rev)
 	if err != nil {
 		return 0, s.dbErr("GET", prefix, key, err)
 	}
@@ -412,6 +432,29 @@ func (s *Store) Rev(ctx context.Context, prefix, key string) (int64, error) {
 		return 0, backend.NotFound("GET", prefix, key)
 	}
 	return rev, nil
+}
+
+// revStmt is the prepared revision lookup of prefix's table.
+func (s *Store) revStmt(ctx context.Context, prefix, query string) (*stdsql.Stmt, error) {
+	if st, ok := s.revStmts.Load(prefix); ok {
+		return st.(*stdsql.Stmt), nil
+	}
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return nil, err
+	}
+	if s.pg() {
+		query = `SELECT rev FROM ` + tableName(prefix) + ` WHERE "key" = $1`
+	}
+	st, err := sqlDB.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.revStmts.LoadOrStore(prefix, st); loaded {
+		_ = st.Close()
+		return prev.(*stdsql.Stmt), nil
+	}
+	return st, nil
 }
 
 func (s *Store) jsonParam() string {
