@@ -49,6 +49,8 @@ type Store struct {
 	channel string
 	// revStmts holds Rev's prepared statement per kind (*sql.Stmt).
 	revStmts sync.Map
+	hookMu   sync.RWMutex
+	onWrite  []func(prefix, key string)
 }
 
 const (
@@ -117,6 +119,51 @@ type txKey struct{}
 type txState struct {
 	owner *Store
 	db    *gorm.DB
+	// written are the objects the transaction wrote, told to onWrite
+	// once it commits.
+	written []objectRef
+}
+
+type objectRef struct{ prefix, key string }
+
+// OnCommittedWrite adds fn to run after every committed create, update or
+// delete of an object made through this Store (after the commit of the
+// transaction it ran in). On SQLite, where only this process writes the
+// file, that is every change (the read cache relies on it, docs/design.md
+// §14.6); on PostgreSQL other replicas write too.
+func (s *Store) OnCommittedWrite(fn func(prefix, key string)) {
+	s.hookMu.Lock()
+	defer s.hookMu.Unlock()
+	s.onWrite = append(s.onWrite[:len(s.onWrite):len(s.onWrite)], fn)
+}
+
+func (s *Store) hooks() []func(prefix, key string) {
+	s.hookMu.RLock()
+	defer s.hookMu.RUnlock()
+	return s.onWrite
+}
+
+func (s *Store) tell(prefix, key string) {
+	for _, fn := range s.hooks() {
+		fn(prefix, key)
+	}
+}
+
+// SoleWriter says whether every write to the database goes through this
+// process (SQLite), so that OnCommittedWrite sees them all.
+func (s *Store) SoleWriter() bool { return !s.pg() }
+
+// wrote records a successful object write: at once outside a transaction,
+// at commit inside one.
+func (s *Store) wrote(ctx context.Context, prefix, key string) {
+	if len(s.hooks()) == 0 {
+		return
+	}
+	if st := s.txFrom(ctx); st != nil {
+		st.written = append(st.written, objectRef{prefix, key})
+		return
+	}
+	s.tell(prefix, key)
 }
 
 func (s *Store) txFrom(ctx context.Context) *txState {
@@ -144,11 +191,16 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) er
 		return fn(ctx)
 	}
 	var fnErr error
+	st := &txState{owner: s}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		fnErr = fn(context.WithValue(ctx, txKey{}, &txState{owner: s, db: tx}))
+		st.db = tx
+		fnErr = fn(context.WithValue(ctx, txKey{}, st))
 		return fnErr
 	})
 	if err == nil {
+		for _, w := range st.written {
+			s.tell(w.prefix, w.key)
+		}
 		return nil
 	}
 	if fnErr != nil {
@@ -358,6 +410,7 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 	if err != nil {
 		return Record{}, err
 	}
+	s.wrote(ctx, prefix, key)
 	return Record{Key: key, Rev: rev, Data: append([]byte(nil), data...)}, nil
 }
 
@@ -508,6 +561,7 @@ func (s *Store) Update(ctx context.Context, prefix, key string, rev int64, data 
 	if err != nil {
 		return Record{}, err
 	}
+	s.wrote(ctx, prefix, key)
 	return Record{Key: key, Rev: newRev, Data: append([]byte(nil), data...)}, nil
 }
 
@@ -549,6 +603,9 @@ func (s *Store) Delete(ctx context.Context, prefix, key string) (Record, error) 
 		rec = recs[0]
 		return nil
 	})
+	if err == nil {
+		s.wrote(ctx, prefix, key)
+	}
 	return rec, err
 }
 

@@ -951,3 +951,55 @@ func TestOpenErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCommittedWrites: OnCommittedWrite hears of each object write once it
+// is committed, never of one rolled back, and SoleWriter says whether it
+// hears of them all.
+func TestCommittedWrites(t *testing.T) {
+	each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		var mu sync.Mutex
+		var heard []string
+		s.OnCommittedWrite(func(prefix, key string) {
+			mu.Lock()
+			heard = append(heard, prefix+"/"+key)
+			mu.Unlock()
+		})
+		got := func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]string(nil), heard...)
+		}
+		if _, err := s.Create(ctx, "profiles", "cw1", []byte(`{"Name":"cw1"}`)); err != nil {
+			t.Fatal(err)
+		}
+		err := s.InTx(ctx, func(ctx context.Context) error {
+			if _, err := s.Update(ctx, "profiles", "cw1", 0, []byte(`{"Name":"cw1","Description":"x"}`)); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(got()); n != 1 {
+				t.Errorf("a write was told before its commit: %v", got())
+			}
+			return errors.New("roll back")
+		})
+		if err == nil || len(got()) != 1 {
+			t.Fatalf("rolled back: %v, heard %v", err, got())
+		}
+		if err := s.InTx(ctx, func(ctx context.Context) error {
+			if _, err := s.Delete(ctx, "profiles", "cw1"); err != nil {
+				return err
+			}
+			_, err := s.Create(ctx, "roles", "cw-r", []byte(`{"Name":"cw-r"}`))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"profiles/cw1", "profiles/cw1", "roles/cw-r"}
+		if h := got(); strings.Join(h, " ") != strings.Join(want, " ") {
+			t.Fatalf("heard %v, want %v", h, want)
+		}
+		if s.SoleWriter() != (s.Dialect() == "sqlite") {
+			t.Fatalf("SoleWriter %v on %s", s.SoleWriter(), s.Dialect())
+		}
+	})
+}
