@@ -71,8 +71,8 @@ var limits = map[string]string{
 		"entry; a write listing new machines, or keeping its members, does not. The bench's tenant creates " +
 		"list one machine of the first tenants' range: the worst case. Keeping machine_tenants values as " +
 		"objects (whose hash OPA caches) or deriving them in Rego from the tenants' member sets would remove it.",
-	"9g": "The authorized GET is served from the read cache (one primary-key revision lookup, about 10 µs " +
-		"through GORM on SQLite, then the cached body), so what separates it from /healthz is the guard: " +
+	"9g": "The authorized GET is served from the read cache (on SQLite, the only writer, without reading " +
+		"the database; docs/design.md §14.6), so what separates it from /healthz is the guard: " +
 		"route and claims derivation, the token cache, a decision-cache hit (JSON encoding and SHA-256 of " +
 		"the policy input), the access log line and the per-route metrics. /healthz skips all of them. " +
 		"The load generator's TLS work shares the 2 CPUs and pulls both legs together.",
