@@ -35,10 +35,13 @@ lint-tools:
 		$(GO) install honnef.co/go/tools/cmd/staticcheck@v$(STATICCHECK_VERSION); \
 	fi
 
-## test: Go tests with the race detector, then the Rego test suites
+## test: Go tests with the race detector, then the Rego test suites (the example extensions with theirs)
 test: tools
 	$(GO) test -race -count=1 -timeout 40m ./...
 	"$(OPA)" test policies/
+	@for d in testdata/policy/extensions/*/; do \
+		echo "opa test policies/ provgate_ext:$$d"; "$(OPA)" test policies/ "provgate_ext:$$d" || exit 1; \
+	done
 
 ## lint: formatting and static checks for Go (gofmt, vet, staticcheck) and Rego
 lint: tools lint-tools
@@ -46,9 +49,10 @@ lint: tools lint-tools
 		if [ -n "$$out" ]; then echo "gofmt -l reports unformatted files:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	"$(STATICCHECK)" ./...
-	@out="$$("$(OPA)" fmt --list policies)"; \
+	@out="$$("$(OPA)" fmt --list policies testdata/policy)"; \
 		if [ -n "$$out" ]; then echo "opa fmt --list reports unformatted files:"; echo "$$out"; exit 1; fi
 	"$(OPA)" check --strict policies
+	"$(OPA)" check --strict --schema policies/schema policies/ testdata/policy/extensions/
 
 ## bench: measure provgate against its own baseline (docs/benchmarks.md); PostgreSQL figures
 ## when PROVGATE_TEST_DATABASE is set; BENCHFLAGS adds flags, e.g. BENCHFLAGS='-leg 3s -rounds 7'

@@ -59,7 +59,8 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	if s.Auth == nil || s.Policy == nil || s.Resolver == nil {
 		return backend.Errorf(backend.EUNAVAILABLE, "authorization is not configured")
 	}
-	ctx := userContext(c)
+	// Decision log lines name the request (docs/design.md §9.5).
+	ctx := policies.WithRequestID(userContext(c), requestID(c))
 	if err := s.fresh(ctx); err != nil {
 		return err
 	}
@@ -125,6 +126,9 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	}
 	if res.List {
 		in.List = &policies.ListRequest{Scope: res.Scope}
+	}
+	if err := s.objectAttributes(ctx, res, c.Body(), &in); err != nil {
+		return err
 	}
 	d, err := s.decide(c, p, res, in)
 	if err != nil {

@@ -25,7 +25,35 @@ func policyPrincipal(p *auth.Principal) policies.Principal {
 		claims = append(claims, p.Claims...)
 	}
 	return policies.Principal{Kind: string(p.Kind), Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: claims,
-		Restrict: p.Restrict, MachineToken: string(p.MachineToken)}
+		Restrict: p.Restrict, MachineToken: string(p.MachineToken), Auth: policyAuth(p)}
+}
+
+// policyAuth is how p authenticated, as the policies see it: the method
+// and, for a token, its kind, iat, exp and jti.
+func policyAuth(p *auth.Principal) *policies.Auth {
+	if p.Method == "" {
+		return nil
+	}
+	a := &policies.Auth{Method: string(p.Method)}
+	if p.Method == auth.MethodBasic {
+		return a
+	}
+	switch {
+	case p.IsUser():
+		a.Kind = policies.TokenUser
+	case p.Job != "":
+		a.Kind = policies.TokenJob
+	default:
+		a.Kind = policies.TokenMachine
+	}
+	if !p.IssuedAt.IsZero() {
+		a.IssuedAt = p.IssuedAt.Unix()
+	}
+	if !p.ExpiresAt.IsZero() {
+		a.ExpiresAt = p.ExpiresAt.Unix()
+	}
+	a.ID = p.TokenID
+	return a
 }
 
 // Authenticator checks credentials (docs/design.md §8).

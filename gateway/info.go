@@ -69,7 +69,20 @@ type info struct {
 	HaActiveID      string               `json:"ha_active_id"`
 	HaPassiveState  []any                `json:"ha_passive_state"`
 	ProvgateLicense backend.LicenseState `json:"provgate_license"`
+	ProvgatePolicy  infoPolicy           `json:"provgate_policy"`
 	ClusterState    map[string]any       `json:"ClusterState"`
+}
+
+// infoPolicy names the policy this replica serves (docs/design.md §9.4):
+// replicas serving the same policy report the same revision.
+type infoPolicy struct {
+	Revision string `json:"revision"`
+}
+
+// revisioner is implemented by deciders that name their policy
+// (policies/opa Engine.Revision).
+type revisioner interface {
+	Revision() string
 }
 
 // Features provgate reports (capability flags, not license state).
@@ -107,12 +120,17 @@ func (s *Server) buildInfo(c *fiber.Ctx) info {
 				SoftExpireDate: lic.Expires, Active: true})
 		}
 	}
+	var pol infoPolicy
+	if r, ok := s.Policy.(revisioner); ok {
+		pol.Revision = r.Revision()
+	}
 	return info{
 		Arch: runtime.GOARCH, OS: runtime.GOOS, Version: s.version, ID: host, LocalID: host, HaID: host,
 		APIPort: port, Address: addr, ServerHostname: host,
 		Stats: []infoStat{}, Features: append([]string{}, features...), Scopes: scopes,
 		License: infoLicense{Owner: lic.Owner, Licenses: items}, Errors: []string{}, HaIsActive: true, HaStatus: "Up",
 		HaPassiveState: []any{}, ProvgateLicense: lic, ClusterState: map[string]any{},
+		ProvgatePolicy: pol,
 	}
 }
 

@@ -38,6 +38,22 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	return m
 }
 
+// reloadCounter is implemented by deciders that reload their policy
+// (policies/opa Engine.ReloadCounts).
+type reloadCounter interface {
+	ReloadCounts() (loaded, refused uint64)
+}
+
+// registerReloads exports the policy reload outcomes as
+// provgate_policy_reloads_total{result="loaded"|"refused"}.
+func registerReloads(reg *prometheus.Registry, rc reloadCounter) {
+	const name, help = "provgate_policy_reloads_total", "Policy loads by result: loaded, or refused (the running policy stays)."
+	_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{"result": "loaded"}},
+		func() float64 { l, _ := rc.ReloadCounts(); return float64(l) }))
+	_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{"result": "refused"}},
+		func() float64 { _, r := rc.ReloadCounts(); return float64(r) }))
+}
+
 // Label values outlive the request (the registry keeps them), while Fiber's
 // strings point into buffers the next request on the connection reuses: a
 // label kept from c.Method() turns into another method later, and /metrics

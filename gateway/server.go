@@ -60,6 +60,9 @@ func New(opts Options) *Server {
 	}
 	s := &Server{log: opts.Logger, version: opts.Version, started: time.Now(), reg: reg, Deps: opts.Deps}
 	s.metrics = newMetrics(reg)
+	if rc, ok := opts.Deps.Policy.(reloadCounter); ok {
+		registerReloads(reg, rc)
+	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "provgate",
 		DisableStartupMessage: true,

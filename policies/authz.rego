@@ -4,12 +4,31 @@
 #
 # Order (docs/design.md §2.2): tenant visibility first, then
 # the license gate, then claim containment.
+
+# METADATA
+# title: provgate authorization
+# description: >-
+#   The decision for one request: tenant visibility, then the license gate, then claim containment, then the extensions' vetoes (docs/policies.md).
+# schemas:
+#   - input: schema.input
+#   - data.provgate.roles: schema.provgate.roles.schema
+#   - data.provgate.tenants: schema.provgate.tenants.schema
+#   - data.provgate.user_tenant: schema.provgate.user_tenant.schema
+#   - data.provgate.machine_tenants: schema.provgate.machine_tenants.schema
+#   - data.provgate.license: schema.provgate.license.schema
+#   - data.provgate.scopes: schema.provgate.scopes.schema
 package provgate.authz
 
 import data.provgate.claims
 import data.provgate.grants
 import data.provgate.tenancy
 
+# METADATA
+# title: Decision
+# description: |
+#   The answer to one request (Go: policies.Decision): allow, not_found
+#   (answered 404), reasons (the 403 messages) and, for lists, visible.
+# entrypoint: true
 decision := outcome if {
 	not input.list
 } else := object.union(outcome, {"visible": visible})
@@ -17,9 +36,26 @@ decision := outcome if {
 # An allowed request has no reasons: they are only worked out on refusal.
 outcome := {"allow": false, "not_found": true, "reasons": [sprintf("%s %s: Not Found", [input.object.scope, input.object.key])]} if {
 	tenancy.hidden
+} else := {"allow": false, "not_found": false, "reasons": sort(vetoes)} if {
+	allow
+	count(vetoes) > 0
 } else := {"allow": true, "not_found": false, "reasons": []} if {
 	allow
 } else := {"allow": false, "not_found": false, "reasons": reasons}
+
+# Extensions (docs/design.md §9.6): each package provgate.ext.<name> may
+# define "deny contains msg"; any message refuses a request the rules
+# below allow, and the messages are its reasons. An extension can only
+# take away: it never allows, and a hidden object stays not found.
+# Looked up as data.provgate.ext[_].deny so that only the deny rules of
+# the extensions are evaluated, not every rule of their packages.
+vetoes contains veto_reason(msg) if {
+	some msg in data.provgate.ext[_].deny
+}
+
+veto_reason(msg) := msg if is_string(msg)
+
+else := sprintf("%v", [msg])
 
 # Fail closed: allow needs positive evidence that every required claim is
 # satisfied, and a request naming no claim is a gateway bug, never a grant.
@@ -181,9 +217,9 @@ licensed if {
 
 # DRP names the operation (create, patch, update, delete...) rather than the
 # claim's action; the action stands in when the gateway gave none.
-operation(action) := op if {
-	op := object.get(input, "operation", "")
-	op != ""
+operation(action) := input.operation if {
+	is_string(input.operation)
+	input.operation != ""
 } else := action
 
 # Lists (docs/design.md §6.2): the gateway turns visible into a WHERE clause. Objects
@@ -236,12 +272,23 @@ get_keys_of(gs) := {k | some g in gs; some k, _ in g[input.list.scope].get.keys}
 # docs/design.md §5.6: a requested role is kept only if it exists and one single
 # role of the user contains it; others are dropped without an error. Input:
 # {"user_roles": [names], "requested": [names]}; order of requested is kept.
+
+# METADATA
+# title: Token roles
+# description: >-
+#   The requested roles a token of a user may carry, in the order asked.
+# entrypoint: true
+# schemas:
+#   - input: schema.token_roles.input
 token_roles := [name |
 	some i, name in input.requested
 	not name in array.slice(input.requested, 0, i)
 	kept(name)
 ]
 
+# METADATA
+# schemas:
+#   - input: schema.token_roles.input
 kept(name) if {
 	data.provgate.roles[name]
 	some user_role in input.user_roles

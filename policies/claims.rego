@@ -6,6 +6,19 @@
 # produces, with sets as objects so that membership is a key lookup.
 # policies.NewData stores role claims in this shape already (field
 # "compiled"); everything here also works on plain claims.
+
+# METADATA
+# title: Claims
+# description: >-
+#   Claim compilation and containment with Digital Rebar Provision's semantics.
+# schemas:
+#   - input: schema.input
+#   - data.provgate.roles: schema.provgate.roles.schema
+#   - data.provgate.tenants: schema.provgate.tenants.schema
+#   - data.provgate.user_tenant: schema.provgate.user_tenant.schema
+#   - data.provgate.machine_tenants: schema.provgate.machine_tenants.schema
+#   - data.provgate.license: schema.provgate.license.schema
+#   - data.provgate.scopes: schema.provgate.scopes.schema
 package provgate.claims
 
 # compile expands a plain claim {scope, action, specific}. Unknown scopes

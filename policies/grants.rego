@@ -1,6 +1,19 @@
 # What a principal holds: its grants (roles and direct claims, or a machine
 # token's fixed set), its implicit self claims and its token restriction.
 # Every result is a list of compiled claims (see claims.rego).
+
+# METADATA
+# title: Grants
+# description: >-
+#   What a principal holds: roles, direct claims, machine token sets, self claims, token restrictions.
+# schemas:
+#   - input: schema.input
+#   - data.provgate.roles: schema.provgate.roles.schema
+#   - data.provgate.tenants: schema.provgate.tenants.schema
+#   - data.provgate.user_tenant: schema.provgate.user_tenant.schema
+#   - data.provgate.machine_tenants: schema.provgate.machine_tenants.schema
+#   - data.provgate.license: schema.provgate.license.schema
+#   - data.provgate.scopes: schema.provgate.scopes.schema
 package provgate.grants
 
 import data.provgate.claims
@@ -96,46 +109,36 @@ machine_token["discovery"] := [{"machines": {"create": every_object, "get": ever
 # CurrentTask, WorkflowComplete; nor releaseToPool, which applies the
 # pool's action groups. Then params, stages, tasks get *; info get *;
 # jobs create,get,update,actions,log <uuid> (a job's key for claims is its
-# machine); events post *; reservations create *; and, when known,
-# reservations * <own reservation>. Tenants restrict what it sees
-# (tenancy.rego). Further claims (a job's, say) are added to this list.
-machine_token["operations"] := array.concat(
-	[
-		{"machines": {
-			"get": own,
-			"actions": own,
-			"action:callbackDo": own,
-			"getSecure": own,
-			"updateSecure": own,
-			"update:/Runnable": own,
-			"update:/Context": own,
-			"update:/Params": own,
-			"update:/Meta": own,
-			"update:/Description": own,
-			"update:/Address": own,
-			"update:/HardwareAddrs": own,
-			"update:/OS": own,
-			"update:/Arch": own,
-			"update:/Fingerprint": own,
-			"update:/TaskErrorStacks": own,
-			"update:/RetryTaskAttempt": own,
-		}},
-		{"params": {"get": every_object}},
-		{"stages": {"get": every_object}},
-		{"tasks": {"get": every_object}},
-		{"info": {"get": every_object}},
-		{"jobs": {"create": own, "get": own, "update": own, "actions": own, "log": own}},
-		{"events": {"post": every_object}},
-		{"reservations": {"create": every_object}},
-	],
-	own_reservation,
-)
-
-# The machine's own reservation, when the gateway knows its key (the hex
-# form of the machine's address).
-own_reservation := [claims.compile({"scope": "reservations", "action": "*", "specific": input.principal.reservation_key})] if {
-	input.principal.reservation_key != ""
-} else := []
+# machine); events post *; reservations create *. Tenants restrict what it
+# sees (tenancy.rego). Further claims (a job's, say) are added to this list.
+machine_token["operations"] := [
+	{"machines": {
+		"get": own,
+		"actions": own,
+		"action:callbackDo": own,
+		"getSecure": own,
+		"updateSecure": own,
+		"update:/Runnable": own,
+		"update:/Context": own,
+		"update:/Params": own,
+		"update:/Meta": own,
+		"update:/Description": own,
+		"update:/Address": own,
+		"update:/HardwareAddrs": own,
+		"update:/OS": own,
+		"update:/Arch": own,
+		"update:/Fingerprint": own,
+		"update:/TaskErrorStacks": own,
+		"update:/RetryTaskAttempt": own,
+	}},
+	{"params": {"get": every_object}},
+	{"stages": {"get": every_object}},
+	{"tasks": {"get": every_object}},
+	{"info": {"get": every_object}},
+	{"jobs": {"create": own, "get": own, "update": own, "actions": own, "log": own}},
+	{"events": {"post": every_object}},
+	{"reservations": {"create": every_object}},
+]
 
 restrict := [claims.compile(c) | some c in object.get(input.principal, "restrict", [])]
 

@@ -66,12 +66,6 @@ test_operations_events_post_allowed if allowed("operations", [c("events", "post"
 
 test_operations_reservation_create_allowed if allowed("operations", [c("reservations", "create", "")])
 
-test_operations_own_reservation_allowed if {
-	p := object.union(fixtures.machine(uuid, "operations"), {"reservation_key": "0a000105"})
-	allowed_with(p, [c("reservations", "update:/Strategy", "0a000105")])
-	not allowed_with(p, [c("reservations", "delete", "0a000106")])
-}
-
 test_operations_reservation_without_key_denied if not allowed("operations", [c("reservations", "update:/Strategy", "0a000105")])
 
 test_machine_ignores_roles_denied if {
@@ -128,7 +122,7 @@ agent_fields := [
 ]
 
 test_operations_set_exact if {
-	p := object.union(fixtures.machine(uuid, "operations"), {"reservation_key": "0a000105"})
+	p := fixtures.machine(uuid, "operations")
 	updates := concat(",", [sprintf("update:/%s", [f]) | some f in agent_fields])
 	want := compiled([
 		c("machines", sprintf("get,actions,action:callbackDo,getSecure,updateSecure,%s", [updates]), uuid),
@@ -139,7 +133,6 @@ test_operations_set_exact if {
 		c("jobs", "create,get,update,actions,log", uuid),
 		c("events", "post", "*"),
 		c("reservations", "create", "*"),
-		c("reservations", "*", "0a000105"),
 	]) with data.provgate.scopes as fixtures.scopes
 	grants.held == want with input as {"principal": p} with data.provgate.scopes as fixtures.scopes
 }

@@ -8,6 +8,19 @@
 # workflow renders it) sees no more than that tenant, and no more than any
 # other tenant listing the machine. A discovery token names no machine
 # and belongs to no tenant.
+
+# METADATA
+# title: Tenancy
+# description: >-
+#   Tenant visibility: an object a tenant of the principal hides is not found.
+# schemas:
+#   - input: schema.input
+#   - data.provgate.roles: schema.provgate.roles.schema
+#   - data.provgate.tenants: schema.provgate.tenants.schema
+#   - data.provgate.user_tenant: schema.provgate.user_tenant.schema
+#   - data.provgate.machine_tenants: schema.provgate.machine_tenants.schema
+#   - data.provgate.license: schema.provgate.license.schema
+#   - data.provgate.scopes: schema.provgate.scopes.schema
 package provgate.tenancy
 
 # tenant_names are the names of the tenants restricting the principal.

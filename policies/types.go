@@ -3,7 +3,11 @@
 // security team reads, edits and tests them with `opa test policies/`.
 package policies
 
-import "github.com/provgate/provgate/backend"
+import (
+	"context"
+
+	"github.com/provgate/provgate/backend"
+)
 
 // Principal is who is asking, as authentication established it.
 type Principal struct {
@@ -20,17 +24,47 @@ type Principal struct {
 	// Roles. Nil (JSON null) means the token names no roles; an empty list
 	// restricts the token to its self claims.
 	TokenRoles []string `json:"token_roles"`
-	// Claims are direct claims the token carries besides its roles.
+	// Claims are direct claims a job token carries besides its machine's
+	// operations set (docs/design.md §8.7); empty for every other principal.
 	Claims []backend.Claim `json:"claims"`
 	// Restrict, when non-empty, narrows the token: every required claim must
 	// also be contained by one of these (token scope/action/specific).
 	Restrict []backend.Claim `json:"restrict,omitempty"`
 	// MachineToken is "discovery" or "operations" for machine tokens.
 	MachineToken string `json:"machine_token,omitempty"`
-	// ReservationKey is the key of a machine's own reservation (the hex
-	// form of its address), which an operations token may manage
-	// (docs/design.md §8.6). Empty leaves that claim out.
-	ReservationKey string `json:"reservation_key,omitempty"`
+	// Auth says how the principal authenticated and, for tokens, which token
+	// it presented. Nil only for inputs built outside a request (tests).
+	Auth *Auth `json:"auth,omitempty"`
+}
+
+// Authentication methods (Auth.Method).
+const (
+	AuthBasic   = "basic"
+	AuthBearer  = "bearer"
+	AuthMachine = "machine"
+)
+
+// Token kinds (Auth.Kind).
+const (
+	TokenUser    = "user"
+	TokenMachine = "machine"
+	TokenJob     = "job"
+)
+
+// Auth is the credential a request presented. Times are Unix seconds, as in
+// the token itself (JWT NumericDate); they, ID and Kind are absent for Basic.
+type Auth struct {
+	// Method is AuthBasic (a password), AuthBearer (a user's token) or
+	// AuthMachine (a machine or job token).
+	Method string `json:"method"`
+	// Kind is TokenUser, TokenMachine or TokenJob; empty for Basic.
+	Kind string `json:"kind,omitempty"`
+	// IssuedAt is the token's iat; 0 (absent) for Basic.
+	IssuedAt int64 `json:"iat,omitempty"`
+	// ExpiresAt is the token's exp; 0 (absent) for Basic.
+	ExpiresAt int64 `json:"exp,omitempty"`
+	// ID is the token's jti (not a secret: it names the token in audit logs).
+	ID string `json:"jti,omitempty"`
 }
 
 // Object names the object a request addresses, for tenant visibility.
@@ -54,6 +88,29 @@ type Input struct {
 	Operation string `json:"operation"`
 	Method    string `json:"method"`
 	Path      string `json:"path"`
+	// Stored is the addressed object as stored (get, update, delete,
+	// actions, params), as the object service returns it: PasswordHash and
+	// Secret stripped, secure param values masked (MaskedValue), never
+	// decoded. Filled only when the policy reads input.stored (see
+	// Engine.Needs) and the object exists.
+	Stored map[string]any `json:"stored,omitempty"`
+	// Proposed is the object as the request would leave it: the body of a
+	// create or PUT, the stored object with a PATCH or param write applied.
+	// Credentials (Password, PasswordHash, Secret) and secure param values
+	// are masked (MaskedValue). Filled only when the policy reads
+	// input.proposed.
+	Proposed map[string]any `json:"proposed,omitempty"`
+}
+
+// MaskedValue stands in the input for the value of a secure param, stored
+// (sealed) or proposed (as the client sent it).
+func MaskedValue() map[string]any { return map[string]any{"masked": true} }
+
+// Needs says which costly parts of the input a policy reads, so that the
+// gateway loads an object only for a policy that looks at it.
+type Needs struct {
+	Stored   bool
+	Proposed bool
 }
 
 // ListRequest asks which objects of Scope are visible.
@@ -122,6 +179,20 @@ type TenantData struct {
 type LicenseData struct {
 	Valid    bool     `json:"valid"`
 	Features []string `json:"features"`
+}
+
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying the request id (X-Request-Id), which
+// decision log lines name.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID returns the request id WithRequestID stored in ctx, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
 }
 
 // DataPatch is one change to data.provgate, applied with others in one

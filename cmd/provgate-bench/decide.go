@@ -26,6 +26,9 @@ const (
 	cachedSmall    = "BenchmarkDecide/roles=10/cached=true/patch"
 	cachedLarge    = "BenchmarkDecide/roles=10000/cached=true/patch"
 	trivialName    = "BenchmarkTrivial"
+	extPattern     = "^BenchmarkDecideExtension$"
+	extOff         = "BenchmarkDecideExtension/ext=false"
+	extOn          = "BenchmarkDecideExtension/ext=true"
 )
 
 // benchLine is one parsed `go test -bench` result.
@@ -81,11 +84,11 @@ func runDecide(ctx context.Context, cfg config, tmp string, logf func(string, ..
 	args := func(pattern string) []string {
 		return []string{"-test.run", "^$", "-test.bench", pattern, "-test.benchmem", "-test.benchtime", cfg.DecideBenchtime.String()}
 	}
-	res := &decideResult{Command: fmt.Sprintf("go test -c -o opa.test %s; then per round: opa.test %s; opa.test %s",
-		decidePkg, shellJoin(args(decidePattern)), shellJoin(args(trivialPattern)))}
+	res := &decideResult{Command: fmt.Sprintf("go test -c -o opa.test %s; then per round: opa.test %s; opa.test %s; opa.test %s",
+		decidePkg, shellJoin(args(decidePattern)), shellJoin(args(trivialPattern)), shellJoin(args(extPattern)))}
 	for round := 1; round <= cfg.DecideRounds; round++ {
 		got := map[string]benchLine{}
-		for _, pattern := range []string{decidePattern, trivialPattern} {
+		for _, pattern := range []string{decidePattern, trivialPattern, extPattern} {
 			t0 := time.Now()
 			c := exec.CommandContext(ctx, bin, args(pattern)...)
 			c.Dir = decidePkg
@@ -98,7 +101,7 @@ func runDecide(ctx context.Context, cfg config, tmp string, logf func(string, ..
 			}
 			logf("decide round %d %s: %.1f s", round, pattern, time.Since(t0).Seconds())
 		}
-		for _, name := range []string{decideSmall, decideLarge, trivialName} {
+		for _, name := range []string{decideSmall, decideLarge, trivialName, extOff, extOn} {
 			if _, ok := got[name]; !ok {
 				return nil, fmt.Errorf("benchmark %s missing from the output of round %d", name, round)
 			}

@@ -21,6 +21,7 @@ var figureSpecs = map[string]figure{
 	"3d": {Name: "decision / trivial policy, allocs/op, 10,000 roles+tenants", Target: atMost(2)},
 	"3e": {Name: "decision ns/op, 10,000 / 10 roles+tenants (flatness)", Target: atMost(1.2)},
 	"3f": {Name: "decision allocs/op, 10,000 / 10 roles+tenants (flatness)", Target: atMost(1.2)},
+	"3g": {Name: "decision with a one-rule extension / embedded policy alone, ns/op", Target: atMost(1.2)},
 	"4":  {Name: "tenant-restricted list / unrestricted list, time per request", Target: atMost(1.2)},
 	"5a": {Name: "pool allocations/s, 8 callers / 1 caller (PostgreSQL)", Target: atLeast(3)},
 	"5b": {Name: "duplicate allocations (PostgreSQL)", Target: atMost(0), Unit: "count"},
@@ -134,7 +135,7 @@ func poolFigures(p *poolResult, skipped string) []figure {
 // decideFigures computes figure 3.
 func decideFigures(d *decideResult, skipped string) []figure {
 	if d == nil {
-		return skippedFigures(skipped, "3a", "3b", "3c", "3d", "3e", "3f")
+		return skippedFigures(skipped, "3a", "3b", "3c", "3d", "3e", "3f", "3g")
 	}
 	type metric func(map[string]benchLine) float64
 	ns := func(name string) metric { return func(r map[string]benchLine) float64 { return r[name].NsOp } }
@@ -150,6 +151,8 @@ func decideFigures(d *decideResult, skipped string) []figure {
 		fromRounds("3d", d.perRound(div(allocs(decideLarge), allocs(trivialName))), note),
 		fromRounds("3e", d.perRound(div(ns(decideLarge), ns(decideSmall))), "both sizes in the same round and binary"),
 		fromRounds("3f", d.perRound(div(allocs(decideLarge), allocs(decideSmall))), "both sizes in the same round and binary"),
+		fromRounds("3g", d.perRound(div(ns(extOn), ns(extOff))),
+			"uncached allowed PATCH, 10 roles+tenants; the extension (a change freeze read from data.provgate_ext) is evaluated and does not veto"),
 	}
 }
 

@@ -38,6 +38,7 @@ type config struct {
 	DecideBenchtime time.Duration
 	Postgres        string
 	SkipDecide      bool
+	OnlyDecide      bool
 	// ScaleOnly runs figures 9 alone; Scale* size their large fleet.
 	ScaleOnly     bool
 	ScaleMachines int
@@ -67,6 +68,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.AllocCallers, "alloc-callers", 8, "concurrent allocateMachines callers of figure 5")
 	fs.DurationVar(&c.DecideBenchtime, "decide-benchtime", time.Second, "-test.benchtime of the decision micro-benchmarks")
 	fs.BoolVar(&c.SkipDecide, "skip-decide", false, "skip the decision micro-benchmarks (figure 3)")
+	fs.BoolVar(&c.OnlyDecide, "only-decide", false, "run only the decision micro-benchmarks (figure 3); with -out '' to leave docs/benchmarks.md as it is")
 	fs.BoolVar(&c.ScaleOnly, "scale-only", false, "run only the scale figures (9), e.g. with smaller -scale-* sizes and -rounds 3 for a quick check")
 	fs.IntVar(&c.ScaleMachines, "scale-machines", 100000, "machines of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleUsers, "scale-users", 10000, "users of the large fleet (figures 9)")
@@ -130,65 +132,88 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	var (
-		dec                             *decideResult
-		gw                              *gatewayResult
-		ev                              *eventsResult
-		pools                           *poolResult
-		decSkip, gwSkip, evSkip, pgSkip string
-	)
-	if cfg.ScaleOnly {
-		decSkip, gwSkip, evSkip, pgSkip = "-scale-only", "-scale-only", "-scale-only", "-scale-only"
-	} else {
-		// Figure 3 first: the test binary compiles before any server runs, so
-		// compilation never competes with a timed leg.
-		if cfg.SkipDecide {
-			decSkip = "-skip-decide"
-		} else if dec, err = runDecide(ctx, cfg, tmp, logf); err != nil {
+	if cfg.SkipDecide && cfg.OnlyDecide {
+		return errors.New("-skip-decide and -only-decide exclude each other")
+	}
+	if cfg.ScaleOnly && cfg.OnlyDecide {
+		return errors.New("-scale-only and -only-decide exclude each other")
+	}
+	// Figure 3 first: the test binary compiles before any server runs, so
+	// compilation never competes with a timed leg.
+	var dec *decideResult
+	decSkip := ""
+	switch {
+	case cfg.ScaleOnly:
+		decSkip = "-scale-only"
+	case cfg.SkipDecide:
+		decSkip = "-skip-decide"
+	default:
+		if dec, err = runDecide(ctx, cfg, tmp, logf); err != nil {
 			decSkip = "failed: " + firstLine(err.Error())
 			rep.Failures = append(rep.Failures, "figure 3: "+err.Error())
 			logf("figure 3 failed: %v", err)
 		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// The server figures other than 9 are left out by either -only flag.
+	only := ""
+	if cfg.OnlyDecide {
+		only = "-only-decide"
+	} else if cfg.ScaleOnly {
+		only = "-scale-only"
+	}
+
+	var gw *gatewayResult
+	gwSkip := ""
+	if only != "" {
+		gwSkip = only
+	} else if gw, err = runGateway(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-
-		if gw, err = runGateway(ctx, cfg, tmp, pub, lic, logf); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			gwSkip = "failed: " + firstLine(err.Error())
-			rep.Failures = append(rep.Failures, "SQLite server figures: "+err.Error())
-			logf("SQLite figures failed: %v", err)
-			gw = nil
-		}
-
-		if ev, err = runEvents(ctx, cfg, tmp, pub, lic, logf); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			evSkip = "failed: " + firstLine(err.Error())
-			rep.Failures = append(rep.Failures, "figure 8: "+err.Error())
-			logf("figure 8 failed: %v", err)
-			ev = nil
-		}
-
-		if cfg.Postgres == "" {
-			pgSkip = "PROVGATE_TEST_DATABASE not set"
-		} else if pools, err = runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			pgSkip = "failed: " + firstLine(err.Error())
-			rep.Failures = append(rep.Failures, "figure 5: "+err.Error())
-			logf("figure 5 failed: %v", err)
-			pools = nil
-		}
+		gwSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "SQLite server figures: "+err.Error())
+		logf("SQLite figures failed: %v", err)
+		gw = nil
 	}
 
-	sc, err := runScale(ctx, cfg, tmp, pub, lic, logf)
+	var ev *eventsResult
+	evSkip := ""
+	if only != "" {
+		evSkip = only
+	} else if ev, err = runEvents(ctx, cfg, tmp, pub, lic, logf); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		evSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "figure 8: "+err.Error())
+		logf("figure 8 failed: %v", err)
+		ev = nil
+	}
+
+	var pools *poolResult
+	pgSkip := ""
+	if only != "" {
+		pgSkip = only
+	} else if cfg.Postgres == "" {
+		pgSkip = "PROVGATE_TEST_DATABASE not set"
+	} else if pools, err = runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		pgSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "figure 5: "+err.Error())
+		logf("figure 5 failed: %v", err)
+		pools = nil
+	}
+
+	var sc *scaleResult
 	scSkip := ""
-	if err != nil {
+	if cfg.OnlyDecide {
+		scSkip = "-only-decide"
+	} else if sc, err = runScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

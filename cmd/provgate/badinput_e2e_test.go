@@ -270,6 +270,7 @@ func doLarge(t *testing.T, s *tserver, method, path, authz string, size int) res
 // each gets exactly its documented 4xx as a DRP error object, never a 5xx,
 // and leaves the store as it was.
 func TestE2EBadInput(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		tok := s.Token("rocketskates", admin(), "?ttl=3600")
 		adm := bearer(tok)
@@ -296,6 +297,7 @@ func TestE2EBadInput(t *testing.T) {
 		fivexx := 0
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
+				s := s.On(t)
 				var r resp
 				switch {
 				case c.raw != "":
@@ -318,29 +320,11 @@ func TestE2EBadInput(t *testing.T) {
 				if r.Status >= 500 {
 					fivexx++
 				}
-				if r.Status != c.want {
-					t.Errorf("status %d, want %d: %.300s", r.Status, c.want, r.Body)
-				}
 				if r.Header.Get("B") != "" || strings.ContainsAny(r.Header.Get("X-Request-Id"), "\r\n") {
 					t.Errorf("request header leaked into the reply: %v", r.Header)
 				}
 				if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 					t.Errorf("Content-Type %q", ct)
-				}
-				var e map[string]any
-				if err := json.Unmarshal(r.Body, &e); err != nil {
-					t.Errorf("body is not a JSON object: %.300q", r.Body)
-				}
-				for _, f := range []string{"Model", "Key", "Type", "Messages", "Code"} {
-					if _, ok := e[f]; !ok {
-						t.Errorf("error object lacks %s: %.300s", f, r.Body)
-					}
-				}
-				if code, _ := e["Code"].(float64); int(code) != r.Status {
-					t.Errorf("Code %v, status %d", e["Code"], r.Status)
-				}
-				if msgs, _ := e["Messages"].([]any); len(msgs) == 0 {
-					t.Errorf("no Messages: %.300s", r.Body)
 				}
 				after := badSnapshot(t, s, tok)
 				for p, b := range before {
@@ -349,6 +333,8 @@ func TestE2EBadInput(t *testing.T) {
 					}
 				}
 				before = after
+				// Last, as it ends the case on a wrong status.
+				wantDRPError(t, r, c.want, "", "")
 			})
 		}
 		t.Logf("%s: %d bad-input cases, %d answered 5xx", s.Name, len(cases), fivexx)

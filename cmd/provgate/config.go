@@ -27,23 +27,26 @@ const envPrefix = "PROVGATE_"
 // Config is everything the serve command needs. It is filled from defaults,
 // then the environment, then flags, so the most explicit source wins.
 type Config struct {
-	DataDir          string        // state directory: SQLite file, TLS files, initial admin password
-	Database         string        // DSN; empty selects the SQLite file <DataDir>/provgate.db
-	Listen           string        // host:port of the API listener
-	TLSCert          string        // PEM certificate file; with TLSKey replaces the generated one
-	TLSKey           string        // PEM private key file
-	NoTLS            bool          // serve plain HTTP (behind a TLS-terminating proxy)
-	AdminPassword    string        // first-start password of rocketskates; never printed
-	LicensePublicKey string        // ed25519 PEM public key that verifies License
-	License          string        // license document file
-	PolicyDir        string        // Rego directory replacing the embedded policies
-	DecisionLog      string        // file receiving JSON-lines decision logs
-	CallbackExecDir  string        // only executables under it may run as callback exec auth
-	LogLevel         string        // debug, info, warn or error
-	BodyLimit        int64         // largest request body in bytes
-	MaxTokenTTL      time.Duration // upper bound for a requested token ttl
-	ShutdownTimeout  time.Duration // how long in-flight requests get after a stop signal
-	BenchRoutes      bool          // enables the unauthenticated benchmark route
+	DataDir          string // state directory: SQLite file, TLS files, initial admin password
+	Database         string // DSN; empty selects the SQLite file <DataDir>/provgate.db
+	Listen           string // host:port of the API listener
+	TLSCert          string // PEM certificate file; with TLSKey replaces the generated one
+	TLSKey           string // PEM private key file
+	NoTLS            bool   // serve plain HTTP (behind a TLS-terminating proxy)
+	AdminPassword    string // first-start password of rocketskates; never printed
+	LicensePublicKey string // ed25519 PEM public key that verifies License
+	License          string // license document file
+	PolicyDir        string // Rego directory: extensions, or a policy replacing the embedded one
+	PolicyBundle     string // OPA bundle (directory, .tar.gz or URL) replacing the embedded policy
+	// PolicyBundlePublicKey is the PEM public key the bundle must be signed with.
+	PolicyBundlePublicKey string
+	DecisionLog           string        // file receiving JSON-lines decision logs
+	CallbackExecDir       string        // only executables under it may run as callback exec auth
+	LogLevel              string        // debug, info, warn or error
+	BodyLimit             int64         // largest request body in bytes
+	MaxTokenTTL           time.Duration // upper bound for a requested token ttl
+	ShutdownTimeout       time.Duration // how long in-flight requests get after a stop signal
+	BenchRoutes           bool          // enables the unauthenticated benchmark route
 	// PolicyWatchInterval is how often the policy dir is polled for changed
 	// files; tests shorten it so that a reload is seen quickly.
 	PolicyWatchInterval time.Duration
@@ -93,8 +96,10 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.Var((*secret)(&c.AdminPassword), "admin-password", "`password` of user rocketskates, used only on first start; default: random, printed once")
 	fs.StringVar(&c.LicensePublicKey, "license-public-key", c.LicensePublicKey, "ed25519 PEM public key that verifies --license")
 	fs.StringVar(&c.License, "license", c.License, "license document file")
-	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "directory of Rego policies replacing the embedded ones")
-	fs.DurationVar(&c.PolicyWatchInterval, "policy-watch-interval", c.PolicyWatchInterval, "how often --policy-dir is checked for changed files (SIGHUP reloads at once)")
+	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "directory of Rego policies: provgate.ext extensions of the embedded policy, or a policy replacing it")
+	fs.StringVar(&c.PolicyBundle, "policy-bundle", c.PolicyBundle, "OPA bundle (directory, .tar.gz from opa build, or http(s) URL) serving the policy")
+	fs.StringVar(&c.PolicyBundlePublicKey, "policy-bundle-public-key", c.PolicyBundlePublicKey, "PEM public key (RS256, opa sign) the --policy-bundle must be signed with")
+	fs.DurationVar(&c.PolicyWatchInterval, "policy-watch-interval", c.PolicyWatchInterval, "how often --policy-dir or --policy-bundle is checked for changes (SIGHUP reloads at once)")
 	fs.StringVar(&c.DecisionLog, "decision-log", c.DecisionLog, "file that receives policy decisions as JSON lines")
 	fs.StringVar(&c.CallbackExecDir, "callback-exec-dir", c.CallbackExecDir, "directory whose executables callback exec auth may run; empty disables exec auth")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
@@ -158,9 +163,21 @@ func (c Config) Validate() error {
 	if c.License != "" && c.LicensePublicKey == "" {
 		return errors.New("--license needs --license-public-key to verify it")
 	}
+	if c.PolicyBundle != "" && c.PolicyDir != "" {
+		return errors.New("--policy-bundle and --policy-dir exclude each other")
+	}
+	if c.PolicyBundlePublicKey != "" && c.PolicyBundle == "" {
+		return errors.New("--policy-bundle-public-key needs --policy-bundle")
+	}
+	if b := c.PolicyBundle; b != "" && !strings.HasPrefix(b, "http://") && !strings.HasPrefix(b, "https://") {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("--policy-bundle %s: %w", b, pathErr(err))
+		}
+	}
 	for _, f := range []struct{ flag, path string }{
 		{"--license-public-key", c.LicensePublicKey},
 		{"--license", c.License},
+		{"--policy-bundle-public-key", c.PolicyBundlePublicKey},
 		{"--tls-cert", c.TLSCert},
 		{"--tls-key", c.TLSKey},
 	} {
@@ -261,6 +278,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("license_public_key", c.LicensePublicKey),
 		slog.String("license", c.License),
 		slog.String("policy_dir", c.PolicyDir),
+		slog.String("policy_bundle", redactDSN(c.PolicyBundle)),
 		slog.String("policy_watch_interval", c.PolicyWatchInterval.String()),
 		slog.String("decision_log", c.DecisionLog),
 		slog.String("callback_exec_dir", c.CallbackExecDir),

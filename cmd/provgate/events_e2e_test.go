@@ -13,16 +13,17 @@ import (
 // real websocket against the real server, on every database.
 
 func TestE2EEvents(t *testing.T) {
+	t.Parallel()
 	lic := licenseArgs(t)
 	forEachDB(t, func(t *testing.T, s *tserver) {
-		t.Run("register_and_acknowledge", func(t *testing.T) { evRegister(t, s.accOn(t)) })
-		t.Run("agent_runs_a_workflow", func(t *testing.T) { evAgentWorkflow(t, s.accOn(t)) })
-		t.Run("failing_task", func(t *testing.T) { evFailingTask(t, s.accOn(t)) })
-		t.Run("filtered_per_principal_and_tenant", func(t *testing.T) { evFiltered(t, s.accOn(t)) })
-		t.Run("credentials_that_end_close_the_socket", func(t *testing.T) { evRevoked(t, s.accOn(t)) })
-		t.Run("lost_access_stops_delivery", func(t *testing.T) { evLostAccess(t, s.accOn(t)) })
-		t.Run("job_tokens", func(t *testing.T) { evJobTokens(t, s.accOn(t)) })
-		t.Run("authentication_forms_and_limits", func(t *testing.T) { evAuthForms(t, s.accOn(t)) })
+		t.Run("register_and_acknowledge", func(t *testing.T) { evRegister(t, s.On(t)) })
+		t.Run("agent_runs_a_workflow", func(t *testing.T) { evAgentWorkflow(t, s.On(t)) })
+		t.Run("failing_task", func(t *testing.T) { evFailingTask(t, s.On(t)) })
+		t.Run("filtered_per_principal_and_tenant", func(t *testing.T) { evFiltered(t, s.On(t)) })
+		t.Run("credentials_that_end_close_the_socket", func(t *testing.T) { evRevoked(t, s.On(t)) })
+		t.Run("lost_access_stops_delivery", func(t *testing.T) { evLostAccess(t, s.On(t)) })
+		t.Run("job_tokens", func(t *testing.T) { evJobTokens(t, s.On(t)) })
+		t.Run("authentication_forms_and_limits", func(t *testing.T) { evAuthForms(t, s.On(t)) })
 	}, lic...)
 }
 
@@ -42,10 +43,10 @@ func evMachineToken(t *testing.T, s *tserver, name string, extra map[string]any)
 	for k, v := range extra {
 		body[k] = v
 	}
-	m := s.accMachine(name, body)
+	m := s.AddMachine(name, body)
 	job := penJob(t, s, m, adm)
-	_, inf := accRenderTokens(t, s, job)
-	s.Must(200, "PATCH", "/jobs/"+job, accPatch("replace", "/State", "finished"), adm)
+	_, inf := renderTokens(t, s, job, admin())
+	s.Must(200, "PATCH", "/jobs/"+job, jsonPatch("replace", "/State", "finished"), adm)
 	return m, bearer(inf)
 }
 
@@ -80,7 +81,7 @@ func evSetState(t *testing.T, s *tserver, job, from, to, authz string) {
 // client counting acknowledgements never hangs.
 func evRegister(t *testing.T, s *tserver) {
 	c := s.mustWS(t, admin())
-	m := s.accMachine("ev-reg", nil)
+	m := s.AddMachine("ev-reg", nil)
 	ack := c.register("machines.update." + m)
 	if ack.Principal != "" || string(ack.Object) != "null" || string(ack.Original) != "null" || ack.Time.IsZero() {
 		t.Fatalf("acknowledgement %+v", ack)
@@ -92,7 +93,7 @@ func evRegister(t *testing.T, s *tserver) {
 			t.Fatalf("acknowledgement %s lacks %s", raw, k)
 		}
 	}
-	s.Must(200, "PATCH", "/machines/"+m, accPatch("replace", "/Description", "one"), admin())
+	s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Description", "one"), admin())
 	e := c.next(5*time.Second, "the machine's update", is("machines", "update", m))
 	if e.Principal != "user:rocketskates" || e.obj(t)["Description"] != "one" {
 		t.Fatalf("event %+v %s", e, e.Object)
@@ -106,11 +107,11 @@ func evRegister(t *testing.T, s *tserver) {
 	}
 	// A filter of another action does not match; comma lists and * do.
 	c.register("machines.save,delete.*")
-	s.Must(200, "PATCH", "/machines/"+m, accPatch("replace", "/Description", "two"), admin())
+	s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Description", "two"), admin())
 	c.next(5*time.Second, "the second update", is("machines", "update", m))
 	c.send("deregister machines.update." + m)
 	c.next(5*time.Second, "acknowledgement of deregister", is("websocket", "deregister", "machines.update."+m))
-	s.Must(200, "PATCH", "/machines/"+m, accPatch("replace", "/Description", "three"), admin())
+	s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Description", "three"), admin())
 	c.none(500*time.Millisecond, "an update after deregister", is("machines", "update", m))
 	s.Must(200, "DELETE", "/machines/"+m, nil, admin())
 	c.next(5*time.Second, "the delete", is("machines", "delete", m))
@@ -152,7 +153,7 @@ func evAgentWorkflow(t *testing.T, s *tserver) {
 	s.Must(201, "POST", "/profiles", map[string]any{"Name": "ev-prof"}, adm)
 
 	m, tok := evMachineToken(t, s, "ev-agent", nil)
-	other := s.accMachine("ev-other", nil)
+	other := s.AddMachine("ev-other", nil)
 	// The machine joins the pool, whose enter workflow the agent runs.
 	var res []map[string]any
 	s.Must(200, "POST", "/pools/ev-pool/addMachines", map[string]any{"pool/machine-list": []string{m}}, adm).JSON(t, &res)
@@ -284,8 +285,8 @@ func evFailingTask(t *testing.T, s *tserver) {
 	if hits[0].Header.Get("X-Provgate-Job") != id {
 		t.Fatalf("jobfail for job %q, want %q", hits[0].Header.Get("X-Provgate-Job"), id)
 	}
-	r := s.Must(409, "POST", "/jobs", map[string]any{"Machine": m}, tok)
-	accWantMsg(t, r, "is not runnable")
+	r := s.Do("POST", "/jobs", map[string]any{"Machine": m}, tok)
+	wantDRPError(t, r, 409, "", "is not runnable")
 }
 
 // evFiltered: a subscriber receives only the events of objects it may get
@@ -297,7 +298,7 @@ func evFiltered(t *testing.T, s *tserver) {
 	s.AddUser("ev-carol", "ev-carol-pw-1", "ev-mget")
 	s.AddUser("ev-dave", "ev-dave-pw-1", "ev-mget")
 	a, atok := evMachineToken(t, s, "ev-f-a", nil)
-	b := s.accMachine("ev-f-b", map[string]any{"Workflow": "ev-token-wf"})
+	b := s.AddMachine("ev-f-b", map[string]any{"Workflow": "ev-token-wf"})
 	s.Must(201, "POST", "/tenants", map[string]any{"Name": "ev-t", "Users": []string{"ev-carol"},
 		"Members": map[string][]string{"machines": {a}}}, adm)
 
@@ -309,15 +310,15 @@ func evFiltered(t *testing.T, s *tserver) {
 		c.register("*.*.*")
 	}
 
-	s.Must(200, "PATCH", "/machines/"+b, accPatch("replace", "/Description", "b1"), adm)
+	s.Must(200, "PATCH", "/machines/"+b, jsonPatch("replace", "/Description", "b1"), adm)
 	s.Must(201, "POST", "/profiles", map[string]any{"Name": "ev-f-prof"}, adm)
 	s.Must(200, "POST", "/events", map[string]any{"Type": "custom", "Action": "note", "Key": "x"}, adm)
 	s.Must(200, "POST", "/events", map[string]any{"Type": "machines", "Action": "note", "Key": b}, adm)
 	bJob := penJob(t, s, b, adm)
 	s.Must(201, "POST", "/workflows", map[string]any{"Name": "ev-f-wf", "Stages": []string{"ev-token-stage"}}, adm)
-	s.Must(200, "PATCH", "/machines/"+a, accPatch("replace", "/Workflow", "ev-f-wf"), adm)
+	s.Must(200, "PATCH", "/machines/"+a, jsonPatch("replace", "/Workflow", "ev-f-wf"), adm)
 	aJob := penJob(t, s, a, adm)
-	s.Must(200, "PATCH", "/machines/"+a, accPatch("replace", "/Description", "sentinel"), adm)
+	s.Must(200, "PATCH", "/machines/"+a, jsonPatch("replace", "/Description", "sentinel"), adm)
 	sentinel := func(e wsEvent) bool {
 		return is("machines", "update", a)(e) && e.obj(t)["Description"] == "sentinel"
 	}
@@ -363,7 +364,7 @@ func evRevoked(t *testing.T, s *tserver) {
 		}
 	}
 	t.Run("user Secret rotated mid-stream", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		s.AddUser("ev-erin", "ev-erin-pw-1", "ev-rget")
 		c := s.mustWS(t, bearer(s.Token("ev-erin", basic("ev-erin", "ev-erin-pw-1"), "")))
 		c.register("machines.*.*")
@@ -371,7 +372,7 @@ func evRevoked(t *testing.T, s *tserver) {
 		wantClosed(t, c, "credentials no longer valid")
 	})
 	t.Run("password changed", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		s.AddUser("ev-fred", "ev-fred-pw-1", "ev-rget")
 		c := s.mustWS(t, bearer(s.Token("ev-fred", basic("ev-fred", "ev-fred-pw-1"), "")))
 		basicC := s.mustWS(t, basic("ev-fred", "ev-fred-pw-1"))
@@ -380,27 +381,27 @@ func evRevoked(t *testing.T, s *tserver) {
 		wantClosed(t, basicC, "credentials no longer valid")
 	})
 	t.Run("user removed", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		s.AddUser("ev-gail", "ev-gail-pw-1", "ev-rget")
 		c := s.mustWS(t, basic("ev-gail", "ev-gail-pw-1"))
 		s.Must(200, "DELETE", "/users/ev-gail", nil, adm)
 		wantClosed(t, c, "credentials no longer valid")
 	})
 	t.Run("machine Secret changed", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		m, tok := evMachineToken(t, s, "ev-rev-m", nil)
 		c := s.mustWS(t, tok)
-		s.Must(200, "PATCH", "/machines/"+m, accPatch("replace", "/Secret", "new"), adm)
+		s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Secret", "new"), adm)
 		wantClosed(t, c, "credentials no longer valid")
 	})
 	t.Run("token expired", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		s.AddUser("ev-hank", "ev-hank-pw-1", "ev-rget")
 		c := s.mustWS(t, bearer(s.Token("ev-hank", basic("ev-hank", "ev-hank-pw-1"), "?ttl=2")))
 		wantClosed(t, c, "token expired")
 	})
 	t.Run("system Secret rotated", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		_, mtok := evMachineToken(t, s, "ev-rev-sys", nil)
 		m := s.mustWS(t, mtok)
 		u := s.mustWS(t, bearer(s.Token("rocketskates", adm, "")))
@@ -420,23 +421,23 @@ func evLostAccess(t *testing.T, s *tserver) {
 	s.AddRole("ev-lget", [3]string{"machines", "get", "*"})
 	s.AddUser("ev-ivy", "ev-ivy-pw-1", "ev-lget")
 	s.AddUser("ev-jon", "ev-jon-pw-1", "ev-lget")
-	m := s.accMachine("ev-lost", nil)
-	kept := s.accMachine("ev-kept", nil)
+	m := s.AddMachine("ev-lost", nil)
+	kept := s.AddMachine("ev-kept", nil)
 	ivy := s.mustWS(t, bearer(s.Token("ev-ivy", basic("ev-ivy", "ev-ivy-pw-1"), "")))
 	jon := s.mustWS(t, basic("ev-jon", "ev-jon-pw-1"))
 	for _, c := range []*wsClient{ivy, jon} {
 		c.register("machines.update.*")
 	}
-	s.Must(200, "PATCH", "/machines/"+m, accPatch("replace", "/Description", "seen"), adm)
+	s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Description", "seen"), adm)
 	ivy.next(5*time.Second, "ivy's update", is("machines", "update", m))
 	jon.next(5*time.Second, "jon's update", is("machines", "update", m))
 
 	// Ivy loses her role; a tenant starts hiding the machine from Jon.
-	s.Must(200, "PATCH", "/users/ev-ivy", accPatch("replace", "/Roles", []string{}), adm)
+	s.Must(200, "PATCH", "/users/ev-ivy", jsonPatch("replace", "/Roles", []string{}), adm)
 	s.Must(201, "POST", "/tenants", map[string]any{"Name": "ev-lt", "Users": []string{"ev-jon"},
 		"Members": map[string][]string{"machines": {kept}}}, adm)
-	s.Must(200, "PATCH", "/machines/"+m, accPatch("replace", "/Description", "unseen"), adm)
-	s.Must(200, "PATCH", "/machines/"+kept, accPatch("replace", "/Description", "still seen"), adm)
+	s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Description", "unseen"), adm)
+	s.Must(200, "PATCH", "/machines/"+kept, jsonPatch("replace", "/Description", "still seen"), adm)
 	jon.next(5*time.Second, "jon's update of the machine his tenant shows", is("machines", "update", kept))
 	jon.none(100*time.Millisecond, "an update of the machine his tenant hides", is("machines", "update", m))
 	ivy.none(500*time.Millisecond, "an update after losing the role", is("machines", "update", ""))
@@ -452,11 +453,11 @@ func evJobTokens(t *testing.T, s *tserver) {
 	s.Must(201, "POST", "/workflows", map[string]any{"Name": "ev-jt-wf", "Stages": []string{"ev-jt-stage"}}, adm)
 	s.Must(201, "POST", "/profiles", map[string]any{"Name": "ev-jt-prof"}, adm)
 	m, tok := evMachineToken(t, s, "ev-jt-m", nil)
-	other := s.accMachine("ev-jt-other", nil)
-	s.Must(200, "PATCH", "/machines/"+m, accPatch("replace", "/Workflow", "ev-jt-wf"), adm)
+	other := s.AddMachine("ev-jt-other", nil)
+	s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Workflow", "ev-jt-wf"), adm)
 
 	t.Run("from the machine's token", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		id, jt := evJob(t, s, m, tok)
 		if jt == "" {
 			t.Fatal("no job token")
@@ -481,15 +482,15 @@ func evJobTokens(t *testing.T, s *tserver) {
 		if strings.Contains(string(stored.Body), jt) || strings.Contains(string(stored.Body), `"Token"`) {
 			t.Fatalf("the stored job carries its token: %s", stored.Body)
 		}
-		s.Must(200, "PATCH", "/jobs/"+id, accPatch("add", "/ExtraClaims", []map[string]string{{"scope": "*", "action": "*", "specific": "*"}}), tok)
+		s.Must(200, "PATCH", "/jobs/"+id, jsonPatch("add", "/ExtraClaims", []map[string]string{{"scope": "*", "action": "*", "specific": "*"}}), tok)
 		if strings.Contains(string(s.Must(200, "GET", "/jobs/"+id, nil, adm).Body), `"ExtraClaims"`) {
 			t.Fatal("a client wrote a job's ExtraClaims")
 		}
 		// A job token subscribing to everything gets its machine's events.
 		c := s.mustWS(t, j)
 		c.register("*.*.*")
-		s.Must(200, "PATCH", "/machines/"+other, accPatch("replace", "/Description", "x"), adm)
-		s.Must(200, "PATCH", "/machines/"+m, accPatch("replace", "/Description", "own"), adm)
+		s.Must(200, "PATCH", "/machines/"+other, jsonPatch("replace", "/Description", "x"), adm)
+		s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Description", "own"), adm)
 		c.next(5*time.Second, "its machine's update", is("machines", "update", m))
 		c.none(50*time.Millisecond, "another machine's update", is("machines", "", other))
 		evSetState(t, s, id, "created", "running", tok)
@@ -500,7 +501,7 @@ func evJobTokens(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("from a user", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		// A user who may create the machine's jobs but holds less than
 		// the token would carry gets no token.
 		s.AddRole("ev-jobber", [3]string{"jobs", "create,get,update", m}, [3]string{"machines", "get", m})
@@ -509,14 +510,14 @@ func evJobTokens(t *testing.T, s *tserver) {
 		if jt != "" {
 			t.Fatalf("a user without the machine's rights got a job token for %s", id)
 		}
-		s.Must(200, "PATCH", "/jobs/"+id, accPatch("replace", "/State", "finished"), adm)
+		s.Must(200, "PATCH", "/jobs/"+id, jsonPatch("replace", "/State", "finished"), adm)
 		// The superuser holds everything: it gets one, bound to itself.
 		id, jt = evJob(t, s, m, adm)
 		if jt == "" {
 			t.Fatal("the superuser got no job token")
 		}
 		s.Must(200, "GET", "/profiles/ev-jt-prof", nil, bearer(jt))
-		s.Must(200, "PATCH", "/jobs/"+id, accPatch("replace", "/State", "failed"), adm)
+		s.Must(200, "PATCH", "/jobs/"+id, jsonPatch("replace", "/State", "failed"), adm)
 		s.Must(403, "GET", "/profiles/ev-jt-prof", nil, bearer(jt))
 	})
 }
@@ -583,6 +584,7 @@ func evAuthForms(t *testing.T, s *tserver) {
 // once its buffer is full, with a close reason that says so; the server
 // and other subscribers go on.
 func TestE2EEventsSlowConsumer(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		slow := s.mustWS(t, admin(), wsDialOpt{paused: true})
 		if err := slow.conn.WriteMessage(1, []byte("register big.*.*")); err != nil {
@@ -617,6 +619,7 @@ func TestE2EEventsSlowConsumer(t *testing.T) {
 // waits by notification; a role change or Secret rotation made through one
 // is enforced on the other's streams.
 func TestE2EEventsReplicas(t *testing.T) {
+	t.Parallel()
 	var pg *dbCase
 	for _, db := range databases(t) {
 		if db.DSN != "" {
@@ -643,7 +646,7 @@ func TestE2EEventsReplicas(t *testing.T) {
 	if e.obj(t)["Name"] != "rep-m1" || e.Principal != "user:rocketskates" || strings.Contains(string(e.Object), `"Secret"`) {
 		t.Fatalf("relayed event %+v %s", e, e.Object)
 	}
-	s1.Must(200, "PATCH", "/machines/"+m.Uuid, accPatch("replace", "/Description", "d1"), adm)
+	s1.Must(200, "PATCH", "/machines/"+m.Uuid, jsonPatch("replace", "/Description", "d1"), adm)
 	if e := watch.next(5*time.Second, "the update", is("machines", "update", m.Uuid)); e.obj(t)["Description"] != "d1" {
 		t.Fatalf("relayed update %s", e.Object)
 	}
@@ -653,22 +656,15 @@ func TestE2EEventsReplicas(t *testing.T) {
 	t.Run("long poll woken", func(t *testing.T) {
 		r := s2.Must(200, "GET", "/machines/"+m.Uuid, nil, adm)
 		etag := r.Header.Get("ETag")
-		done := make(chan resp, 1)
-		go func() {
-			done <- s2.DoURL(t, "GET", s2.Base+"/machines/"+m.Uuid, nil, adm, "If-None-Match", etag, "Prefer", "wait=60s")
-		}()
+		done := s2.Go("GET", "/machines/"+m.Uuid, nil, adm, "If-None-Match", etag, "Prefer", "wait=60s")
 		time.Sleep(300 * time.Millisecond)
 		start := time.Now()
-		s1.Must(200, "PATCH", "/machines/"+m.Uuid, accPatch("replace", "/Description", "d2"), adm)
-		select {
-		case r := <-done:
-			if r.Status != 200 || !strings.Contains(string(r.Body), `"d2"`) {
-				t.Fatalf("long poll: %s", r)
-			}
-			t.Logf("the long poll on server 2 answered %s after the write on server 1", time.Since(start))
-		case <-time.After(30 * time.Second):
-			t.Fatal("the long poll on server 2 was not woken by the write on server 1")
+		s1.Must(200, "PATCH", "/machines/"+m.Uuid, jsonPatch("replace", "/Description", "d2"), adm)
+		r = await(t, done, 30*time.Second, "the long poll on server 2, woken by the write on server 1").resp
+		if r.Status != 200 || !strings.Contains(string(r.Body), `"d2"`) {
+			t.Fatalf("long poll: %s", r)
 		}
+		t.Logf("the long poll on server 2 answered %s after the write on server 1", time.Since(start))
 	})
 
 	t.Run("pool wait woken", func(t *testing.T) {
@@ -676,11 +672,8 @@ func TestE2EEventsReplicas(t *testing.T) {
 		s1.Must(201, "POST", "/stages", map[string]any{"Name": "rep-s", "Tasks": []string{"rep-t"}}, adm)
 		s1.Must(201, "POST", "/workflows", map[string]any{"Name": "rep-wf", "Stages": []string{"rep-s"}}, adm)
 		s1.Must(201, "POST", "/pools", map[string]any{"Id": "rep-pool", "EnterActions": map[string]any{"Workflow": "rep-wf"}}, adm)
-		done := make(chan resp, 1)
-		go func() {
-			done <- s2.DoURL(t, "POST", s2.Base+"/pools/rep-pool/addMachines", map[string]any{
-				"pool/machine-list": []string{m.Uuid}, "pool/wait-timeout": "60s"}, adm)
-		}()
+		done := s2.Go("POST", "/pools/rep-pool/addMachines", map[string]any{
+			"pool/machine-list": []string{m.Uuid}, "pool/wait-timeout": "60s"}, adm)
 		// The agent runs the enter workflow through server 1.
 		deadline := time.Now().Add(20 * time.Second)
 		var job string
@@ -700,15 +693,11 @@ func TestE2EEventsReplicas(t *testing.T) {
 		watch.next(5*time.Second, "the job created through server 1", is("jobs", "create", job))
 		evSetState(t, s1, job, "created", "running", adm)
 		evSetState(t, s1, job, "running", "finished", adm)
-		select {
-		case r := <-done:
-			var res []map[string]any
-			r.JSON(t, &res)
-			if r.Status != 200 || len(res) != 1 || res[0]["Status"] != "Free" {
-				t.Fatalf("pool wait: %s", r)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("the pool wait on server 2 did not end when the workflow completed on server 1")
+		r := await(t, done, 30*time.Second, "the pool wait on server 2, ended by the workflow completed on server 1").resp
+		var res []map[string]any
+		r.JSON(t, &res)
+		if r.Status != 200 || len(res) != 1 || res[0]["Status"] != "Free" {
+			t.Fatalf("pool wait: %s", r)
 		}
 	})
 
@@ -720,15 +709,15 @@ func TestE2EEventsReplicas(t *testing.T) {
 		bob.register("machines.update.*")
 		cy := s2.mustWS(t, bearer(s2.Token("rep-cy", basic("rep-cy", "rep-cy-pw-1"), "")))
 		cy.register("machines.update.*")
-		s1.Must(200, "PATCH", "/machines/"+m.Uuid, accPatch("replace", "/Description", "d3"), adm)
+		s1.Must(200, "PATCH", "/machines/"+m.Uuid, jsonPatch("replace", "/Description", "d3"), adm)
 		bob.next(5*time.Second, "bob's update", is("machines", "update", m.Uuid))
 		// Bob loses his role and Cy's Secret is rotated, both through server 1.
-		s1.Must(200, "PATCH", "/users/rep-bob", accPatch("replace", "/Roles", []string{}), adm)
+		s1.Must(200, "PATCH", "/users/rep-bob", jsonPatch("replace", "/Roles", []string{}), adm)
 		s1.Must(200, "POST", "/users/rep-cy/secret", nil, adm)
 		if code, text := cy.closed(10 * time.Second); code != 1008 || text != "credentials no longer valid" {
 			t.Fatalf("cy's stream closed with %d %q", code, text)
 		}
-		s1.Must(200, "PATCH", "/machines/"+m.Uuid, accPatch("replace", "/Description", "d4"), adm)
+		s1.Must(200, "PATCH", "/machines/"+m.Uuid, jsonPatch("replace", "/Description", "d4"), adm)
 		watch.next(5*time.Second, "the admin's update", func(e wsEvent) bool {
 			return is("machines", "update", m.Uuid)(e) && e.obj(t)["Description"] == "d4"
 		})

@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -73,11 +69,14 @@ func databases(t testing.TB) []dbCase {
 	return out
 }
 
-// forEachDB runs f as a subtest on a fresh server for every database.
+// forEachDB runs f as a parallel subtest on a fresh server for every
+// database: f must not depend on anything another test does, and the
+// caller's own code after forEachDB runs before f does.
 func forEachDB(t *testing.T, f func(t *testing.T, s *tserver), extraArgs ...string) {
 	t.Helper()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			f(t, startE2E(t, db, extraArgs...))
 		})
 	}
@@ -145,153 +144,53 @@ func (s *tserver) Stop() {
 	}
 }
 
-// Auth values for requests.
-func basic(user, pw string) string {
-	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
-}
-func bearer(tok string) string { return "Bearer " + tok }
-
-// admin is the Authorization of the bootstrap superuser.
-func admin() string { return basic("rocketskates", e2eAdminPassword) }
-
-type resp struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-// JSON decodes the body into v, failing the test on error.
-func (r resp) JSON(t testing.TB, v any) {
-	t.Helper()
-	if err := json.Unmarshal(r.Body, v); err != nil {
-		t.Fatalf("decode %q: %v", r.Body, err)
-	}
-}
-
-// Map decodes a JSON object body.
-func (r resp) Map(t testing.TB) map[string]any {
-	t.Helper()
-	m := map[string]any{}
-	r.JSON(t, &m)
-	return m
-}
-
-func (r resp) String() string { return fmt.Sprintf("%d %s", r.Status, r.Body) }
-
-// Do sends one request. body may be nil, a string or []byte (sent as is),
-// or any other value (sent as JSON). path is relative to /api/v3.
-func (s *tserver) Do(method, path string, body any, authz string, hdrs ...string) resp {
-	s.t.Helper()
-	return s.DoURL(s.t, method, s.Base+path, body, authz, hdrs...)
-}
-
-// DoURL is Do for a full URL, failing t (which may be a subtest) on
-// transport errors.
-func (s *tserver) DoURL(t testing.TB, method, u string, body any, authz string, hdrs ...string) resp {
-	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, err := json.Marshal(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, u, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	for i := 0; i+1 < len(hdrs); i += 2 {
-		req.Header.Set(hdrs[i], hdrs[i+1])
-	}
-	res, err := s.client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, u, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp{Status: res.StatusCode, Header: res.Header, Body: b}
-}
-
-// Must sends a request and fails the test unless the status is want.
-func (s *tserver) Must(want int, method, path string, body any, authz string, hdrs ...string) resp {
-	s.t.Helper()
-	r := s.Do(method, path, body, authz, hdrs...)
-	if r.Status != want {
-		s.t.Fatalf("%s %s: got %d %s, want %d", method, path, r.Status, r.Body, want)
-	}
-	return r
-}
-
-// Token gets a token for user with the given credentials and query.
-func (s *tserver) Token(user, authz, query string) string {
-	s.t.Helper()
-	r := s.Must(200, "GET", "/users/"+user+"/token"+query, nil, authz)
-	var out struct{ Token string }
-	r.JSON(s.t, &out)
-	if out.Token == "" {
-		s.t.Fatalf("empty token in %s", r.Body)
-	}
-	return out.Token
-}
-
-// AddUser creates a user with a password and roles (as the admin).
-func (s *tserver) AddUser(name, pw string, roles ...string) {
-	s.t.Helper()
-	if roles == nil {
-		roles = []string{}
-	}
-	s.Must(201, "POST", "/users", map[string]any{"Name": name, "Password": pw, "Roles": roles}, admin())
-}
-
-// AddRole creates a role (as the admin; needs the rbac license).
-func (s *tserver) AddRole(name string, claims ...[3]string) {
-	s.t.Helper()
-	cs := []map[string]string{}
-	for _, c := range claims {
-		cs = append(cs, map[string]string{"scope": c[0], "action": c[1], "specific": c[2]})
-	}
-	s.Must(201, "POST", "/roles", map[string]any{"Name": name, "Claims": cs}, admin())
-}
-
-// licenseArgs makes a key pair and an rbac license and returns the flags
-// that start a server with them.
+// licenseArgs makes a key pair and a license (rbac unless features are
+// given) valid for a day, and returns the flags that start a server with
+// them.
 func licenseArgs(t testing.TB, features ...string) []string {
 	t.Helper()
-	dir := t.TempDir()
-	priv, pub := filepath.Join(dir, "lic.key"), filepath.Join(dir, "lic.pub")
-	var out, errb bytes.Buffer
-	if err := run(context.Background(), []string{"license", "keygen", "--private-key", priv, "--public-key", pub},
-		func(string) string { return "" }, &out, &errb); err != nil {
-		t.Fatalf("keygen: %v %s", err, errb.String())
-	}
 	if len(features) == 0 {
 		features = []string{"rbac"}
 	}
-	out.Reset()
-	if err := run(context.Background(), []string{"license", "sign", "--private-key", priv, "--features",
-		strings.Join(features, ","), "--expires", time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339), "--owner", "tests"},
-		func(string) string { return "" }, &out, &errb); err != nil {
-		t.Fatalf("sign: %v %s", err, errb.String())
-	}
-	lic := filepath.Join(dir, "license.txt")
-	if err := os.WriteFile(lic, out.Bytes(), 0o600); err != nil {
+	k := newLicenseKit(t)
+	now := time.Now()
+	lic := filepath.Join(k.dir, "license.txt")
+	if err := os.WriteFile(lic, []byte(k.sign(strings.Join(features, ","), now, now.Add(24*time.Hour))+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return []string{"--license-public-key", pub, "--license", lic}
+	return []string{"--license-public-key", k.pub, "--license", lic}
+}
+
+// licenseKit holds a key pair and signs license documents with it, through
+// the license command.
+type licenseKit struct {
+	t         testing.TB
+	dir       string
+	priv, pub string
+}
+
+// newLicenseKit makes a key pair in a temporary directory.
+func newLicenseKit(t testing.TB) *licenseKit {
+	t.Helper()
+	dir := t.TempDir()
+	k := &licenseKit{t: t, dir: dir, priv: dir + "/lic.key", pub: dir + "/lic.pub"}
+	var out, errb bytes.Buffer
+	if err := run(t.Context(), []string{"license", "keygen", "--private-key", k.priv, "--public-key", k.pub},
+		func(string) string { return "" }, &out, &errb); err != nil {
+		t.Fatalf("keygen: %v %s", err, errb.String())
+	}
+	return k
+}
+
+// sign returns a license document for features, valid from issued to
+// expires.
+func (k *licenseKit) sign(features string, issued, expires time.Time) string {
+	k.t.Helper()
+	var out, errb bytes.Buffer
+	args := []string{"license", "sign", "--private-key", k.priv, "--features", features, "--owner", "tests",
+		"--issued", issued.UTC().Format(time.RFC3339), "--expires", expires.UTC().Format(time.RFC3339)}
+	if err := run(k.t.Context(), args, func(string) string { return "" }, &out, &errb); err != nil {
+		k.t.Fatalf("sign: %v %s", err, errb.String())
+	}
+	return strings.TrimSpace(out.String())
 }

@@ -25,18 +25,20 @@ import (
 // gateway through the real server, one subtest per finding: each sends the
 // attacker's request and expects the refusal.
 func TestE2EPenGateway(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			decisions := filepath.Join(t.TempDir(), "decisions.jsonl")
 			s := startE2E(t, db, append(licenseArgs(t), "--decision-log", decisions)...)
-			t.Run("3 key canonicalisation", func(t *testing.T) { penKeys(t, s.accOn(t)) })
-			t.Run("8 patch size", func(t *testing.T) { penPatchSize(t, s.accOn(t), decisions) })
-			t.Run("13 metrics labels", func(t *testing.T) { penMetrics(t, s.accOn(t)) })
-			t.Run("14 create specific", func(t *testing.T) { penCreate(t, s.accOn(t)) })
-			t.Run("16 hidden objects", func(t *testing.T) { penHidden(t, s.accOn(t)) })
-			t.Run("17 long poll reauthorized", func(t *testing.T) { penLongPoll(t, s.accOn(t)) })
-			t.Run("19 write replies", func(t *testing.T) { penReplies(t, s.accOn(t)) })
-			t.Run("21 pool operations", func(t *testing.T) { penPools(t, s.accOn(t)) })
+			t.Run("3 key canonicalisation", func(t *testing.T) { penKeys(t, s.On(t)) })
+			t.Run("8 patch size", func(t *testing.T) { penPatchSize(t, s.On(t), decisions) })
+			t.Run("13 metrics labels", func(t *testing.T) { penMetrics(t, s.On(t)) })
+			t.Run("14 create specific", func(t *testing.T) { penCreate(t, s.On(t)) })
+			t.Run("16 hidden objects", func(t *testing.T) { penHidden(t, s.On(t)) })
+			t.Run("17 long poll reauthorized", func(t *testing.T) { penLongPoll(t, s.On(t)) })
+			t.Run("19 write replies", func(t *testing.T) { penReplies(t, s.On(t)) })
+			t.Run("21 pool operations", func(t *testing.T) { penPools(t, s.On(t)) })
 		})
 	}
 }
@@ -79,13 +81,15 @@ func penKeys(t *testing.T, s *tserver) {
 	s.Must(404, "GET", "/params/sec/pw", nil, tu)
 
 	t.Run("get", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Must(200, "GET", "/params/sec/pw%2F", nil, tu)
 		if m := r.Map(t); m["Name"] != "sec/pw/" || bytes.Contains(r.Body, []byte("hidden-desc")) {
 			t.Fatalf("GET params/sec/pw%%2F answered another param: %s", r.Body)
 		}
 	})
 	t.Run("patch", func(t *testing.T) {
-		s.Must(200, "PATCH", "/params/sec/pw%2F", accPatch("replace", "/Description", "patched"), tu)
+		s := s.On(t)
+		s.Must(200, "PATCH", "/params/sec/pw%2F", jsonPatch("replace", "/Description", "patched"), tu)
 		if d := penGet(t, s, "/params/sec/pw")["Description"]; d != "hidden-desc" {
 			t.Fatalf("hidden param patched: Description %v", d)
 		}
@@ -94,7 +98,8 @@ func penKeys(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("meta", func(t *testing.T) {
-		s.Must(200, "PATCH", "/meta/params/sec/pw%2F", accPatch("add", "/color", "red"), tu)
+		s := s.On(t)
+		s.Must(200, "PATCH", "/meta/params/sec/pw%2F", jsonPatch("add", "/color", "red"), tu)
 		if m := s.Must(200, "GET", "/meta/params/sec/pw", nil, admin()).Map(t); m["color"] != nil {
 			t.Fatalf("hidden param's meta patched: %v", m)
 		}
@@ -103,7 +108,8 @@ func penKeys(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("machine params", func(t *testing.T) {
-		u := s.accMachine("pen3-m", map[string]any{"Params": map[string]any{"pub": "keep-me"}})
+		s := s.On(t)
+		u := s.AddMachine("pen3-m", map[string]any{"Params": map[string]any{"pub": "keep-me"}})
 		s.Must(200, "POST", "/machines/"+u+"/params/pub%2F", `"new"`, tu)
 		r := s.Do("DELETE", "/machines/"+u+"/params/pub%2F", nil, tu)
 		if r.Status != 200 {
@@ -120,6 +126,7 @@ func penKeys(t *testing.T, s *tserver) {
 		s.Must(403, "DELETE", "/machines/"+u+"/params/pub", nil, tu)
 	})
 	t.Run("delete", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "DELETE", "/params/sec/pw%2F", nil, tu)
 		penGet(t, s, "/params/sec/pw")
 		s.Must(404, "GET", "/params/sec/pw%2F", nil, admin())
@@ -143,19 +150,21 @@ func penPatchOps(n int) []byte {
 // Finding 8: a patch's size is bounded (413 naming the limit), a large one
 // is refused at once, and one decision log line stays small.
 func penPatchSize(t *testing.T, s *tserver, decisions string) {
-	u := s.accMachine("pen8-m", nil)
+	u := s.AddMachine("pen8-m", nil)
 	t.Run("limit", func(t *testing.T) {
-		r := s.Must(413, "PATCH", "/machines/"+u, penPatchOps(1001), admin())
-		accWantMsg(t, r, "at most 1000")
+		s := s.On(t)
+		r := s.Do("PATCH", "/machines/"+u, penPatchOps(1001), admin())
+		wantDRPError(t, r, 413, "", "at most 1000")
 		if p := penGet(t, s, "/machines/"+u)["Params"].(map[string]any); len(p) != 0 {
 			t.Fatalf("refused patch changed params: %d set", len(p))
 		}
 		s.Must(200, "PATCH", "/machines/"+u, penPatchOps(1000), admin())
 	})
 	t.Run("large patch refused quickly", func(t *testing.T) {
+		s := s.On(t)
 		start := time.Now()
-		r := s.Must(413, "PATCH", "/machines/"+u, penPatchOps(20000), admin())
-		accWantMsg(t, r, "at most 1000")
+		r := s.Do("PATCH", "/machines/"+u, penPatchOps(20000), admin())
+		wantDRPError(t, r, 413, "", "at most 1000")
 		if d := time.Since(start); d > 10*time.Second {
 			t.Fatalf("refusing a 20000-op patch took %v", d)
 		}
@@ -353,8 +362,9 @@ func penCreate(t *testing.T, s *tserver) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := s.Must(403, "POST", "/profiles", c.body, one)
-			accWantMsg(t, r, c.msg)
+			s := s.On(t)
+			r := s.Do("POST", "/profiles", c.body, one)
+			wantDRPError(t, r, 403, "", c.msg)
 		})
 	}
 	for _, n := range []string{"pen14-b2", "pen14-b3", "pen14-b4", "pen14-b5"} {
@@ -363,30 +373,33 @@ func penCreate(t *testing.T, s *tserver) {
 	s.Must(201, "POST", "/profiles", `{"Name":"pen14-a1"}`, one)
 
 	t.Run("machines", func(t *testing.T) {
+		s := s.On(t)
 		const mine = "0d9c3f52-8a43-4b8e-9a7e-6f0b7c1d2e3f"
 		mu := penUser(t, s, "pen14-mu", [3]string{"machines", "create", mine})
-		accWantMsg(t, s.Must(403, "POST", "/machines", map[string]any{"Name": "pen14-m1"}, mu), "Requires: machines create *")
-		accWantMsg(t, s.Must(403, "POST", "/machines", map[string]any{"Name": "pen14-m2", "Uuid": "6a1e0c44-1b0f-4d55-8c52-3c1c7e0f9a11"}, mu),
+		wantDRPError(t, s.Do("POST", "/machines", map[string]any{"Name": "pen14-m1"}, mu), 403, "", "Requires: machines create *")
+		wantDRPError(t, s.Do("POST", "/machines", map[string]any{"Name": "pen14-m2", "Uuid": "6a1e0c44-1b0f-4d55-8c52-3c1c7e0f9a11"}, mu), 403, "",
 			"Requires: machines create 6a1e0c44-1b0f-4d55-8c52-3c1c7e0f9a11")
+
 		s.Must(201, "POST", "/machines", map[string]any{"Name": "pen14-m3", "Uuid": mine}, mu)
 		// machines create * still creates machines without a Uuid.
 		all := penUser(t, s, "pen14-all", [3]string{"machines", "create", "*"})
 		s.Must(201, "POST", "/machines", map[string]any{"Name": "pen14-m4"}, all)
 	})
 	t.Run("tenant user creates into its tenant", func(t *testing.T) {
+		s := s.On(t)
 		tu := penTenantUser(t, s, "pen14-tu", map[string][]string{"profiles": {}},
 			[3]string{"profiles", "create", "pen14-t1"}, [3]string{"profiles", "get", "*"})
 		s.Must(201, "POST", "/profiles", map[string]any{"Name": "pen14-t1"}, tu)
 		s.Must(200, "GET", "/profiles/pen14-t1", nil, tu)
-		accWantMsg(t, s.Must(403, "POST", "/profiles", map[string]any{"Name": "pen14-t2"}, tu), "Requires: profiles create pen14-t2")
+		wantDRPError(t, s.Do("POST", "/profiles", map[string]any{"Name": "pen14-t2"}, tu), 403, "", "Requires: profiles create pen14-t2")
 	})
 }
 
 // Finding 16: a hidden object answers exactly as a missing one, whatever
 // key form names it and whatever the body holds.
 func penHidden(t *testing.T, s *tserver) {
-	seen := s.accMachine("pen16-m1", nil)
-	hidden := s.accMachine("pen16-m2", nil)
+	seen := s.AddMachine("pen16-m1", nil)
+	hidden := s.AddMachine("pen16-m2", nil)
 	tu := penTenantUser(t, s, "pen16-u", map[string][]string{"machines": {seen}}, [3]string{"machines", "*", "*"})
 	const missing = "4f7e9a10-5c2b-4d3e-8f1a-2b3c4d5e6f70"
 	cases := []struct {
@@ -412,6 +425,7 @@ func penHidden(t *testing.T, s *tserver) {
 			hiddenKey, missingKey = fmt.Sprintf(c.key, hidden), fmt.Sprintf(c.key, missing)
 		}
 		t.Run(c.method+" "+hiddenKey, func(t *testing.T) {
+			s := s.On(t)
 			h := s.Do(c.method, "/machines/"+hiddenKey, c.body, tu)
 			m := s.Do(c.method, "/machines/"+missingKey, c.body, tu)
 			if h.Status != 404 || m.Status != 404 {
@@ -423,7 +437,7 @@ func penHidden(t *testing.T, s *tserver) {
 			if bytes.Contains(h.Body, []byte(hidden)) && !strings.Contains(hiddenKey, hidden) {
 				t.Fatalf("404 names the hidden machine's Uuid: %s", h.Body)
 			}
-			he, me := accErrorOf(t, h), accErrorOf(t, m)
+			he, me := wantDRPError(t, h, h.Status, "", ""), wantDRPError(t, m, m.Status, "", "")
 			// The key is the one the caller gave (the object part of it);
 			// everything else is the same as for a missing machine.
 			wantKey := strings.TrimSuffix(hiddenKey, "/params")
@@ -444,84 +458,62 @@ func penHidden(t *testing.T, s *tserver) {
 }
 
 // penStartPoll starts a long poll of path with the etag and returns the
-// channel that receives its reply.
-func penStartPoll(t *testing.T, s *tserver, path, etag, authz string) <-chan resp {
+// channel that receives its reply (await it).
+func penStartPoll(t *testing.T, s *tserver, path, etag, authz string) <-chan reply {
 	t.Helper()
-	out := make(chan resp, 1)
-	go func() {
-		req, _ := http.NewRequest("GET", s.Base+path, nil)
-		req.Header.Set("Authorization", authz)
-		req.Header.Set("If-None-Match", etag)
-		req.Header.Set("Prefer", "wait=20s")
-		res, err := s.client.Do(req)
-		if err != nil {
-			out <- resp{Status: -1, Body: []byte(err.Error())}
-			return
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		out <- resp{Status: res.StatusCode, Header: res.Header, Body: b}
-	}()
+	ch := s.Go("GET", path, nil, authz, "If-None-Match", etag, "Prefer", "wait=20s")
 	// The poll must be waiting (not answered) before access is taken away.
 	select {
-	case r := <-out:
-		t.Fatalf("long poll answered at once: %s", r)
+	case r := <-ch:
+		t.Fatalf("long poll answered at once: %s %v", r.resp, r.Err)
 	case <-time.After(time.Second):
 	}
-	return out
-}
-
-func penAwaitPoll(t *testing.T, ch <-chan resp) resp {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(30 * time.Second):
-		t.Fatal("long poll never answered")
-	}
-	return resp{}
+	return ch
 }
 
 // Finding 17: a long poll answers only if the caller still has access when
 // it wakes; otherwise exactly as for a missing object.
 func penLongPoll(t *testing.T, s *tserver) {
 	t.Run("removed from the tenant", func(t *testing.T) {
-		u := s.accMachine("pen17-m1", nil)
+		s := s.On(t)
+		u := s.AddMachine("pen17-m1", nil)
 		tu := penTenantUser(t, s, "pen17-u", map[string][]string{"machines": {u}}, [3]string{"machines", "get", "*"})
 		etag := s.Must(200, "HEAD", "/machines/"+u, nil, tu).Header.Get("ETag")
 		ch := penStartPoll(t, s, "/machines/"+u, etag, tu)
-		s.Must(200, "PATCH", "/tenants/pen17-u-tenant", accPatch("replace", "/Members/machines", []string{}), admin())
-		s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "after"), admin())
-		r := penAwaitPoll(t, ch)
+		s.Must(200, "PATCH", "/tenants/pen17-u-tenant", jsonPatch("replace", "/Members/machines", []string{}), admin())
+		s.Must(200, "PATCH", "/machines/"+u, jsonPatch("replace", "/Description", "after"), admin())
+		r := await(t, ch, 30*time.Second, "long poll").resp
 		if r.Status != 404 || bytes.Contains(r.Body, []byte("after")) {
 			t.Fatalf("long poll after losing the tenant: %s, want 404", r)
 		}
-		if e := accErrorOf(t, r); e.Key != u || e.Model != "machines" {
+		if e := wantDRPError(t, r, r.Status, "", ""); e.Key != u || e.Model != "machines" {
 			t.Fatalf("404 %+v", e)
 		}
 	})
 	t.Run("role taken away", func(t *testing.T) {
-		u := s.accMachine("pen17-m2", nil)
+		s := s.On(t)
+		u := s.AddMachine("pen17-m2", nil)
 		ru := penUser(t, s, "pen17-r", [3]string{"machines", "get", "*"})
 		etag := s.Must(200, "HEAD", "/machines/Name:pen17-m2", nil, ru).Header.Get("ETag")
 		ch := penStartPoll(t, s, "/machines/Name:pen17-m2", etag, ru)
-		s.Must(200, "PATCH", "/users/pen17-r", accPatch("replace", "/Roles", []string{}), admin())
-		s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "after"), admin())
-		r := penAwaitPoll(t, ch)
+		s.Must(200, "PATCH", "/users/pen17-r", jsonPatch("replace", "/Roles", []string{}), admin())
+		s.Must(200, "PATCH", "/machines/"+u, jsonPatch("replace", "/Description", "after"), admin())
+		r := await(t, ch, 30*time.Second, "long poll").resp
 		if r.Status != 404 || bytes.Contains(r.Body, []byte("after")) {
 			t.Fatalf("long poll after losing the role: %s, want 404", r)
 		}
-		if e := accErrorOf(t, r); e.Key != "Name:pen17-m2" {
+		if e := wantDRPError(t, r, r.Status, "", ""); e.Key != "Name:pen17-m2" {
 			t.Fatalf("404 Key %q, want the key as given", e.Key)
 		}
 	})
 	t.Run("still allowed", func(t *testing.T) {
-		u := s.accMachine("pen17-m3", nil)
+		s := s.On(t)
+		u := s.AddMachine("pen17-m3", nil)
 		ru := penUser(t, s, "pen17-ok", [3]string{"machines", "get", "*"})
 		etag := s.Must(200, "HEAD", "/machines/"+u, nil, ru).Header.Get("ETag")
 		ch := penStartPoll(t, s, "/machines/"+u, etag, ru)
-		s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "after"), admin())
-		if r := penAwaitPoll(t, ch); r.Status != 200 || r.Map(t)["Description"] != "after" {
+		s.Must(200, "PATCH", "/machines/"+u, jsonPatch("replace", "/Description", "after"), admin())
+		if r := await(t, ch, 30*time.Second, "long poll").resp; r.Status != 200 || r.Map(t)["Description"] != "after" {
 			t.Fatalf("long poll: %s", r)
 		}
 	})
@@ -541,11 +533,12 @@ func penKeysOf(t *testing.T, r resp) []string {
 // Finding 19: a write reply shows only what the caller may get; test ops
 // (and copy, which reads too) need get.
 func penReplies(t *testing.T, s *tserver) {
-	u := s.accMachine("pen19-m", map[string]any{"Description": "old", "Params": map[string]any{"secret": "s3cr3t-value", "pub": 1},
+	u := s.AddMachine("pen19-m", map[string]any{"Description": "old", "Params": map[string]any{"secret": "s3cr3t-value", "pub": 1},
 		"Meta": map[string]any{"owner": "alice"}})
 	w := penUser(t, s, "pen19-w", [3]string{"machines", "update:/Description,update:/Params/pub,update:/Meta/color", "*"})
 	t.Run("patch reply", func(t *testing.T) {
-		r := s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "new"), w)
+		s := s.On(t)
+		r := s.Must(200, "PATCH", "/machines/"+u, jsonPatch("replace", "/Description", "new"), w)
 		if got := penKeysOf(t, r); strings.Join(got, ",") != "Description,Uuid" {
 			t.Fatalf("PATCH reply without get has %v: %s", got, r.Body)
 		}
@@ -554,17 +547,19 @@ func penReplies(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("test op needs get", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Must(403, "PATCH", "/machines/"+u, []map[string]any{
 			{"op": "test", "path": "/Params/secret", "value": "guess"},
 			{"op": "replace", "path": "/Description", "value": "x"}}, w)
-		accWantMsg(t, r, "Requires: machines get "+u)
-		r = s.Must(403, "PATCH", "/machines/"+u, []map[string]any{{"op": "copy", "from": "/Params/secret", "path": "/Description"}}, w)
-		accWantMsg(t, r, "Requires: machines get "+u)
+		wantDRPError(t, r, r.Status, "", "Requires: machines get "+u)
+		r = s.Do("PATCH", "/machines/"+u, []map[string]any{{"op": "copy", "from": "/Params/secret", "path": "/Description"}}, w)
+		wantDRPError(t, r, 403, "", "Requires: machines get "+u)
 		r = s.Must(403, "PATCH", "/machines/"+u+"/params", []map[string]any{
 			{"op": "test", "path": "/secret", "value": "guess"}, {"op": "add", "path": "/pub", "value": 2}}, w)
-		accWantMsg(t, r, "Requires: machines get "+u)
+		wantDRPError(t, r, r.Status, "", "Requires: machines get "+u)
 	})
 	t.Run("put reply", func(t *testing.T) {
+		s := s.On(t)
 		body := penGet(t, s, "/machines/"+u)
 		body["Description"] = "put"
 		r := s.Must(200, "PUT", "/machines/"+u, body, w)
@@ -573,7 +568,8 @@ func penReplies(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("params replies", func(t *testing.T) {
-		r := s.Must(200, "PATCH", "/machines/"+u+"/params", accPatch("replace", "/pub", 2), w)
+		s := s.On(t)
+		r := s.Must(200, "PATCH", "/machines/"+u+"/params", jsonPatch("replace", "/pub", 2), w)
 		if got := penKeysOf(t, r); strings.Join(got, ",") != "pub" || bytes.Contains(r.Body, []byte("s3cr3t")) {
 			t.Fatalf("params PATCH reply without get: %s", r.Body)
 		}
@@ -585,20 +581,23 @@ func penReplies(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("meta reply", func(t *testing.T) {
-		r := s.Must(200, "PATCH", "/meta/machines/"+u, accPatch("add", "/color", "red"), w)
+		s := s.On(t)
+		r := s.Must(200, "PATCH", "/meta/machines/"+u, jsonPatch("add", "/color", "red"), w)
 		if got := penKeysOf(t, r); strings.Join(got, ",") != "color" {
 			t.Fatalf("meta PATCH reply without get: %s", r.Body)
 		}
 	})
 	t.Run("with get the whole object", func(t *testing.T) {
+		s := s.On(t)
 		g := penUser(t, s, "pen19-g", [3]string{"machines", "get,update:/Description", "*"})
-		r := s.Must(200, "PATCH", "/machines/"+u, accPatch("replace", "/Description", "seen"), g)
+		r := s.Must(200, "PATCH", "/machines/"+u, jsonPatch("replace", "/Description", "seen"), g)
 		if m := r.Map(t); m["Name"] != "pen19-m" || m["Params"] == nil {
 			t.Fatalf("PATCH reply with get %s", r.Body)
 		}
 	})
 	t.Run("delete reply", func(t *testing.T) {
-		d := s.accMachine("pen19-d", map[string]any{"Description": "gone"})
+		s := s.On(t)
+		d := s.AddMachine("pen19-d", map[string]any{"Description": "gone"})
 		del := penUser(t, s, "pen19-del", [3]string{"machines", "delete", "*"})
 		r := s.Must(200, "DELETE", "/machines/"+d, nil, del)
 		if got := penKeysOf(t, r); strings.Join(got, ",") != "Uuid" {
@@ -611,8 +610,8 @@ func penReplies(t *testing.T, s *tserver) {
 // machines claims a PATCH of the same fields needs, and names only
 // profiles and workflows the caller can see.
 func penPools(t *testing.T, s *tserver) {
-	m1 := s.accMachine("pen21-m1", map[string]any{"Pool": "pen21-p"})
-	m2 := s.accMachine("pen21-m2", map[string]any{"Pool": "pen21-p"})
+	m1 := s.AddMachine("pen21-m1", map[string]any{"Pool": "pen21-p"})
+	m2 := s.AddMachine("pen21-m2", map[string]any{"Pool": "pen21-p"})
 	s.Must(201, "POST", "/pools", map[string]any{"Id": "pen21-p"}, admin())
 	s.Must(201, "POST", "/profiles", map[string]any{"Name": "pen21-prof"}, admin())
 	mkWorkflow(t, s, "pen21-wf", "pen21-task")
@@ -636,6 +635,7 @@ func penPools(t *testing.T, s *tserver) {
 	}
 	for _, c := range refused {
 		t.Run(c.name, func(t *testing.T) {
+			s := s.On(t)
 			body := map[string]any{}
 			for k, v := range list {
 				body[k] = v
@@ -649,13 +649,14 @@ func penPools(t *testing.T, s *tserver) {
 			if m2 < m1 {
 				first = m2
 			}
-			accWantMsg(t, r, "Requires: machines "+c.claim+" "+first)
+			wantDRPError(t, r, r.Status, "", "Requires: machines "+c.claim+" "+first)
 			if snapshot() != before {
 				t.Fatal("machines changed by a refused pool operation")
 			}
 		})
 	}
 	t.Run("allowed with the claims", func(t *testing.T) {
+		s := s.On(t)
 		body := map[string]any{"pool/add-parameters": map[string]any{"ok": 1}, "pool/machine-list": []string{"Name:pen21-m1"}}
 		s.Must(200, "POST", "/pools/pen21-p/allocateMachines", body, op)
 		if m := getMachine(t, s, m1); !m.PoolAllocated || m.Params["ok"] != float64(1) {
@@ -663,13 +664,14 @@ func penPools(t *testing.T, s *tserver) {
 		}
 		// The pool's own groups were authorized when the pool was
 		// written: they need no machines claim.
-		s.Must(200, "PATCH", "/pools/pen21-p", accPatch("add", "/ReleaseActions", map[string]any{"AddParameters": map[string]any{"released": true}}), admin())
+		s.Must(200, "PATCH", "/pools/pen21-p", jsonPatch("add", "/ReleaseActions", map[string]any{"AddParameters": map[string]any{"released": true}}), admin())
 		s.Must(200, "POST", "/pools/pen21-p/releaseMachines", map[string]any{"pool/machine-list": []string{"Name:pen21-m1"}}, op)
 		if m := getMachine(t, s, m1); m.PoolAllocated || m.Params["released"] != true {
 			t.Fatalf("released machine %+v", m)
 		}
 	})
 	t.Run("hidden profiles and workflows", func(t *testing.T) {
+		s := s.On(t)
 		tu := penTenantUser(t, s, "pen21-tu", map[string][]string{"machines": {m1, m2}, "profiles": {}, "workflows": {}},
 			[3]string{"pools", "*", "*"}, [3]string{"machines", "*", "*"}, [3]string{"profiles,workflows", "get", "*"})
 		for _, c := range []struct{ key, hidden, missing string }{
@@ -677,6 +679,7 @@ func penPools(t *testing.T, s *tserver) {
 			{"pool/workflow", "pen21-wf", "pen21-nowf"},
 		} {
 			t.Run(c.key, func(t *testing.T) {
+				s := s.On(t)
 				val := func(n string) any {
 					if c.key == "pool/workflow" {
 						return n

@@ -21,6 +21,7 @@ import (
 // through the real server: each subtest sends the attacker's requests and
 // expects the refusal, on SQLite and PostgreSQL.
 func TestE2EPenObjects(t *testing.T) {
+	t.Parallel()
 	args := licenseArgs(t)
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		p := penSetup(t, s)
@@ -29,13 +30,13 @@ func TestE2EPenObjects(t *testing.T) {
 		// must re-seal it to its object (checked in finding 4).
 		old := penPlantFirstFormSeal(t, s, p)
 		s = startE2EIn(t, dbCase{Name: s.Name, DSN: s.DSN}, s.DataDir, args...)
-		t.Run("finding_2_hidden_references", func(t *testing.T) { penHiddenReferences(t, s.accOn(t), p) })
+		t.Run("finding_2_hidden_references", func(t *testing.T) { penHiddenReferences(t, s.On(t), p) })
 		t.Run("finding_4_sealed_values_stay_bound", func(t *testing.T) {
-			penSealedValues(t, s.accOn(t), p)
-			penMigrated(t, s.accOn(t), p, old)
+			penSealedValues(t, s.On(t), p)
+			penMigrated(t, s.On(t), p, old)
 		})
-		t.Run("finding_5_jobs_stay_on_their_machine", func(t *testing.T) { penJobs(t, s.accOn(t), p) })
-		t.Run("finding_16_messages_name_only_visible_objects", func(t *testing.T) { penMessages(t, s.accOn(t), p) })
+		t.Run("finding_5_jobs_stay_on_their_machine", func(t *testing.T) { penJobs(t, s.On(t), p) })
+		t.Run("finding_16_messages_name_only_visible_objects", func(t *testing.T) { penMessages(t, s.On(t), p) })
 	}, args...)
 }
 
@@ -98,6 +99,7 @@ func penPlantFirstFormSeal(t *testing.T, s *tserver, p penFixture) map[string]an
 // decodes, and that its first form is refused from clients.
 func penMigrated(t *testing.T, s *tserver, p penFixture, old map[string]any) {
 	t.Run("first_form_seals_migrated_at_start", func(t *testing.T) {
+		s := s.On(t)
 		env := penEnvelope(t, s, "/machines/"+p.victim, "pen/old")
 		if k, _ := env["Key"].(string); !strings.HasPrefix(k, "v2.") || env["Payload"] == old["Payload"] {
 			t.Fatalf("pen/old not re-sealed: %v", env)
@@ -107,9 +109,7 @@ func penMigrated(t *testing.T, s *tserver, p penFixture, old map[string]any) {
 		}
 		for _, target := range []string{p.victim, p.visible} {
 			r := s.Do("POST", "/machines/"+target+"/params/pen/old", old, admin())
-			if r.Status != 422 || accErrorOf(t, r).Type != "ValidationError" {
-				t.Fatalf("first-form envelope written to %s: %s", target, r)
-			}
+			wantDRPError(t, r, 422, "ValidationError", "")
 		}
 	})
 }
@@ -143,7 +143,7 @@ func penSetup(t *testing.T, s *tserver) penFixture {
 	s.Must(201, "POST", "/workflows", map[string]any{"Name": "pen-wf-hidden", "Stages": []string{"pen-stage-open"}}, admin())
 	s.Must(201, "POST", "/pools", map[string]any{"Id": "pen-pool"}, admin())
 	s.Must(201, "POST", "/pools", map[string]any{"Id": "pen-pool-hidden"}, admin())
-	victim := s.accMachine("pen-victim", map[string]any{"Pool": "pen-pool-hidden", "Params": map[string]any{"pen/token": "victim-value"}})
+	victim := s.AddMachine("pen-victim", map[string]any{"Pool": "pen-pool-hidden", "Params": map[string]any{"pen/token": "victim-value"}})
 
 	s.AddRole("pen-role",
 		[3]string{"machines", "*", "*"},
@@ -178,7 +178,7 @@ func penSameRefusal(t *testing.T, hidden, missing resp, hiddenName, missingName 
 	if hidden.Status != 422 || missing.Status != 422 {
 		t.Fatalf("hidden %s, missing %s: want both 422", hidden, missing)
 	}
-	h, m := accErrorOf(t, hidden), accErrorOf(t, missing)
+	h, m := wantDRPError(t, hidden, 422, "ValidationError", ""), wantDRPError(t, missing, 422, "ValidationError", "")
 	if h.Type != "ValidationError" || h.Type != m.Type || h.Model != m.Model {
 		t.Fatalf("hidden %s and missing %s differ in Type or Model", hidden, missing)
 	}
@@ -193,7 +193,7 @@ func penSameRefusal(t *testing.T, hidden, missing resp, hiddenName, missingName 
 
 func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 	mine := "/machines/" + p.visible
-	patch := func(path string, v any) resp { return s.Do("PATCH", mine, accPatch("replace", path, v), p.user) }
+	patch := func(path string, v any) resp { return s.Do("PATCH", mine, jsonPatch("replace", path, v), p.user) }
 	// Creating a machine names references too: every kind gives the same
 	// answer for a hidden object and a missing one. A fixed Uuid keeps the
 	// messages' key prefix equal.
@@ -220,17 +220,19 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		})
 	}
 	t.Run("machine_visible_references_are_fine", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "PATCH", mine, []map[string]any{
 			{"op": "replace", "path": "/Profiles", "value": []string{"pen-open"}},
 			{"op": "replace", "path": "/Stage", "value": "pen-stage-open"},
 			{"op": "replace", "path": "/BootEnv", "value": "pen-benv-open"},
 			{"op": "replace", "path": "/Pool", "value": "pen-pool"},
 		}, p.user)
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Pool", "default"), p.user)
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Workflow", "pen-wf"), p.user)
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Workflow", ""), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Pool", "default"), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Workflow", "pen-wf"), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Workflow", ""), p.user)
 	})
 	t.Run("pool_operation_body", func(t *testing.T) {
+		s := s.On(t)
 		// A pool operation on its own machine adds only what the caller
 		// may see.
 		op := func(v map[string]any) resp {
@@ -251,6 +253,7 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		}
 	})
 	t.Run("aggregate_shows_no_hidden_profile", func(t *testing.T) {
+		s := s.On(t)
 		for _, q := range []string{"/params?aggregate=true&decode=true", "?aggregate=true&decode=true"} {
 			if r := s.Must(200, "GET", mine+q, nil, p.user); strings.Contains(string(r.Body), penSecret) {
 				t.Fatalf("GET %s shows the hidden profile's secret: %s", q, r.Body)
@@ -258,6 +261,7 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		}
 	})
 	t.Run("stage_workflow_profile_references", func(t *testing.T) {
+		s := s.On(t)
 		mk := func(prefix string, body map[string]any) resp { return s.Do("POST", "/"+prefix, body, p.user) }
 		penSameRefusal(t,
 			mk("stages", map[string]any{"Name": "pen-s1", "Profiles": []string{"pen-secret"}}),
@@ -277,11 +281,12 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		// And on update: the tenant user's own profile cannot nest a hidden one.
 		s.Must(201, "POST", "/profiles", map[string]any{"Name": "pen-p2"}, p.user)
 		penSameRefusal(t,
-			s.Do("PATCH", "/profiles/pen-p2", accPatch("replace", "/Profiles", []string{"pen-secret"}), p.user),
-			s.Do("PATCH", "/profiles/pen-p2", accPatch("replace", "/Profiles", []string{"pen-noprof"}), p.user), "pen-secret", "pen-noprof")
-		s.Must(200, "PATCH", "/profiles/pen-p2", accPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
+			s.Do("PATCH", "/profiles/pen-p2", jsonPatch("replace", "/Profiles", []string{"pen-secret"}), p.user),
+			s.Do("PATCH", "/profiles/pen-p2", jsonPatch("replace", "/Profiles", []string{"pen-noprof"}), p.user), "pen-secret", "pen-noprof")
+		s.Must(200, "PATCH", "/profiles/pen-p2", jsonPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
 	})
 	t.Run("hidden_param_definition_is_absent", func(t *testing.T) {
+		s := s.On(t)
 		// pen/hidden-int is a secure integer param the tenant hides: its
 		// value is neither checked nor sealed, exactly like a param with no
 		// definition, so the reply reveals nothing about it.
@@ -297,11 +302,12 @@ func penHiddenReferences(t *testing.T, s *tserver, p penFixture) {
 		}
 	})
 	t.Run("admin_reference_does_not_block_the_owner", func(t *testing.T) {
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Profiles", []string{"pen-open", "pen-secret"}), admin())
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Description", "still mine"), p.user)
+		s := s.On(t)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Profiles", []string{"pen-open", "pen-secret"}), admin())
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Description", "still mine"), p.user)
 		// Removing it is a change the owner may make; adding it back is not.
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
-		s.Must(422, "PATCH", mine, accPatch("replace", "/Profiles", []string{"pen-open", "pen-secret"}), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
+		s.Must(422, "PATCH", mine, jsonPatch("replace", "/Profiles", []string{"pen-open", "pen-secret"}), p.user)
 	})
 }
 
@@ -329,13 +335,14 @@ func penSealedValues(t *testing.T, s *tserver, p penFixture) {
 	}
 	for _, src := range sources {
 		t.Run("copied_from_"+src.name, func(t *testing.T) {
+			s := s.On(t)
 			env := penEnvelope(t, s, src.path, src.param)
 			for _, who := range []struct{ name, authz string }{{"tenant_user", p.user}, {"admin", admin()}} {
 				r := s.Do("POST", mine+"/params/"+src.param, env, who.authz)
 				if r.Status != 422 {
 					t.Fatalf("%s wrote a %s envelope onto its machine: %s", who.name, src.name, r)
 				}
-				e := accErrorOf(t, r)
+				e := wantDRPError(t, r, r.Status, "", "")
 				all := strings.Join(e.Messages, " ")
 				for _, leak := range []string{p.victim, "pen-victim", "pen-open", "pen-stage-hidden", "pen-cb", src.clear} {
 					if strings.Contains(all, leak) {
@@ -356,6 +363,7 @@ func penSealedValues(t *testing.T, s *tserver, p penFixture) {
 		})
 	}
 	t.Run("round_trip_and_aggregate_still_decode", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(200, "POST", mine+"/params/pen/token", `"mine-again"`, p.user)
 		var m map[string]any
 		s.Must(200, "GET", mine, nil, p.user).JSON(t, &m)
@@ -365,11 +373,11 @@ func penSealedValues(t *testing.T, s *tserver, p penFixture) {
 		}
 		// Each aggregated value opens with its own object's binding.
 		s.Must(200, "DELETE", mine+"/params/pen/token", nil, p.user)
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Profiles", []string{"pen-open"}), p.user)
 		if r := s.Must(200, "GET", mine+"/params/pen/token?aggregate=true&decode=true", nil, p.user); string(r.Body) != `"open-value"` {
 			t.Fatalf("aggregated profile value: %s", r.Body)
 		}
-		s.Must(200, "PATCH", mine, accPatch("replace", "/Profiles", []string{}), p.user)
+		s.Must(200, "PATCH", mine, jsonPatch("replace", "/Profiles", []string{}), p.user)
 	})
 }
 
@@ -377,10 +385,10 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 	rc := newReceiver(t)
 	mkPlugin(t, s, "pen-jobfail", map[string]any{"jobfail": map[string]any{"Url": rc.URL + "/jobfail", "Decode": true}}, nil)
 	mkWorkflow(t, s, "pen-jwf", "pen-jtask")
-	s.Must(200, "PATCH", "/tenants/pen-t", accPatch("add", "/Members/workflows/-", "pen-jwf"), admin())
+	s.Must(200, "PATCH", "/tenants/pen-t", jsonPatch("add", "/Members/workflows/-", "pen-jwf"), admin())
 	var own struct{ Uuid string }
 	s.Must(201, "POST", "/machines", map[string]any{"Name": "pen-jobs-mine", "Workflow": "pen-jwf"}, p.user).JSON(t, &own)
-	other := s.accMachine("pen-jobs-other", map[string]any{"Workflow": "pen-jwf"})
+	other := s.AddMachine("pen-jobs-other", map[string]any{"Workflow": "pen-jwf"})
 	ownJob := ""
 	for i := 0; i < 5 && ownJob == ""; i++ {
 		if r := s.Do("POST", "/jobs", map[string]any{"Machine": own.Uuid}, p.user); r.Status == 201 {
@@ -392,21 +400,18 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 	}
 	job := "/jobs/" + ownJob
 	t.Run("machine_is_immutable", func(t *testing.T) {
+		s := s.On(t)
 		for _, who := range []struct{ name, authz string }{{"tenant_user", p.user}, {"admin", admin()}} {
 			for _, target := range []string{other, p.victim} {
 				r := s.Do("PATCH", job, []map[string]any{
 					{"op": "replace", "path": "/Machine", "value": target},
 					{"op": "replace", "path": "/State", "value": "failed"},
 				}, who.authz)
-				if r.Status != 422 || accErrorOf(t, r).Type != "ValidationError" {
-					t.Fatalf("%s moved the job: %s", who.name, r)
-				}
+				wantDRPError(t, r, 422, "ValidationError", "")
 				var j map[string]any
 				s.Must(200, "GET", job, nil, admin()).JSON(t, &j)
 				j["Machine"] = target
-				if r := s.Do("PUT", job, j, who.authz); r.Status != 422 || accErrorOf(t, r).Type != "ValidationError" {
-					t.Fatalf("%s moved the job with PUT: %s", who.name, r)
-				}
+				wantDRPError(t, s.Do("PUT", job, j, who.authz), 422, "ValidationError", "")
 			}
 		}
 		var j struct{ Machine, State string }
@@ -422,13 +427,14 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 			}
 		}
 		// The Uuid is the job's key: changing it is DRP's key-change refusal.
-		if r := s.Do("PATCH", job, accPatch("replace", "/Uuid", "0b3a1c7e-1111-4222-8333-444455556666"), admin()); r.Status != 400 {
+		if r := s.Do("PATCH", job, jsonPatch("replace", "/Uuid", "0b3a1c7e-1111-4222-8333-444455556666"), admin()); r.Status != 400 {
 			t.Fatalf("Uuid change: %s", r)
 		}
 	})
 	t.Run("jobfail_goes_only_to_the_own_machine", func(t *testing.T) {
-		s.Must(200, "PATCH", job, accPatch("replace", "/State", "running"), p.user)
-		s.Must(200, "PATCH", job, accPatch("replace", "/State", "failed"), p.user)
+		s := s.On(t)
+		s.Must(200, "PATCH", job, jsonPatch("replace", "/State", "running"), p.user)
+		s.Must(200, "PATCH", job, jsonPatch("replace", "/State", "failed"), p.user)
 		rc.waitFor(t, "/jobfail", 1, 15*time.Second)
 		time.Sleep(1500 * time.Millisecond)
 		hits := rc.on("/jobfail")
@@ -446,10 +452,11 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 		}
 	})
 	t.Run("writes_are_authorized_by_the_job_machine", func(t *testing.T) {
+		s := s.On(t)
 		// A user whose job rights name one machine acts on that machine's
 		// jobs only, whatever the route.
-		mine := s.accMachine("pen-jobs-a", map[string]any{"Workflow": "pen-jwf"})
-		theirs := s.accMachine("pen-jobs-b", map[string]any{"Workflow": "pen-jwf"})
+		mine := s.AddMachine("pen-jobs-a", map[string]any{"Workflow": "pen-jwf"})
+		theirs := s.AddMachine("pen-jobs-b", map[string]any{"Workflow": "pen-jwf"})
 		s.AddRole("pen-jobs-role", [3]string{"jobs", "*", mine}, [3]string{"machines", "get,list", "*"})
 		s.AddUser("pen-j", "pen-j-pw", "pen-jobs-role")
 		j := basic("pen-j", "pen-j-pw")
@@ -466,12 +473,12 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 			cur["ExitState"] = "stop"
 			return []call{
 				{"GET", "/jobs/" + id, nil, nil},
-				{"PATCH", "/jobs/" + id, accPatch("replace", "/ExitState", "complete"), nil},
+				{"PATCH", "/jobs/" + id, jsonPatch("replace", "/ExitState", "complete"), nil},
 				{"PUT", "/jobs/" + id, cur, nil},
 				{"PUT", "/jobs/" + id + "/log", "log line\n", []string{"Content-Type", "application/octet-stream"}},
 				{"GET", "/jobs/" + id + "/log", nil, nil},
 				{"GET", "/jobs/" + id + "/actions", nil, nil},
-				{"PATCH", "/meta/jobs/" + id, accPatch("add", "/color", "red"), nil},
+				{"PATCH", "/meta/jobs/" + id, jsonPatch("add", "/color", "red"), nil},
 			}
 		}
 		for _, c := range calls(theirJob) {
@@ -488,7 +495,7 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 			}
 		}
 		// Moving its own job to the other machine is refused as for anyone.
-		if r := s.Do("PATCH", "/jobs/"+mineJob, accPatch("replace", "/Machine", theirs), j); r.Status != 422 {
+		if r := s.Do("PATCH", "/jobs/"+mineJob, jsonPatch("replace", "/Machine", theirs), j); r.Status != 422 {
 			t.Fatalf("move to another machine: %s", r)
 		}
 	})
@@ -496,6 +503,7 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 
 func penMessages(t *testing.T, s *tserver, p penFixture) {
 	t.Run("name_in_use", func(t *testing.T) {
+		s := s.On(t)
 		r := s.Do("POST", "/machines", map[string]any{"Name": "pen-victim"}, p.user)
 		if r.Status != 422 {
 			t.Fatalf("duplicate name: %s", r)
@@ -503,36 +511,35 @@ func penMessages(t *testing.T, s *tserver, p penFixture) {
 		if strings.Contains(string(r.Body), p.victim) {
 			t.Fatalf("the refusal names a hidden machine: %s", r)
 		}
-		accWantMsg(t, r, "Name pen-victim is already in use")
+		wantDRPError(t, r, r.Status, "", "Name pen-victim is already in use")
 		// The admin sees the machine and is told which one it is.
-		accWantMsg(t, s.Must(422, "POST", "/machines", map[string]any{"Name": "pen-victim"}, admin()), p.victim)
+		wantDRPError(t, s.Do("POST", "/machines", map[string]any{"Name": "pen-victim"}, admin()), 422, "", p.victim)
 		// A rename onto a hidden machine's name is answered the same way.
-		r = s.Do("PATCH", "/machines/"+p.visible, accPatch("replace", "/Name", "pen-victim"), p.user)
+		r = s.Do("PATCH", "/machines/"+p.visible, jsonPatch("replace", "/Name", "pen-victim"), p.user)
 		if r.Status != 422 || strings.Contains(string(r.Body), p.victim) {
 			t.Fatalf("rename: %s", r)
 		}
 	})
 	t.Run("in_use", func(t *testing.T) {
+		s := s.On(t)
 		s.Must(201, "POST", "/profiles", map[string]any{"Name": "pen-shared"}, p.user)
-		s.Must(200, "PATCH", "/machines/"+p.victim, accPatch("replace", "/Profiles", []string{"pen-shared"}), admin())
-		s.Must(200, "PATCH", "/machines/"+p.visible, accPatch("replace", "/Profiles", []string{"pen-shared"}), p.user)
+		s.Must(200, "PATCH", "/machines/"+p.victim, jsonPatch("replace", "/Profiles", []string{"pen-shared"}), admin())
+		s.Must(200, "PATCH", "/machines/"+p.visible, jsonPatch("replace", "/Profiles", []string{"pen-shared"}), p.user)
 		r := s.Do("DELETE", "/profiles/pen-shared", nil, p.user)
-		if r.Status != 409 || accErrorOf(t, r).Type != "StillInUseError" {
-			t.Fatalf("delete of a used profile: %s", r)
-		}
+		wantDRPError(t, r, 409, "StillInUseError", "")
 		for _, leak := range []string{"pen-victim", p.victim} {
 			if strings.Contains(string(r.Body), leak) {
 				t.Fatalf("the refusal names a hidden machine: %s", r)
 			}
 		}
-		accWantMsg(t, r, "In use by Machine pen-mine")
-		accWantMsg(t, r, "In use by 1 other object")
+		wantDRPError(t, r, r.Status, "", "In use by Machine pen-mine")
+		wantDRPError(t, r, r.Status, "", "In use by 1 other object")
 		// The admin sees both.
-		r = s.Must(409, "DELETE", "/profiles/pen-shared", nil, admin())
-		accWantMsg(t, r, "In use by Machine pen-victim")
-		accWantMsg(t, r, "In use by Machine pen-mine")
-		s.Must(200, "PATCH", "/machines/"+p.victim, accPatch("replace", "/Profiles", []string{}), admin())
-		s.Must(200, "PATCH", "/machines/"+p.visible, accPatch("replace", "/Profiles", []string{}), p.user)
+		r = s.Do("DELETE", "/profiles/pen-shared", nil, admin())
+		wantDRPError(t, r, 409, "", "In use by Machine pen-victim")
+		wantDRPError(t, r, 409, "", "In use by Machine pen-mine")
+		s.Must(200, "PATCH", "/machines/"+p.victim, jsonPatch("replace", "/Profiles", []string{}), admin())
+		s.Must(200, "PATCH", "/machines/"+p.visible, jsonPatch("replace", "/Profiles", []string{}), p.user)
 		s.Must(200, "DELETE", "/profiles/pen-shared", nil, p.user)
 	})
 }

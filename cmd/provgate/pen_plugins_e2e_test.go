@@ -22,6 +22,7 @@ import (
 // sends the attacker's requests and checks that the server refuses them or
 // that they have no effect.
 func TestE2EPenPlugins(t *testing.T) {
+	t.Parallel()
 	execDir := t.TempDir()
 	ran := filepath.Join(t.TempDir(), "exec-auth-ran")
 	// The exec auth leaves a trace each time it runs, so that a test can
@@ -35,11 +36,11 @@ func TestE2EPenPlugins(t *testing.T) {
 		t.Fatal(err)
 	}
 	forEachDB(t, func(t *testing.T, s *tserver) {
-		t.Run("finding_6_posted_events_drive_nothing", func(t *testing.T) { penPostedEvents(t, s.accOn(t)) })
-		t.Run("finding_10_param_expand_is_restricted", func(t *testing.T) { penParamExpand(t, s.accOn(t), script, ran) })
-		t.Run("finding_12_attempts_follow_machine_visibility", func(t *testing.T) { penAttempts(t, s.accOn(t)) })
-		t.Run("finding_18_callback_secrets_need_getSecure", func(t *testing.T) { penCallbackSecrets(t, s.accOn(t)) })
-		t.Run("finding_20_exec_path_errors_are_one_message", func(t *testing.T) { penExecPaths(t, s.accOn(t), execDir, outside) })
+		t.Run("finding_6_posted_events_drive_nothing", func(t *testing.T) { penPostedEvents(t, s.On(t)) })
+		t.Run("finding_10_param_expand_is_restricted", func(t *testing.T) { penParamExpand(t, s.On(t), script, ran) })
+		t.Run("finding_12_attempts_follow_machine_visibility", func(t *testing.T) { penAttempts(t, s.On(t)) })
+		t.Run("finding_18_callback_secrets_need_getSecure", func(t *testing.T) { penCallbackSecrets(t, s.On(t)) })
+		t.Run("finding_20_exec_path_errors_are_one_message", func(t *testing.T) { penExecPaths(t, s.On(t), execDir, outside) })
 	}, append(licenseArgs(t), "--callback-exec-dir", execDir)...)
 	t.Run("finding_18_older_data_dirs_are_sealed_on_start", penSealOnUpgrade)
 }
@@ -61,8 +62,8 @@ func penAttemptsOf(t *testing.T, s *tserver, plugin, query, authz string) []map[
 func penPostedEvents(t *testing.T, s *tserver) {
 	rc := newReceiver(t)
 	mkPlugin(t, s, "pen6-cb", map[string]any{"jobfail": map[string]any{"Url": rc.URL + "/jobfail"}}, nil)
-	victim := mkMachine(t, s, "pen6-victim", nil)
-	own := mkMachine(t, s, "pen6-own", nil)
+	victim := s.On(t).AddMachine("pen6-victim", nil)
+	own := s.On(t).AddMachine("pen6-own", nil)
 	s.AddRole("pen6-role", [3]string{"events", "post", "*"}, [3]string{"machines", "get,list", "*"})
 	s.AddUser("pen6-att", "pen6-att-pw", "pen6-role")
 	s.Must(201, "POST", "/tenants", map[string]any{"Name": "pen6-t", "Users": []string{"pen6-att"},
@@ -119,42 +120,15 @@ func penPostedEvents(t *testing.T, s *tserver) {
 	if etag == "" {
 		t.Fatal("no ETag")
 	}
-	type polled struct {
-		status int
-		took   time.Duration
-		err    error
-	}
-	done := make(chan polled, 1)
-	start := time.Now()
-	go func() {
-		req, err := http.NewRequest("GET", s.Base+"/machines/"+victim, nil)
-		if err != nil {
-			done <- polled{err: err}
-			return
-		}
-		req.Header.Set("Authorization", admin())
-		req.Header.Set("If-None-Match", etag)
-		req.Header.Set("Prefer", "wait=3s")
-		res, err := s.client.Do(req)
-		if err != nil {
-			done <- polled{err: err}
-			return
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		_ = res.Body.Close()
-		done <- polled{status: res.StatusCode, took: time.Since(start)}
-	}()
+	done := s.Go("GET", "/machines/"+victim, nil, admin(), "If-None-Match", etag, "Prefer", "wait=3s")
 	time.Sleep(300 * time.Millisecond)
 	for _, action := range []string{"update", "save", "delete"} {
 		s.Must(200, "POST", "/events", map[string]any{"Type": "machines", "Action": action, "Key": victim,
 			"Object": map[string]any{"Uuid": victim, "Name": "pen6-victim", "Description": "changed"}}, att)
 	}
-	p := <-done
-	if p.err != nil {
-		t.Fatal(p.err)
-	}
-	if p.status != http.StatusNotModified || p.took < 2800*time.Millisecond {
-		t.Fatalf("long poll answered %d after %s; want 304 after its 3s wait", p.status, p.took)
+	p := await(t, done, 30*time.Second, "the long poll")
+	if p.Status != http.StatusNotModified || p.Took < 2800*time.Millisecond {
+		t.Fatalf("long poll answered %d after %s; want 304 after its 3s wait", p.Status, p.Took)
 	}
 }
 
@@ -171,7 +145,7 @@ func penParamExpand(t *testing.T, s *tserver, script, ran string) {
 	}
 	// Control: ParamExpand still renders a param that uses ordinary
 	// functions.
-	ok := mkMachine(t, s, "pen10-ok", map[string]any{"Params": map[string]any{"x": "{{.Machine.Name}}"}})
+	ok := s.On(t).AddMachine("pen10-ok", map[string]any{"Params": map[string]any{"x": "{{.Machine.Name}}"}})
 	s.Must(200, "POST", "/machines/"+ok+"/actions/callbackDo?plugin=pen10-cb", map[string]any{"callback/action": "pe"}, admin())
 	if hits := rc.on("/pe/pen10-ok"); len(hits) != 1 {
 		t.Fatalf("ParamExpand control: %d requests to /pe/pen10-ok", len(hits))
@@ -180,14 +154,14 @@ func penParamExpand(t *testing.T, s *tserver, script, ran string) {
 	for i, tmpl := range []string{`{{.GetAuthString "a"}}`, `{{GetAuthString "a"}}`, `{{with .}}{{.GetAuthString "a"}}{{end}}`} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			_ = os.Remove(ran)
-			m := mkMachine(t, s, fmt.Sprintf("pen10-m%d", i), map[string]any{"Params": map[string]any{"x": tmpl}})
+			m := s.On(t).AddMachine(fmt.Sprintf("pen10-m%d", i), map[string]any{"Params": map[string]any{"x": tmpl}})
 			before := rc.count()
 			r := runCallback(s, m, "pen10-cb", map[string]any{"callback/action": "pe"})
-			e := wantDRPError(t, r, 409)
+			e := wantDRPError(t, r, 409, "", "")
 			if _, err := os.Stat(ran); err == nil {
 				t.Fatalf("the exec auth ran for a param template %s", tmpl)
 			}
-			if strings.Contains(string(r.Body), penExecOutput) || strings.Contains(messages(e), penExecOutput) {
+			if strings.Contains(string(r.Body), penExecOutput) || strings.Contains(e.messages(), penExecOutput) {
 				t.Fatalf("the reply carries the exec auth's output: %s", r.Body)
 			}
 			if n := rc.count() - before; n != 0 {
@@ -208,8 +182,8 @@ func penParamExpand(t *testing.T, s *tserver, script, ran string) {
 func penAttempts(t *testing.T, s *tserver) {
 	rc := newReceiver(t)
 	mkPlugin(t, s, "pen12-cb", map[string]any{"hook": map[string]any{"Url": rc.URL + "/hook12"}}, nil)
-	seen := mkMachine(t, s, "pen12-seen", nil)
-	hidden := mkMachine(t, s, "pen12-hidden", nil)
+	seen := s.On(t).AddMachine("pen12-seen", nil)
+	hidden := s.On(t).AddMachine("pen12-hidden", nil)
 	s.AddRole("pen12-role", [3]string{"plugins", "get,list", "*"}, [3]string{"machines", "get,list", "*"})
 	s.AddUser("pen12-u", "pen12-u-pw", "pen12-role")
 	s.Must(201, "POST", "/tenants", map[string]any{"Name": "pen12-t", "Users": []string{"pen12-u"},
@@ -279,7 +253,7 @@ func penCallbackSecrets(t *testing.T, s *tserver) {
 	t.Cleanup(echo.Close)
 
 	s.Must(201, "POST", "/params", map[string]any{"Name": "pen18/sec", "Secure": true, "Schema": map[string]any{"type": "string"}}, admin())
-	m := mkMachine(t, s, "pen18-m", nil)
+	m := s.On(t).AddMachine("pen18-m", nil)
 	s.Must(200, "PUT", "/machines/"+m+"/params/pen18/sec", `"`+secret+`"`, admin())
 	mkPlugin(t, s, "pen18-cb", map[string]any{
 		"keyed":        map[string]any{"Url": rc.URL + "/keyed", "Headers": map[string]any{"X-Api-Key": apiKey}},
@@ -312,6 +286,7 @@ func penCallbackSecrets(t *testing.T, s *tserver) {
 	}
 
 	t.Run("plugin_reads_mask_headers", func(t *testing.T) {
+		s := s.On(t)
 		reads := []string{"/plugins/pen18-cb", "/plugins", "/plugins?Name=pen18-cb", "/plugins/pen18-cb/params",
 			"/plugins/pen18-cb/params/callback/callbacks"}
 		for _, path := range reads {
@@ -330,7 +305,7 @@ func penCallbackSecrets(t *testing.T, s *tserver) {
 				t.Fatalf("admin GET %s?decode=true lacks the header value: %s", path, r.Body)
 			}
 		}
-		r := s.Must(200, "PATCH", "/plugins/pen18-cb", accPatch("replace", "/Description", "patched"), writer)
+		r := s.Must(200, "PATCH", "/plugins/pen18-cb", jsonPatch("replace", "/Description", "patched"), writer)
 		noSecret(t, "PATCH reply", r.Body, apiKey, basicPW)
 		// The header is still sent as configured.
 		s.Must(200, "POST", "/machines/"+m+"/actions/callbackDo?plugin=pen18-cb", map[string]any{"callback/action": "keyed"}, admin())
@@ -439,7 +414,7 @@ func penExecPaths(t *testing.T, s *tserver, execDir, outside string) {
 		{"dotdot", execDir + "/../" + filepath.Base(filepath.Dir(outside)) + "/" + filepath.Base(outside)},
 		{"symlink_escape", escape},
 	}
-	m := mkMachine(t, s, "pen20-m", nil)
+	m := s.On(t).AddMachine("pen20-m", nil)
 	var wantErr, wantAction string
 	for i, c := range paths {
 		t.Run(c.name, func(t *testing.T) {
@@ -466,8 +441,8 @@ func penExecPaths(t *testing.T, s *tserver, execDir, outside string) {
 			} else if mine[0] != wantErr {
 				t.Fatalf("Path %s: %q; another bad path gave %q", c.path, mine[0], wantErr)
 			}
-			e := wantDRPError(t, runCallback(s, m, name, map[string]any{"callback/action": "x"}), 409)
-			msgs := strings.ReplaceAll(messages(e), name, "<plugin>")
+			e := wantDRPError(t, runCallback(s, m, name, map[string]any{"callback/action": "x"}), 409, "", "")
+			msgs := strings.ReplaceAll(e.messages(), name, "<plugin>")
 			if wantAction == "" {
 				wantAction = msgs
 			} else if msgs != wantAction {
@@ -507,7 +482,7 @@ func penExecPaths(t *testing.T, s *tserver, execDir, outside string) {
 			if r.Status < 400 {
 				t.Fatalf("broken exec auth answered %s", r)
 			}
-			msgs := strings.ReplaceAll(messages(wantDRPError(t, r, r.Status)), name, "<plugin>")
+			msgs := strings.ReplaceAll(wantDRPError(t, r, r.Status, "", "").messages(), name, "<plugin>")
 			if strings.Contains(msgs, path) {
 				t.Fatalf("the message quotes the path: %s", msgs)
 			}
@@ -537,12 +512,13 @@ func penSealOnUpgrade(t *testing.T) {
 	const apiKey = "pen18-upgrade-key-2d9e"
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			rc := newReceiver(t)
 			dir := t.TempDir()
 			s := startE2EIn(t, db, dir)
 			callbacks := map[string]any{"keyed": map[string]any{"Url": rc.URL + "/keyed", "Headers": map[string]any{"X-Api-Key": apiKey}}}
 			mkPlugin(t, s, "pen18-old", callbacks, nil)
-			m := mkMachine(t, s, "pen18-old-m", nil)
+			m := s.On(t).AddMachine("pen18-old-m", nil)
 			s.Stop()
 
 			// Write what an older server stored: the definition not Secure,

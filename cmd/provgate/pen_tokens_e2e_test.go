@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 // tokens and the login limits, and expects each to be refused. Every
 // finding runs on servers of its own.
 func TestE2EPenTokens(t *testing.T) {
+	t.Parallel()
 	t.Run("1 restricted token follows the user's roles", func(t *testing.T) {
 		forEachDB(t, func(t *testing.T, s *tserver) { penRestrictedRoles(t, s) }, licenseArgs(t)...)
 	})
@@ -31,7 +33,10 @@ func TestE2EPenTokens(t *testing.T) {
 	})
 	t.Run("15 failed logins count on every replica", func(t *testing.T) {
 		for _, db := range databases(t) {
-			t.Run(db.Name, func(t *testing.T) { penSharedLoginLimit(t, db) })
+			t.Run(db.Name, func(t *testing.T) {
+				t.Parallel()
+				penSharedLoginLimit(t, db)
+			})
 		}
 	})
 }
@@ -43,43 +48,45 @@ func penRestrictedRoles(t *testing.T, s *tserver) {
 	s.AddRole("mdesc", [3]string{"machines", "get,list,update:/Description", "*"})
 	s.AddRole("mget", [3]string{"machines", "get,list", "*"})
 	s.AddUser("bob", "bob-pen-pw-1", "mdesc")
-	m1 := s.accMachine("pen-m1", nil)
-	m2 := s.accMachine("pen-m2", nil)
-	victim := s.accMachine("pen-victim", nil)
+	m1 := s.AddMachine("pen-m1", nil)
+	m2 := s.AddMachine("pen-m2", nil)
+	victim := s.AddMachine("pen-victim", nil)
 	bobBasic := basic("bob", "bob-pen-pw-1")
 	tok := bearer(s.Token("bob", bobBasic, "?roles=mget"))
 	narrow := bearer(s.Token("bob", bobBasic, "?scope=machines&action=get,list&specific="+m1))
 
 	// The token works as far as both mget and mdesc allow.
 	s.Must(200, "GET", "/machines/"+m1, nil, tok)
-	if keys := accKeys(t, s.Must(200, "GET", "/machines", nil, tok), "Uuid"); !accHas(keys, m1) || !accHas(keys, m2) {
+	if keys := fieldOf(t, s.Must(200, "GET", "/machines", nil, tok), "Uuid"); !slices.Contains(keys, m1) || !slices.Contains(keys, m2) {
 		t.Fatalf("restricted token lists %v", keys)
 	}
 	// mget lacks update:/Description: the restriction holds.
-	r := s.Must(403, "PATCH", "/machines/"+m1, accPatch("replace", "/Description", "x"), tok)
-	accWantMsg(t, r, "Requires: machines update:/Description "+m1)
+	r := s.Do("PATCH", "/machines/"+m1, jsonPatch("replace", "/Description", "x"), tok)
+	wantDRPError(t, r, 403, "", "Requires: machines update:/Description "+m1)
 	s.Must(200, "GET", "/machines/"+m1, nil, narrow)
 	s.Must(403, "GET", "/machines/"+m2, nil, narrow)
 
 	t.Run("widening the token's role grants nothing bob lacks", func(t *testing.T) {
-		s := s.accOn(t)
-		s.Must(200, "PATCH", "/roles/mget", accPatch("replace", "/Claims", []map[string]string{
-			{"scope": "machines", "action": "*", "specific": "*"}}), admin())
-		r := s.Must(403, "DELETE", "/machines/"+victim, nil, tok)
-		accWantMsg(t, r, "Requires: machines delete "+victim)
-		s.Must(403, "PATCH", "/machines/"+m1, accPatch("add", "/Params/pen-x", 1), tok)
+		s := s.On(t)
+		s.Must(200, "PATCH", "/roles/mget", jsonPatch("replace", "/Claims", []map[string]string{
+			{"scope": "machines", "action": "*", "specific": "*"}}),
+			admin())
+		r := s.Do("DELETE", "/machines/"+victim, nil, tok)
+		wantDRPError(t, r, 403, "", "Requires: machines delete "+victim)
+		s.Must(403, "PATCH", "/machines/"+m1, jsonPatch("add", "/Params/pen-x", 1), tok)
 		s.Must(200, "GET", "/machines/"+victim, nil, admin())
 		// What both roles hold now works: mget covers update:/Description.
-		s.Must(200, "PATCH", "/machines/"+m1, accPatch("replace", "/Description", "both hold it"), tok)
+		s.Must(200, "PATCH", "/machines/"+m1, jsonPatch("replace", "/Description", "both hold it"), tok)
 	})
 	t.Run("narrowing the user's role narrows the token at once", func(t *testing.T) {
-		s := s.accOn(t)
-		s.Must(200, "PATCH", "/roles/mdesc", accPatch("replace", "/Claims", []map[string]string{
-			{"scope": "machines", "action": "get,list", "specific": m1}}), admin())
+		s := s.On(t)
+		s.Must(200, "PATCH", "/roles/mdesc", jsonPatch("replace", "/Claims", []map[string]string{
+			{"scope": "machines", "action": "get,list", "specific": m1}}),
+			admin())
 		s.Must(200, "GET", "/machines/"+m1, nil, tok)
-		r := s.Must(403, "GET", "/machines/"+m2, nil, tok)
-		accWantMsg(t, r, "Requires: machines get "+m2)
-		keys := accKeys(t, s.Must(200, "GET", "/machines", nil, tok), "Uuid")
+		r := s.Do("GET", "/machines/"+m2, nil, tok)
+		wantDRPError(t, r, 403, "", "Requires: machines get "+m2)
+		keys := fieldOf(t, s.Must(200, "GET", "/machines", nil, tok), "Uuid")
 		if len(keys) != 1 || keys[0] != m1 {
 			t.Fatalf("after narrowing mdesc the token lists %v, want only %s", keys, m1)
 		}
@@ -88,51 +95,29 @@ func penRestrictedRoles(t *testing.T, s *tserver) {
 		}
 	})
 	t.Run("removing the role from the user ends the token's rights", func(t *testing.T) {
-		s := s.accOn(t)
-		s.Must(200, "PATCH", "/users/bob", accPatch("replace", "/Roles", []string{}), admin())
+		s := s.On(t)
+		s.Must(200, "PATCH", "/users/bob", jsonPatch("replace", "/Roles", []string{}), admin())
 		for _, a := range []string{tok, narrow} {
-			r := s.Must(403, "GET", "/machines/"+m1, nil, a)
-			accWantMsg(t, r, "Requires: machines get "+m1)
+			r := s.Do("GET", "/machines/"+m1, nil, a)
+			wantDRPError(t, r, 403, "", "Requires: machines get "+m1)
 			s.Must(403, "GET", "/machines", nil, a)
 		}
 		// The self claims stay.
 		s.Must(200, "GET", "/users/bob", nil, tok)
 		// Given back, the role works again for the same token.
-		s.Must(200, "PATCH", "/users/bob", accPatch("replace", "/Roles", []string{"mdesc"}), admin())
+		s.Must(200, "PATCH", "/users/bob", jsonPatch("replace", "/Roles", []string{"mdesc"}), admin())
 		s.Must(200, "GET", "/machines/"+m1, nil, tok)
 		s.Must(200, "GET", "/machines/"+m1, nil, narrow)
 	})
 	t.Run("a refreshed token keeps the restriction", func(t *testing.T) {
-		s := s.accOn(t)
-		s.Must(200, "PATCH", "/users/bob", accPatch("replace", "/Roles", []string{"superuser"}), admin())
+		s := s.On(t)
+		s.Must(200, "PATCH", "/users/bob", jsonPatch("replace", "/Roles", []string{"superuser"}), admin())
 		again := bearer(s.Token("bob", tok, ""))
 		s.Must(403, "GET", "/users", nil, again)
 		s.Must(403, "GET", "/users", nil, tok)
 		s.Must(200, "GET", "/users", nil, bobBasic)
 		s.Must(200, "GET", "/machines/"+m2, nil, again)
 	})
-}
-
-// penRenderTokens runs GET /jobs/<id>/actions as authz and returns the
-// tokens the job's task rendered: GenerateToken then GenerateInfiniteToken.
-func penRenderTokens(t testing.TB, s *tserver, jobID, authz string) (op, inf string) {
-	t.Helper()
-	var acts []struct{ Name, Content string }
-	s.Must(200, "GET", "/jobs/"+jobID+"/actions", nil, authz).JSON(t, &acts)
-	for _, a := range acts {
-		for _, line := range strings.Split(a.Content, "\n") {
-			if v, ok := strings.CutPrefix(line, "op="); ok {
-				op = v
-			}
-			if v, ok := strings.CutPrefix(line, "inf="); ok {
-				inf = v
-			}
-		}
-	}
-	if op == "" || inf == "" {
-		t.Fatalf("rendered actions hold no tokens: %+v", acts)
-	}
-	return op, inf
 }
 
 // penJob creates a job for machine (rolling over stage entries) as authz.
@@ -169,8 +154,8 @@ func penMachineToken(t *testing.T, s *tserver) {
 	s.Must(201, "POST", "/workflows", map[string]any{"Name": "pen-wf", "Stages": []string{"pen-stage"}}, adm)
 	s.Must(201, "POST", "/workflows", map[string]any{"Name": "pen-other-wf", "Stages": []string{"callback-complete"}}, adm)
 	s.Must(201, "POST", "/pools", map[string]any{"Id": "pen-pool", "EnterActions": map[string]any{"AddProfiles": []string{"pen-secret"}}}, adm)
-	own := s.accMachine("pen-own", map[string]any{"Workflow": "pen-wf"})
-	op, inf := accRenderTokens(t, s, penJob(t, s, own, adm))
+	own := s.AddMachine("pen-own", map[string]any{"Workflow": "pen-wf"})
+	op, inf := renderTokens(t, s, penJob(t, s, own, adm), admin())
 
 	t.Run("fields that pull in other objects are refused", func(t *testing.T) {
 		cases := []struct {
@@ -196,25 +181,25 @@ func penMachineToken(t *testing.T, s *tserver) {
 		for _, tk := range []struct{ name, tok string }{{"GenerateToken", op}, {"GenerateInfiniteToken", inf}} {
 			for _, c := range cases {
 				t.Run(tk.name+" "+c.path, func(t *testing.T) {
-					s := s.accOn(t)
-					r := s.Must(403, "PATCH", "/machines/"+own, accPatch("add", c.path, c.value), bearer(tk.tok))
-					accWantMsg(t, r, "Requires: machines update:"+c.path+" "+own)
+					s := s.On(t)
+					r := s.Do("PATCH", "/machines/"+own, jsonPatch("add", c.path, c.value), bearer(tk.tok))
+					wantDRPError(t, r, 403, "", "Requires: machines update:"+c.path+" "+own)
 				})
 			}
 		}
 		t.Run("releaseToPool", func(t *testing.T) {
-			s := s.accOn(t)
-			r := s.Must(403, "POST", "/machines/"+own+"/releaseToPool", map[string]any{}, bearer(op))
-			accWantMsg(t, r, "Requires: machines action:releaseToPool "+own)
+			s := s.On(t)
+			r := s.Do("POST", "/machines/"+own+"/releaseToPool", map[string]any{}, bearer(op))
+			wantDRPError(t, r, 403, "", "Requires: machines action:releaseToPool "+own)
 		})
 		t.Run("PUT with new Profiles", func(t *testing.T) {
-			s := s.accOn(t)
+			s := s.On(t)
 			m := s.Must(200, "GET", "/machines/"+own, nil, bearer(op)).Map(t)
 			m["Profiles"] = []string{"pen-secret"}
 			s.Must(403, "PUT", "/machines/"+own, m, bearer(op))
 		})
 		t.Run("the secret stays sealed", func(t *testing.T) {
-			s := s.accOn(t)
+			s := s.On(t)
 			r := s.Must(200, "GET", "/machines/"+own+"/params?aggregate=true&decode=true", nil, bearer(op))
 			if strings.Contains(string(r.Body), sekrit) {
 				t.Fatalf("the machine token decoded the profile's secret: %s", r.Body)
@@ -226,28 +211,28 @@ func penMachineToken(t *testing.T, s *tserver) {
 			}
 			// The check above can see a leak: a profile an admin attaches is
 			// the machine's own, and its token reads it decoded.
-			s.Must(200, "PATCH", "/machines/"+own, accPatch("add", "/Profiles", []string{"pen-secret"}), adm)
+			s.Must(200, "PATCH", "/machines/"+own, jsonPatch("add", "/Profiles", []string{"pen-secret"}), adm)
 			r = s.Must(200, "GET", "/machines/"+own+"/params?aggregate=true&decode=true", nil, bearer(op))
 			if !strings.Contains(string(r.Body), sekrit) {
 				t.Fatalf("an admin-attached profile's secret is not in the machine's decoded params: %s", r.Body)
 			}
-			s.Must(200, "PATCH", "/machines/"+own, accPatch("replace", "/Profiles", []string{}), adm)
+			s.Must(200, "PATCH", "/machines/"+own, jsonPatch("replace", "/Profiles", []string{}), adm)
 		})
 	})
 	t.Run("what the agent and task scripts change is allowed", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		cur := s.Must(200, "GET", "/machines/"+own, nil, adm).Map(t)
 		for _, f := range []string{"Runnable", "Context", "Description", "Address", "HardwareAddrs", "OS", "Arch",
 			"Fingerprint", "TaskErrorStacks", "RetryTaskAttempt"} {
-			if r := s.Do("PATCH", "/machines/"+own, accPatch("add", "/"+f, cur[f]), bearer(op)); r.Status != 200 {
+			if r := s.Do("PATCH", "/machines/"+own, jsonPatch("add", "/"+f, cur[f]), bearer(op)); r.Status != 200 {
 				t.Errorf("PATCH /%s: got %s, want 200", f, r)
 			}
 		}
-		s.Must(200, "PATCH", "/machines/"+own, accPatch("replace", "/Description", "by its token"), bearer(inf))
-		s.Must(200, "PATCH", "/machines/"+own, accPatch("add", "/Params/pen-x", 1), bearer(op))
+		s.Must(200, "PATCH", "/machines/"+own, jsonPatch("replace", "/Description", "by its token"), bearer(inf))
+		s.Must(200, "PATCH", "/machines/"+own, jsonPatch("add", "/Params/pen-x", 1), bearer(op))
 		s.Must(200, "POST", "/machines/"+own+"/params/pen-y", 2, bearer(op))
-		s.Must(200, "PATCH", "/machines/"+own, accPatch("add", "/Meta/pen", "m"), bearer(op))
-		s.Must(200, "PATCH", "/meta/machines/"+own, accPatch("add", "/pen2", "m"), bearer(op))
+		s.Must(200, "PATCH", "/machines/"+own, jsonPatch("add", "/Meta/pen", "m"), bearer(op))
+		s.Must(200, "PATCH", "/meta/machines/"+own, jsonPatch("add", "/pen2", "m"), bearer(op))
 		s.Must(200, "GET", "/machines/"+own+"/params?aggregate=true", nil, bearer(op))
 		s.Must(200, "GET", "/stages/pen-stage", nil, bearer(op))
 		s.Must(200, "GET", "/tasks/pen-task", nil, bearer(op))
@@ -260,8 +245,8 @@ func penMachineToken(t *testing.T, s *tserver) {
 	})
 
 	t.Run("another machine is missing to the token, by UUID and by Name", func(t *testing.T) {
-		s := s.accOn(t)
-		other := s.accMachine("pen-other", map[string]any{"Workflow": "pen-wf"})
+		s := s.On(t)
+		other := s.AddMachine("pen-other", map[string]any{"Workflow": "pen-wf"})
 		otherJob := penJob(t, s, other, adm)
 		for _, tk := range []string{bearer(op), bearer(inf)} {
 			for _, c := range []struct{ method, path string }{
@@ -279,7 +264,7 @@ func penMachineToken(t *testing.T, s *tserver) {
 			} {
 				var body any
 				if c.method == "PATCH" {
-					body = accPatch("replace", "/Description", "x")
+					body = jsonPatch("replace", "/Description", "x")
 				}
 				r := s.Do(c.method, c.path, body, tk)
 				if r.Status != 404 {
@@ -293,7 +278,7 @@ func penMachineToken(t *testing.T, s *tserver) {
 	})
 
 	t.Run("a tenant's machine token sees no more than its tenant", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		s.Must(201, "POST", "/stages", map[string]any{"Name": "pen-hidden-stage"}, adm)
 		s.Must(201, "POST", "/tasks", map[string]any{"Name": "pen-hidden-task"}, adm)
 		s.Must(201, "POST", "/stages", map[string]any{"Name": "pen-t-stage", "Tasks": []string{"pen-task"}}, adm)
@@ -301,14 +286,14 @@ func penMachineToken(t *testing.T, s *tserver) {
 		s.AddRole("pen-carol", [3]string{"machines", "*", "*"}, [3]string{"jobs", "*", "*"},
 			[3]string{"stages,tasks,workflows,profiles", "get,list", "*"})
 		s.AddUser("carol", "carol-pen-pw-1", "pen-carol")
-		tm := s.accMachine("pen-tenant-m", map[string]any{"Workflow": "pen-t-wf"})
+		tm := s.AddMachine("pen-tenant-m", map[string]any{"Workflow": "pen-t-wf"})
 		s.Must(201, "POST", "/tenants", map[string]any{"Name": "pen-t", "Users": []string{"carol"}, "Members": map[string][]string{
 			"machines": {tm}, "stages": {"pen-t-stage"}, "tasks": {"pen-task"}, "profiles": {}}}, adm)
 		carol := basic("carol", "carol-pen-pw-1")
 		s.Must(404, "GET", "/stages/pen-hidden-stage", nil, carol)
 		// Carol runs her machine's workflow and reads the machine token
 		// its task renders.
-		tmOp, tmInf := penRenderTokens(t, s, penJob(t, s, tm, carol), carol)
+		tmOp, tmInf := renderTokens(t, s, penJob(t, s, tm, carol), carol)
 		for _, tok := range []string{bearer(tmOp), bearer(tmInf)} {
 			s.Must(200, "GET", "/machines/"+tm, nil, tok)
 			s.Must(200, "GET", "/stages/pen-t-stage", nil, tok)
@@ -325,7 +310,7 @@ func penMachineToken(t *testing.T, s *tserver) {
 		s.Must(200, "GET", "/stages/pen-hidden-stage", nil, bearer(op))
 		s.Must(200, "GET", "/tasks/pen-hidden-task", nil, bearer(op))
 		// Taken out of the tenant, the machine sees what any machine sees.
-		s.Must(200, "PATCH", "/tenants/pen-t", accPatch("replace", "/Members/machines", []string{}), adm)
+		s.Must(200, "PATCH", "/tenants/pen-t", jsonPatch("replace", "/Members/machines", []string{}), adm)
 		s.Must(200, "GET", "/stages/pen-hidden-stage", nil, tok)
 	})
 }
@@ -354,9 +339,9 @@ func penExactNames(t *testing.T, s *tserver) {
 		}
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%s %q", c.prefix, c.body), func(t *testing.T) {
-				s := s.accOn(t)
-				r := s.Must(422, "POST", "/"+c.prefix, c.body, adm)
-				accWantMsg(t, r, "Invalid")
+				s := s.On(t)
+				r := s.Do("POST", "/"+c.prefix, c.body, adm)
+				wantDRPError(t, r, 422, "", "Invalid")
 			})
 		}
 		s.Must(404, "GET", "/users/alice%20", nil, adm)
@@ -384,11 +369,11 @@ func penExactNames(t *testing.T, s *tserver) {
 				if r.Status != 403 {
 					t.Fatalf("%s %s as alice: got %s, want 403", c.method, c.path, r)
 				}
-				accWantMsg(t, r, "Requires: "+c.claim)
+				wantDRPError(t, r, r.Status, "", "Requires: "+c.claim)
 			}
 		}
 	}
-	t.Run("alice is not alice-space", func(t *testing.T) { attacks(t, s.accOn(t)) })
+	t.Run("alice is not alice-space", func(t *testing.T) { attacks(t, s.On(t)) })
 
 	t.Run("a stored alice-space superuser stays out of alice's reach", func(t *testing.T) {
 		// Written straight to the store, as data from before names were
@@ -411,7 +396,7 @@ func penExactNames(t *testing.T, s *tserver) {
 			t.Fatal(err)
 		}
 		_ = st.Close()
-		s2 := startE2EIn(t, dbCase{Name: s.Name, DSN: s.DSN}, s.DataDir, licenseArgs(t)...).accOn(t)
+		s2 := startE2EIn(t, dbCase{Name: s.Name, DSN: s.DSN}, s.DataDir, licenseArgs(t)...).On(t)
 		s2.Must(200, "GET", "/users", nil, basic("alice ", "legacy-admin-pw-1"))
 		aliceTok = bearer(s2.Token("alice", alice, ""))
 		attacks(t, s2)
@@ -428,7 +413,7 @@ func penRestrictedCredentials(t *testing.T, s *tserver) {
 	s.AddRole("pen-selfadmin", [3]string{"users", "*", "dave"})
 	s.AddUser("dave", "dave-pen-pw-1", "pen-mget", "pen-selfadmin")
 	s.AddUser("erin", "erin-pen-pw-1", "superuser")
-	m1 := s.accMachine("pen-m1", nil)
+	m1 := s.AddMachine("pen-m1", nil)
 	dave, erin := basic("dave", "dave-pen-pw-1"), basic("erin", "erin-pen-pw-1")
 
 	restricted := []struct{ name, user, authz, query string }{
@@ -441,19 +426,19 @@ func penRestrictedCredentials(t *testing.T, s *tserver) {
 	}
 	for _, c := range restricted {
 		t.Run(c.name, func(t *testing.T) {
-			s := s.accOn(t)
+			s := s.On(t)
 			tok := bearer(s.Token(c.user, c.authz, c.query))
 			refreshed := bearer(s.Token(c.user, tok, ""))
 			for _, a := range []string{tok, refreshed} {
 				s.Must(200, "GET", "/users/"+c.user, nil, a)
 				s.Must(200, "GET", "/info", nil, a)
 				s.Must(200, "GET", "/users/"+c.user+"/token", nil, a)
-				r := s.Must(403, "PUT", "/users/"+c.user+"/password", map[string]any{"Password": "taken-over-1"}, a)
-				accWantMsg(t, r, "Requires: users password "+c.user)
-				r = s.Must(403, "POST", "/users/"+c.user+"/secret", nil, a)
-				accWantMsg(t, r, "Requires: users update:/Secret "+c.user)
-				s.Must(403, "PATCH", "/users/"+c.user, accPatch("replace", "/Secret", "chosen"), a)
-				s.Must(403, "PATCH", "/users/"+c.user, accPatch("replace", "/PasswordHash", "MTYzODQkOCQxJGFiJGNk"), a)
+				r := s.Do("PUT", "/users/"+c.user+"/password", map[string]any{"Password": "taken-over-1"}, a)
+				wantDRPError(t, r, 403, "", "Requires: users password "+c.user)
+				r = s.Do("POST", "/users/"+c.user+"/secret", nil, a)
+				wantDRPError(t, r, 403, "", "Requires: users update:/Secret "+c.user)
+				s.Must(403, "PATCH", "/users/"+c.user, jsonPatch("replace", "/Secret", "chosen"), a)
+				s.Must(403, "PATCH", "/users/"+c.user, jsonPatch("replace", "/PasswordHash", "MTYzODQkOCQxJGFiJGNk"), a)
 			}
 			// The password and Secret are unchanged: Basic and the token work.
 			s.Must(200, "GET", "/users/"+c.user, nil, c.authz)
@@ -461,12 +446,12 @@ func penRestrictedCredentials(t *testing.T, s *tserver) {
 		})
 	}
 	t.Run("the machines get M1 token still reads M1", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		tok := bearer(s.Token("dave", dave, "?scope=machines&action=get&specific="+m1))
 		s.Must(200, "GET", "/machines/"+m1, nil, tok)
 	})
 	t.Run("unrestricted tokens and Basic change their own password", func(t *testing.T) {
-		s := s.accOn(t)
+		s := s.On(t)
 		tok := bearer(s.Token("dave", dave, ""))
 		s.Must(200, "PUT", "/users/dave/password", map[string]any{"Password": "dave-pen-pw-2"}, tok)
 		s.Must(200, "PUT", "/users/dave/password", map[string]any{"Password": "dave-pen-pw-3"}, basic("dave", "dave-pen-pw-2"))
@@ -503,8 +488,8 @@ func penSharedLoginLimit(t *testing.T, db dbCase) {
 			continue
 		}
 		// Even the right password waits: the name is over its limit.
-		r := srv.Must(429, "GET", "/users/pen-victim", nil, basic("pen-victim", "pen-victim-pw-1"))
-		accWantMsg(t, r, "too many failed logins")
+		r := srv.Do("GET", "/users/pen-victim", nil, basic("pen-victim", "pen-victim-pw-1"))
+		wantDRPError(t, r, 429, "", "too many failed logins")
 		if r.Header.Get("Retry-After") == "" {
 			t.Fatalf("429 without Retry-After: %v", r.Header)
 		}

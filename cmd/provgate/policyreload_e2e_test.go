@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -103,23 +102,6 @@ func writePolicyDir(t testing.TB, dir string, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// rawDo sends one request without touching testing.T, for use from worker
-// goroutines: transport errors are returned, not fatal.
-func (s *tserver) rawDo(method, path, authz string) (int, []byte, error) {
-	req, err := http.NewRequest(method, s.Base+path, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", authz)
-	res, err := s.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, b, err
 }
 
 // reloadUsers are the principals of the reload tests: alice (superuser)
@@ -253,8 +235,10 @@ const reloadLimit = 60 * time.Second
 // answer is the old policy's or the new one's, and once the new answer has
 // been seen the old one never comes back.
 func TestE2EPolicyReloadUnderLoad(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			writePolicyDir(t, dir, policyFiles(t, policyVariant{comment: "v0"}))
 			s := startE2E(t, db, "--policy-dir", dir, "--policy-watch-interval", "100ms")
@@ -412,11 +396,13 @@ func TestE2EPolicyReloadSignal(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	waitFlip(t, s, u, "allow", time.Second)
 	// SIGHUP goes to the whole test process; only servers with a policy dir
-	// listen for it, and e2e tests do not run in parallel.
+	// listen for it. This test is serial, so it runs before any parallel
+	// test (the other policy-dir tests among them) has started: it must
+	// not call t.Parallel.
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, s, 0, reloadLimit, "policy reloaded")
+	waitLog(t, s, 0, reloadLimit, "policy loaded", `"trigger":"signal"`)
 	waitFlip(t, s, u, "blocked", time.Second)
 }
 
@@ -425,8 +411,12 @@ func TestE2EPolicyReloadSignal(t *testing.T) {
 // the running policy keeps answering as before. A valid change afterwards
 // is still picked up.
 func TestE2EPolicyReloadRefused(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
-		t.Run(db.Name, func(t *testing.T) { testPolicyReloadRefused(t, db) })
+		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
+			testPolicyReloadRefused(t, db)
+		})
 	}
 }
 
@@ -486,6 +476,7 @@ func testPolicyReloadRefused(t *testing.T, db dbCase) {
 // whose tests fail, stops the server before it listens, with one line that
 // says why and a non-zero exit status.
 func TestE2EPolicyDirStartRefused(t *testing.T) {
+	t.Parallel()
 	syntax := policyFiles(t, policyVariant{comment: "syntax"})
 	syntax["authz.rego"] = strings.Replace(syntax["authz.rego"], "allow if {", "allow if {{ (", 1)
 	failing := policyFiles(t, policyVariant{block: true, comment: "failing", extra: map[string]string{
@@ -546,8 +537,12 @@ var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 // decision in OPA's decision-log shape, and no credential anywhere in the
 // file, whether requests authenticate with a password or a token.
 func TestE2EPolicyDecisionLog(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
-		t.Run(db.Name, func(t *testing.T) { testDecisionLog(t, db) })
+		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
+			testDecisionLog(t, db)
+		})
 	}
 }
 
@@ -619,8 +614,8 @@ func testDecisionLog(t *testing.T, db dbCase) {
 	}
 	const rounds = 5
 	for i := 0; i < rounds; i++ {
-		for _, r := range reqs {
-			res := s.Must(r.want, r.method, r.path, nil, r.authz)
+		for j, r := range reqs {
+			res := s.Must(r.want, r.method, r.path, nil, r.authz, "X-Request-Id", fmt.Sprintf("dl-%d-%d", i, j))
 			if strings.HasSuffix(r.path, "/token") {
 				var tok struct{ Token string }
 				res.JSON(t, &tok)
@@ -633,9 +628,30 @@ func testDecisionLog(t *testing.T, db dbCase) {
 	if len(got) != rounds*len(reqs) {
 		t.Fatalf("%d decisions logged for %d decided requests", len(got), rounds*len(reqs))
 	}
+	var info struct {
+		Policy struct{ Revision string } `json:"provgate_policy"`
+	}
+	s.Must(200, "GET", "/info", nil, admin()).JSON(t, &info)
+	if !strings.HasPrefix(info.Policy.Revision, "sha256:") {
+		t.Fatalf("/info names the policy revision %q", info.Policy.Revision)
+	}
 	ids := map[string]bool{}
 	for i, l := range got {
 		r := reqs[i%len(reqs)]
+		// docs/design.md §9.5: each line names its request, the policy
+		// revision (also as OPA's bundles entry) and whether the cache
+		// answered; the same requests again are answered from the cache.
+		if want := fmt.Sprintf("dl-%d-%d", i/len(reqs), i%len(reqs)); l["request_id"] != want {
+			t.Errorf("line %d: request_id %v, want %s", i, l["request_id"], want)
+		}
+		bundles, _ := l["bundles"].(map[string]any)
+		pb, _ := bundles["provgate"].(map[string]any)
+		if l["revision"] != info.Policy.Revision || pb["revision"] != info.Policy.Revision {
+			t.Errorf("line %d: revision %v, bundles %v; /info says %s", i, l["revision"], l["bundles"], info.Policy.Revision)
+		}
+		if cached, ok := l["cached"].(bool); !ok || (i >= len(reqs) && !cached) {
+			t.Errorf("line %d: cached %v for a request decided before", i, l["cached"])
+		}
 		id, _ := l["decision_id"].(string)
 		if !uuidRE.MatchString(id) || ids[id] {
 			t.Errorf("line %d: decision_id %q is not a new UUID", i, id)

@@ -200,6 +200,7 @@ func replicaLicense(t *testing.T) (pub string, sign func() string) {
 // SIGKILL in the middle of pool operations and jobfail deliveries leaves no
 // machine half-changed and loses no delivery.
 func TestE2EReplicas(t *testing.T) {
+	t.Parallel()
 	dsn := storetest.PostgresDSN(t)
 	if dsn == "" {
 		t.Skip(storetest.EnvDSN + " not set")
@@ -252,8 +253,8 @@ func replicasEnforce(t *testing.T, reps []*replica, signLicense func() string) {
 	})
 
 	t.Run("tenant", func(t *testing.T) {
-		m1 := mkMachine(t, a.on(t), "x-m1", nil)
-		m2 := mkMachine(t, a.on(t), "x-m2", nil)
+		m1 := a.on(t).On(t).AddMachine("x-m1", nil)
+		m2 := a.on(t).On(t).AddMachine("x-m2", nil)
 		B := b.on(t)
 		B.Must(200, "GET", "/machines/"+m1, nil, bearer(tok))
 		a.on(t).Must(201, "POST", "/tenants", map[string]any{"Name": "x-t", "Users": []string{"x-op"},
@@ -304,7 +305,8 @@ func replicasEnforce(t *testing.T, reps []*replica, signLicense func() string) {
 // machines of a 200 reply, and a transport error.
 func poolCall(s *tserver, path string, body any) (int, []poolResult, error) {
 	b, _ := json.Marshal(body)
-	st, rb, err := doNoFatal(s, "POST", path, string(b))
+	sr, err := s.Send("POST", path, string(b), admin())
+	st, rb := sr.Status, sr.Body
 	if err != nil || st != 200 {
 		if err == nil && st >= 500 {
 			err = fmt.Errorf("%s: %d %s", path, st, rb)
@@ -320,7 +322,8 @@ func poolCall(s *tserver, path string, body any) (int, []poolResult, error) {
 
 // freeIn counts the Free machines of a pool.
 func freeIn(s *tserver, pool string) (int, error) {
-	st, b, err := doNoFatal(s, "GET", "/pools/"+pool+"/status", "")
+	sr, err := s.Send("GET", "/pools/"+pool+"/status", "", admin())
+	st, b := sr.Status, sr.Body
 	if err != nil {
 		return 0, err
 	}
@@ -352,7 +355,8 @@ func createMachines(t *testing.T, reps []*replica, prefix string, n int, fields 
 					body[k] = v
 				}
 				b, _ := json.Marshal(body)
-				st, rb, err := doNoFatal(s, "POST", "/machines", string(b))
+				sr, err := s.Send("POST", "/machines", string(b), admin())
+				st, rb := sr.Status, sr.Body
 				var m struct{ Name, Uuid string }
 				if err == nil && st == 201 {
 					err = json.Unmarshal(rb, &m)
@@ -681,7 +685,8 @@ func replicasKill(t *testing.T, reps []*replica, dsn string) {
 	for i, j := range running {
 		s := reps[i%3].tserver
 		fwg.Go(func() {
-			st, b, err := doNoFatal(s, "PATCH", "/jobs/"+j, `[{"op":"replace","path":"/State","value":"failed"}]`)
+			sr, err := s.Send("PATCH", "/jobs/"+j, `[{"op":"replace","path":"/State","value":"failed"}]`, admin())
+			st, b := sr.Status, sr.Body
 			if err != nil || st != 200 {
 				failErrs[i] = fmt.Sprintf("failing job %s: %d %s %v", j, st, b, err)
 			}
@@ -737,7 +742,8 @@ func replicasKill(t *testing.T, reps []*replica, dsn string) {
 	for i, j := range late {
 		lwg.Go(func() {
 			time.Sleep(time.Duration(i) * 25 * time.Millisecond)
-			lateStatus[i], _, _ = doNoFatal(victimRep.tserver, "PATCH", "/jobs/"+j, `[{"op":"replace","path":"/State","value":"failed"}]`)
+			sr, _ := victimRep.tserver.Send("PATCH", "/jobs/"+j, `[{"op":"replace","path":"/State","value":"failed"}]`, admin())
+			lateStatus[i] = sr.Status
 			if lateStatus[i] == 200 {
 				acked <- struct{}{}
 			}

@@ -41,8 +41,10 @@ func (v *seen) add(r seenResp) {
 // auth passwords and json-token material, secure param values. None may
 // appear, except a token in the token endpoint's own reply.
 func TestE2ESecrets(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			decisions := filepath.Join(t.TempDir(), "decisions.jsonl")
 			s := startE2E(t, db, append(licenseArgs(t), "--log-level", "debug", "--decision-log", decisions)...)
 			testSecrets(t, s, decisions)
@@ -61,8 +63,14 @@ func testSecrets(t *testing.T, s *tserver, decisions string) {
 		securePlan = "secure-plain-sekrit-6b3c"
 	)
 	var rec seen
+	// do runs on the load goroutines too: a transport error is reported
+	// with t.Errorf, which is safe there.
 	do := func(method, path string, body any, authz string) resp {
-		r := s.Do(method, path, body, authz)
+		r, err := s.Send(method, path, body, authz)
+		if err != nil {
+			t.Errorf("%v", err)
+			return r
+		}
 		sr := seenResp{req: method + " " + path, header: r.Header, body: r.Body,
 			tokenEP: strings.Contains(path, "/token")}
 		if sr.tokenEP && r.Status == 200 {

@@ -9,6 +9,7 @@ import (
 // TestE2ESmoke walks the basic DRP flow on every database: info with Basic,
 // a token, create/get/patch/list a machine, and a pool move.
 func TestE2ESmoke(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		s.Must(200, "GET", "/info", nil, admin())
 		tok := s.Token("rocketskates", admin(), "?ttl=600")

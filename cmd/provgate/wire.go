@@ -222,7 +222,17 @@ func newEngine(ctx context.Context, cfg Config, logger *slog.Logger) (engine *op
 		closeLog = func() { _ = f.Close() }
 		decisionLog = f
 	}
-	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog})
+	var pubKey string
+	if cfg.PolicyBundlePublicKey != "" {
+		b, err := os.ReadFile(cfg.PolicyBundlePublicKey)
+		if err != nil {
+			closeLog()
+			return nil, nil, fmt.Errorf("policy bundle public key: %w", err)
+		}
+		pubKey = string(b)
+	}
+	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog,
+		Bundle: opa.BundleOptions{Location: cfg.PolicyBundle, PublicKey: pubKey}})
 	if err != nil {
 		closeLog()
 		return nil, nil, fmt.Errorf("policies: %w", err)
@@ -252,9 +262,9 @@ func startBackground(ctx context.Context, cfg Config, st *store.Store, cb *callb
 		}()
 	}
 	hup := make(chan os.Signal, 1)
-	if cfg.PolicyDir != "" {
+	if cfg.PolicyDir != "" || cfg.PolicyBundle != "" {
 		// A failing policy never replaces the working one: the directory's
-		// tests run first.
+		// or bundle's tests run first.
 		engine.WatchDir(bg, cfg.PolicyWatchInterval)
 		signal.Notify(hup, syscall.SIGHUP)
 		engine.ReloadOn(bg, hup)

@@ -87,7 +87,30 @@ type Result struct {
 	// Pattern is the route pattern that matched (one of Routes()), so the
 	// gateway can check that it serves the route Derive authorized.
 	Pattern string
+	// Proposal says how the request's body shapes the addressed object
+	// after the write (policies.Input.Proposed); PatchRoot is the pointer a
+	// PATCH applies under ("" for the object, "/Meta", "/Params").
+	Proposal  Proposal
+	PatchRoot string
 }
+
+// Proposal is how a write forms the object it leaves behind.
+type Proposal int
+
+// Proposals.
+const (
+	// ProposeNone: the request writes no object, or none the gateway models.
+	ProposeNone Proposal = iota
+	// ProposeBody: the body is the whole object (create, PUT).
+	ProposeBody
+	// ProposePatch: the body is a JSON Patch of the stored object, applied
+	// under PatchRoot.
+	ProposePatch
+	// ProposeParams: the body replaces the object's Params.
+	ProposeParams
+	// ProposeParam: the body sets the param Name (a DELETE removes it).
+	ProposeParam
+)
 
 // Write is one value a request writes: Value (JSON, as sent) at Pointer, an
 // RFC 6901 pointer into the addressed object's JSON.
@@ -158,6 +181,7 @@ func (d *deriver) derive() (Result, error) {
 		}
 	case hCreate:
 		d.add("create", createSpecific(rt.scope, d.r.Body))
+		out.Proposal = ProposeBody
 	case hImport:
 		items, err := ImportItems(rt.scope, d.r.Body)
 		if err != nil {
@@ -174,6 +198,7 @@ func (d *deriver) derive() (Result, error) {
 			return Result{}, err
 		}
 		d.add("create", m)
+		out.Proposal = ProposeBody
 	case hSystemAction:
 		// docs/design.md §5.4: system actions are claimed on specific "global".
 		out.Operation = "action:" + d.caps.cmd
@@ -197,6 +222,7 @@ func (d *deriver) objectClaims(out *Result, key, specific string) error {
 	rt := d.rt
 	switch rt.h {
 	case hPatch:
+		out.Proposal, out.PatchRoot = ProposePatch, rt.ptrPrefix
 		p, err := parsePatch(d.r.Body)
 		if err != nil {
 			return patchError(rt.scope, key, err)
@@ -212,6 +238,7 @@ func (d *deriver) objectClaims(out *Result, key, specific string) error {
 			d.written = append(d.written, Write{Pointer: rt.ptrPrefix + w.Pointer, Value: w.Value})
 		}
 	case hPut:
+		out.Proposal = ProposeBody
 		cur, err := d.res.Current(d.ctx, rt.scope, key)
 		if err != nil {
 			return err
@@ -232,11 +259,15 @@ func (d *deriver) objectClaims(out *Result, key, specific string) error {
 			action = "action:" + d.caps.cmd
 			out.Operation = action
 		case fromParam:
+			out.Proposal = ProposeParam
 			ptr := "/Params/" + backend.EscapePointer(d.caps.name)
 			action = "update:" + ptr
 			if d.r.Method != "DELETE" && len(d.r.Body) > 0 {
 				d.written = append(d.written, Write{Pointer: ptr, Value: json.RawMessage(d.r.Body)})
 			}
+		}
+		if rt.action == "update:/Params" {
+			out.Proposal = ProposeParams
 		}
 		if rt.action == "update:/Params" && len(d.r.Body) > 0 {
 			// POST /<prefix>/<key>/params replaces the whole map.

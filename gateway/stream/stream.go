@@ -221,6 +221,11 @@ func (h *Hub) Serve(ctx context.Context, c Conn, id Identity, v Viewer, release 
 	defer sub.Close()
 	go s.read()
 	s.write(ctx, sub)
+	// The reader must be done with the connection before Serve returns:
+	// the HTTP server reuses the connection's buffers once its handler has
+	// returned. Closing the connection ends the read.
+	_ = c.Close()
+	<-s.done
 }
 
 // socket is one client connection.

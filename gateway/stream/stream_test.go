@@ -242,3 +242,50 @@ func TestHub(t *testing.T) {
 		}
 	})
 }
+
+// blockingConn is a Conn whose reads block until it is closed; it records
+// whether a read is in progress.
+type blockingConn struct {
+	closed  chan struct{}
+	once    sync.Once
+	reading atomic.Bool
+}
+
+func (c *blockingConn) ReadMessage() (int, []byte, error) {
+	c.reading.Store(true)
+	defer c.reading.Store(false)
+	<-c.closed
+	return 0, nil, errors.New("connection closed")
+}
+func (c *blockingConn) WriteMessage(int, []byte) error            { return nil }
+func (c *blockingConn) WriteControl(int, []byte, time.Time) error { return nil }
+func (c *blockingConn) SetReadDeadline(time.Time) error           { return nil }
+func (c *blockingConn) SetWriteDeadline(time.Time) error          { return nil }
+func (c *blockingConn) SetReadLimit(int64)                        {}
+func (c *blockingConn) SetPongHandler(func(string) error)         {}
+func (c *blockingConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+// TestServeWaitsForItsReader: the HTTP server reuses a hijacked
+// connection's buffers once its handler has returned, so Serve must not
+// return while its reader is still reading the connection.
+func TestServeWaitsForItsReader(t *testing.T) {
+	h := New(Options{Bus: backend.NewBus()})
+	c := &blockingConn{closed: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		id := Identity{Principal: "user:bob", Expires: time.Now().Add(200 * time.Millisecond)}
+		h.Serve(context.Background(), c, id, &fakeViewer{}, func() {})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not end when the token expired")
+	}
+	if c.reading.Load() {
+		t.Fatal("Serve returned while its reader was still reading the connection")
+	}
+}

@@ -3,6 +3,8 @@ package opa
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/provgate/provgate/backend"
@@ -103,4 +105,52 @@ func BenchmarkTrivial(b *testing.B) {
 	}
 	defer e.Close()
 	benchDecide(b, e, benchInput(), true)
+}
+
+// extBenchRule is a one-rule extension, a change freeze read from data
+// (testdata/policy/extensions/freeze): what a security team typically adds.
+const extBenchRule = `package provgate.ext.freeze
+
+deny contains "change freeze" if {
+	input.principal.name in data.provgate_ext.freeze.users
+	input.method != "GET"
+}
+`
+
+// BenchmarkDecideExtension measures an uncached decision with the embedded
+// policy alone and with a one-rule extension loaded beside it, for the
+// same allowed request (the extension's rule is evaluated and does not
+// veto): the cost of layering (provgate-bench figure 3g).
+func BenchmarkDecideExtension(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "freeze.rego"), []byte(extBenchRule), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data.json"), []byte(`{"freeze": {"users": ["carol"]}}`), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for _, ext := range []bool{false, true} {
+		opts := Options{CacheSize: -1}
+		if ext {
+			opts.PolicyDir = dir
+		}
+		e, err := New(ctx, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := e.SetData(ctx, benchData(10)); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("ext=%v", ext), func(b *testing.B) {
+			benchDecide(b, e, benchInput(), true)
+		})
+		if ext {
+			in := benchInput()
+			in.Principal.Name = "carol"
+			if d, err := e.Decide(ctx, in); err != nil || d.Allow {
+				b.Fatalf("the extension does not veto: %+v %v", d, err)
+			}
+		}
+	}
 }

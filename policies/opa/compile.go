@@ -2,8 +2,12 @@ package opa
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,47 +15,167 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/loader"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/tester"
+	"github.com/open-policy-agent/opa/v1/util"
 
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/policies"
 )
 
 // Reload recompiles the policy directory and swaps it in, but only if
-// every module compiles and every *_test.rego suite in the directory
-// passes; otherwise the served policy stays as it was and the error says
-// why. With the embedded policy there is nothing to reload.
-func (e *Engine) Reload(ctx context.Context) error {
-	if e.dir == "" {
+// every module compiles and every *_test.rego suite that applies passes
+// (see loadDir); otherwise the served policy stays as it was and the error
+// says why. With the embedded policy there is nothing to reload.
+func (e *Engine) Reload(ctx context.Context) error { return e.reload(ctx, "call") }
+
+// reload is Reload, logging its outcome in one message (docs/design.md
+// §9.3) and counting it (ReloadCounts). trigger says what asked for it:
+// start, watch, signal or call.
+func (e *Engine) reload(ctx context.Context, trigger string) error {
+	if e.dir == "" && e.bundle == nil {
 		return nil
 	}
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
-	mods, tests, err := loadDir(e.dir)
+	var src *source
+	var p *policy
+	var err error
+	if e.bundle != nil {
+		src, p, err = e.prepareBundle(ctx)
+		if errors.Is(err, errNotModified) {
+			return nil
+		}
+	} else {
+		src, p, err = e.prepareDir(ctx)
+	}
 	if err != nil {
+		e.reloads.refused.Add(1)
+		level := slog.LevelError
+		if trigger == "poll" && err.Error() == e.lastPollErr {
+			// A bundle URL failing the same way on every poll is logged
+			// once, then at debug level until it changes.
+			level = slog.LevelDebug
+		}
+		if trigger == "poll" {
+			e.lastPollErr = err.Error()
+		}
+		if trigger != "start" {
+			// At start the error stops the server and is reported there.
+			e.logger.Log(ctx, level, "policy reload failed; keeping the current policy", "source", e.location(),
+				"trigger", trigger, "revision", e.Revision(), "err", err.Error())
+		}
 		return err
 	}
-	p, err := e.build(ctx, mods)
-	if err != nil {
+	e.lastPollErr = ""
+	if err := e.setExtData(ctx, src.data); err != nil {
+		e.reloads.refused.Add(1)
 		return err
 	}
-	if err := runSuites(ctx, mods, tests); err != nil {
-		return err
+	if src.revision != "" {
+		p.revision = src.revision
 	}
 	e.install(p)
-	e.loaded = sums(mods, tests)
-	e.logger.InfoContext(ctx, "policy loaded", "dir", e.dir, "modules", len(mods), "tests", len(tests),
-		"revision", p.rev)
+	e.loaded = src.sums
+	e.reloads.loaded.Add(1)
+	e.logger.InfoContext(ctx, "policy loaded", "source", e.location(), "trigger", trigger, "mode", src.mode(),
+		"modules", len(src.mods), "tests", len(src.tests), "revision", p.revision)
 	return nil
 }
 
+// location names where the policy comes from, for logs.
+func (e *Engine) location() string {
+	if e.bundle != nil {
+		return e.bundle.display
+	}
+	return e.dir
+}
+
+// prepareDir reads, compiles and tests the policy directory: what a reload
+// would serve, without serving it.
+func (e *Engine) prepareDir(ctx context.Context) (*source, *policy, error) {
+	src, err := loadDir(e.dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := e.build(ctx, src.modules(), src.data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := src.test(ctx); err != nil {
+		return nil, nil, err
+	}
+	return src, p, nil
+}
+
+// source is what a policy directory holds. A directory whose modules all
+// belong to packages under provgate.ext holds extensions (docs/design.md
+// §9.6): they are served together with the embedded policy, their data
+// files are loaded under data.provgate_ext, and both their own tests and
+// the embedded suites must pass with them. A directory with any other
+// module replaces the embedded policy and runs only its own tests.
+type source struct {
+	mods, tests map[string]string // the directory's .rego files, path → source
+	extensions  bool
+	data        map[string]any // documents of data.json / data.yaml files
+	sums        map[string][sha256.Size]byte
+	// revision is a bundle's manifest revision; empty for a directory,
+	// whose revision is its content's.
+	revision string
+}
+
+func (s *source) mode() string {
+	if s.extensions {
+		return "extensions"
+	}
+	return "replace"
+}
+
+// modules are the served modules: the directory's, with the embedded
+// policy under extensions.
+func (s *source) modules() map[string]string {
+	if !s.extensions {
+		return s.mods
+	}
+	out := policies.Policies()
+	for k, v := range s.mods {
+		out[k] = v
+	}
+	return out
+}
+
+// test runs the suites a policy must pass before it is served: for a
+// replacing directory its own; for extensions, first their own tests
+// alone, then the embedded suites together with the extensions, so that
+// an extension that breaks what the base guarantees is refused too.
+func (s *source) test(ctx context.Context) error {
+	if !s.extensions {
+		return runSuites(ctx, s.mods, s.tests, s.data)
+	}
+	if err := runSuites(ctx, s.modules(), s.tests, s.data); err != nil {
+		return fmt.Errorf("extension tests: %w", err)
+	}
+	all := policies.Tests()
+	for k, v := range s.tests {
+		all[k] = v
+	}
+	if err := runSuites(ctx, s.modules(), all, s.data); err != nil {
+		return fmt.Errorf("embedded suites with the extensions: %w", err)
+	}
+	return nil
+}
+
+// extPrefix is the package path extensions live under.
+var extPrefix = ast.MustParseRef("data.provgate.ext")
+
 // loadDir reads the .rego files under dir, split into policy and test
-// modules (file path → source).
-func loadDir(dir string) (mods, tests map[string]string, err error) {
-	mods, tests = map[string]string{}, map[string]string{}
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+// modules, and its data files, and tells extensions from a replacement.
+func loadDir(dir string) (*source, error) {
+	src := &source{mods: map[string]string{}, tests: map[string]string{}}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -64,24 +188,123 @@ func loadDir(dir string) (mods, tests map[string]string, err error) {
 		if !strings.HasSuffix(path, ".rego") {
 			return nil
 		}
-		src, err := os.ReadFile(path)
+		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
 		if strings.HasSuffix(path, policies.TestSuffix) {
-			tests[path] = string(src)
+			src.tests[path] = string(b)
 		} else {
-			mods[path] = string(src)
+			src.mods[path] = string(b)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, policyError("read policy directory", err)
+		return nil, policyError("read policy directory", err)
 	}
-	if len(mods) == 0 {
-		return nil, nil, policyError("read policy directory", fmt.Errorf("no .rego policy files in %s", dir))
+	if len(src.mods) == 0 {
+		return nil, policyError("read policy directory", fmt.Errorf("no .rego policy files in %s", dir))
 	}
-	return mods, tests, nil
+	if src.data, err = loadData(dir); err != nil {
+		return nil, err
+	}
+	if err := src.classify(); err != nil {
+		return nil, err
+	}
+	src.sums = sums(src.mods, src.tests)
+	for path, sum := range dataSums(dir) {
+		src.sums[path] = sum
+	}
+	return src, nil
+}
+
+// classify tells extensions from a replacement and checks the extensions'
+// shape.
+func (src *source) classify() error {
+	parsed, err := parse(src.mods)
+	if err != nil {
+		return policyError("parse policy", err)
+	}
+	src.extensions = true
+	for _, m := range parsed {
+		if !m.Package.Path.HasPrefix(extPrefix) {
+			src.extensions = false
+		}
+	}
+	if src.extensions {
+		return checkExtensions(parsed)
+	}
+	return nil
+}
+
+// checkExtensions refuses deny rules the base policy would never consult:
+// it reads data.provgate.ext[_].deny, a set of messages.
+func checkExtensions(mods map[string]*ast.Module) error {
+	var errs []string
+	for name, m := range mods {
+		for _, r := range m.Rules {
+			if r.Head.Ref().String() != "deny" {
+				continue
+			}
+			if len(m.Package.Path) != len(extPrefix)+1 {
+				errs = append(errs, fmt.Sprintf("%s: deny in package %s is never consulted: an extension is package provgate.ext.<name>",
+					name, strings.TrimPrefix(m.Package.Path.String(), "data.")))
+			}
+			if r.Head.RuleKind() != ast.MultiValue {
+				errs = append(errs, fmt.Sprintf("%s:%d: deny must be a set of messages (deny contains msg if ...)", name, r.Location.Row))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return policyError("check extensions", errors.New(strings.Join(errs, "; ")))
+	}
+	return nil
+}
+
+// isDataFile names the data files of a policy directory.
+func isDataFile(name string) bool {
+	return name == "data.json" || name == "data.yaml" || name == "data.yml"
+}
+
+// loadData reads the directory's data.json and data.yaml files with OPA's
+// loader, which nests each under the path of its directory (as opa eval -d
+// and bundles do).
+func loadData(dir string) (map[string]any, error) {
+	res, err := loader.NewFileLoader().Filtered([]string{dir}, func(_ string, info fs.FileInfo, depth int) bool {
+		if info.IsDir() {
+			return depth > 0 && strings.HasPrefix(info.Name(), ".")
+		}
+		return !isDataFile(info.Name())
+	})
+	if err != nil {
+		return nil, policyError("load policy data files", err)
+	}
+	if res.Documents == nil {
+		return map[string]any{}, nil
+	}
+	return res.Documents, nil
+}
+
+// setExtData replaces data.provgate_ext with the extensions' data.
+func (e *Engine) setExtData(ctx context.Context, doc map[string]any) error {
+	if doc == nil {
+		doc = map[string]any{}
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return internal("encode extension data", err)
+	}
+	var value any
+	if err := util.UnmarshalJSON(raw, &value); err != nil {
+		return internal("decode extension data", err)
+	}
+	e.dataMu.Lock()
+	defer e.dataMu.Unlock()
+	if err := storage.WriteOne(ctx, e.store, storage.AddOp, storage.Path{ExtDataKey}, value); err != nil {
+		return internal("write extension data", err)
+	}
+	return nil
 }
 
 func parse(sources map[string]string) (map[string]*ast.Module, error) {
@@ -97,7 +320,9 @@ func parse(sources map[string]string) (map[string]*ast.Module, error) {
 }
 
 // build compiles the policy modules and prepares both entry points.
-func (e *Engine) build(ctx context.Context, sources map[string]string) (*policy, error) {
+// extData is the data served with them under data.provgate_ext; with the
+// modules it makes the policy's revision.
+func (e *Engine) build(ctx context.Context, sources map[string]string, extData map[string]any) (*policy, error) {
 	mods, err := parse(sources)
 	if err != nil {
 		return nil, policyError("parse policy", err)
@@ -106,7 +331,7 @@ func (e *Engine) build(ctx context.Context, sources map[string]string) (*policy,
 	if compiler.Compile(mods); compiler.Failed() {
 		return nil, policyError("compile policy", compiler.Errors)
 	}
-	p := &policy{}
+	p := &policy{needs: inputNeeds(compiler), revision: contentRevision(sources, extData)}
 	for _, q := range []struct {
 		path string
 		into *rego.PreparedEvalQuery
@@ -133,9 +358,10 @@ func (e *Engine) build(ctx context.Context, sources map[string]string) (*policy,
 	return p, nil
 }
 
-// runSuites runs the Rego tests over the policy modules on an empty store,
-// as `opa test` would, and reports every failing test by name.
-func runSuites(ctx context.Context, sources, tests map[string]string) error {
+// runSuites runs the Rego tests over the policy modules on a store holding
+// only the extensions' data (data.provgate_ext), as `opa test` would with
+// the directory, and reports every failing test by name.
+func runSuites(ctx context.Context, sources, tests map[string]string, extData map[string]any) error {
 	all := make(map[string]string, len(sources)+len(tests))
 	for k, v := range sources {
 		all[k] = v
@@ -149,7 +375,7 @@ func runSuites(ctx context.Context, sources, tests map[string]string) error {
 	}
 	// A generous per-test timeout: the suites run on a busy server, and a
 	// test that times out would block a good policy.
-	ch, err := tester.NewRunner().SetModules(mods).SetStore(inmem.New()).SetTimeout(time.Minute).RunTests(ctx, nil)
+	ch, err := tester.NewRunner().SetModules(mods).SetStore(inmem.NewFromObject(map[string]any{ExtDataKey: extData})).SetTimeout(time.Minute).RunTests(ctx, nil)
 	if err != nil {
 		return policyError("run policy tests", err)
 	}
@@ -171,4 +397,64 @@ func runSuites(ctx context.Context, sources, tests map[string]string) error {
 
 func policyError(what string, err error) error {
 	return &backend.Error{Code: backend.EINVALID, Messages: []string{what + ": " + err.Error()}, Err: err}
+}
+
+// inputNeeds finds which of input.stored and input.proposed the compiled
+// policy reads. A reference to input as a whole, or by a computed key,
+// counts as reading both.
+func inputNeeds(c *ast.Compiler) policies.Needs {
+	var n policies.Needs
+	var vis *ast.GenericVisitor
+	vis = ast.NewGenericVisitor(func(x any) bool {
+		switch v := x.(type) {
+		case ast.Ref:
+			if !v[0].Equal(ast.InputRootDocument) {
+				return false
+			}
+			if len(v) < 2 {
+				n.Stored, n.Proposed = true, true
+				return true
+			}
+			switch k := v[1].Value.(type) {
+			case ast.String:
+				n.Stored = n.Stored || k == "stored"
+				n.Proposed = n.Proposed || k == "proposed"
+			default:
+				n.Stored, n.Proposed = true, true
+			}
+			for _, t := range v[1:] {
+				vis.Walk(t)
+			}
+			return true
+		case ast.Var:
+			if ast.VarTerm(string(v)).Equal(ast.InputRootDocument) {
+				n.Stored, n.Proposed = true, true
+			}
+		}
+		return false
+	})
+	for _, m := range c.Modules {
+		vis.Walk(m)
+	}
+	return n
+}
+
+// contentRevision names a policy by its content: the SHA-256 of its
+// modules (sorted by name) and its extension data, so that replicas
+// serving the same files report the same revision.
+func contentRevision(sources map[string]string, extData map[string]any) string {
+	h := sha256.New()
+	names := make([]string, 0, len(sources))
+	for name := range sources {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(filepath.Base(name)), filepath.Base(name), len(sources[name]), sources[name])
+	}
+	if len(extData) > 0 {
+		b, _ := json.Marshal(extData) // maps encode with sorted keys
+		h.Write(b)
+	}
+	return fmt.Sprintf("sha256:%x", h.Sum(nil)[:8])
 }

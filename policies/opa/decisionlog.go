@@ -36,20 +36,37 @@ type logEvent struct {
 	result policies.Decision
 	at     time.Time
 	eval   time.Duration // 0 for a cached decision
+	// requestID is the request's X-Request-Id; revision the policy's.
+	requestID, revision string
+	cached              bool
+	// nd holds the non-deterministic built-in calls of the evaluation
+	// (OPA's nd_builtin_cache), nil when it made none.
+	nd any
 }
 
 // logLine is one decision-log entry (OPA's names; "erased" lists the
 // JSON pointers of input fields removed because they look secret, and
 // "truncated" how many entries each cut list lost, by its pointer).
 type logLine struct {
-	DecisionID string            `json:"decision_id"`
-	Path       string            `json:"path"`
-	Input      any               `json:"input"`
-	Result     policies.Decision `json:"result"`
-	Timestamp  time.Time         `json:"timestamp"`
-	Metrics    map[string]int64  `json:"metrics,omitempty"`
-	Erased     []string          `json:"erased,omitempty"`
-	Truncated  map[string]int    `json:"truncated,omitempty"`
+	DecisionID string                    `json:"decision_id"`
+	RequestID  string                    `json:"request_id,omitempty"`
+	Revision   string                    `json:"revision"`
+	Bundles    map[string]bundleRevision `json:"bundles"`
+	Cached     bool                      `json:"cached"`
+	Path       string                    `json:"path"`
+	Input      any                       `json:"input"`
+	Result     policies.Decision         `json:"result"`
+	Timestamp  time.Time                 `json:"timestamp"`
+	Metrics    map[string]int64          `json:"metrics,omitempty"`
+	Erased     []string                  `json:"erased,omitempty"`
+	Truncated  map[string]int            `json:"truncated,omitempty"`
+	NDBuiltins any                       `json:"nd_builtin_cache,omitempty"`
+}
+
+// bundleRevision is OPA's per-bundle entry of a decision-log line: the policy is
+// named "provgate" whether embedded, a directory or a bundle.
+type bundleRevision struct {
+	Revision string `json:"revision"`
 }
 
 // What one decision-log line holds at most: a request can need a claim per
@@ -67,11 +84,11 @@ func startDecisionLog(w io.Writer, size int, logger *slog.Logger) *decisionLog {
 	return l
 }
 
-func (l *decisionLog) add(input []byte, d policies.Decision, eval time.Duration) {
+func (l *decisionLog) add(ev logEvent) {
 	if l == nil {
 		return
 	}
-	ev := logEvent{input: input, result: d.Clone(), at: time.Now(), eval: eval}
+	ev.result, ev.at = ev.result.Clone(), time.Now()
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -136,6 +153,11 @@ func encodeLine(ev logEvent) ([]byte, error) {
 	}
 	line := logLine{
 		DecisionID: newDecisionID(),
+		RequestID:  ev.requestID,
+		Revision:   ev.revision,
+		Bundles:    map[string]bundleRevision{"provgate": {Revision: ev.revision}},
+		Cached:     ev.cached,
+		NDBuiltins: ev.nd,
 		Path:       "provgate/authz/decision",
 		Input:      input,
 		Result:     result,

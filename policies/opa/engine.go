@@ -2,8 +2,9 @@
 // Agent. It is the only package that imports OPA (docs/design.md §1.2): it compiles
 // the policy once, prepares its queries once, keeps the policy data in an
 // OPA in-memory store updated by transactions, caches decisions, logs them
-// asynchronously, and reloads a policy directory only when the directory's
-// own Rego tests pass (docs/design.md §9).
+// asynchronously, and reloads a policy directory or OPA bundle (extensions
+// of the embedded policy, or a replacement) only when its Rego tests pass
+// (docs/design.md §9).
 package opa
 
 import (
@@ -18,9 +19,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/topdown/builtins"
 	"github.com/open-policy-agent/opa/v1/util"
 
 	"github.com/provgate/provgate/backend"
@@ -34,6 +37,10 @@ const (
 	// ClaimContainsPath is the claim containment function on plain claims.
 	ClaimContainsPath = "data.provgate.authz.claim_contains"
 )
+
+// ExtDataKey is where the data files of a policy directory are loaded:
+// data.provgate_ext (docs/design.md §9.6).
+const ExtDataKey = "provgate_ext"
 
 // DefaultCacheSize bounds the decision cache when Options.CacheSize is 0.
 const DefaultCacheSize = 10000
@@ -55,6 +62,11 @@ type Options struct {
 	// CacheSize bounds the decision cache: 0 means DefaultCacheSize, a
 	// negative value turns the cache off.
 	CacheSize int
+	// Now, when set, is the time policies see (time.now_ns); tests move it.
+	Now func() time.Time
+	// Bundle, when its Location is set, serves an OPA bundle instead of the
+	// embedded policy or PolicyDir (docs/design.md §9.7).
+	Bundle BundleOptions
 }
 
 // Engine decides requests with the compiled policy. It is safe for
@@ -62,6 +74,7 @@ type Options struct {
 type Engine struct {
 	logger *slog.Logger
 	dir    string
+	bundle *bundleConfig // nil unless serving a bundle
 	store  storage.Store
 
 	policy   atomic.Pointer[policy]
@@ -73,9 +86,14 @@ type Engine struct {
 	// loaded sums the files of the policy dir the served policy was read
 	// from (guarded by reloadMu); WatchDir starts from it.
 	loaded map[string][sha256.Size]byte
+	// lastPollErr is the last bundle URL poll's error (guarded by reloadMu).
+	lastPollErr string
 
 	cache *cache // nil when off
 	dlog  *decisionLog
+
+	reloads struct{ loaded, refused atomic.Uint64 }
+	now     func() time.Time // nil: OPA's own clock
 }
 
 // policy is one compiled policy with its prepared queries.
@@ -85,6 +103,11 @@ type policy struct {
 	tokenRoles rego.PreparedEvalQuery
 	// claimContains is nil when the policy does not define claim_contains.
 	claimContains *rego.PreparedEvalQuery
+	// needs are the costly input parts the policy reads.
+	needs policies.Needs
+	// revision names the policy's content (contentRevision) or its
+	// bundle's manifest revision.
+	revision string
 }
 
 // New compiles the policy (embedded, or opts.PolicyDir after its tests
@@ -92,7 +115,7 @@ type policy struct {
 // starts empty (no roles, no tenants, no license) until SetData.
 func New(ctx context.Context, opts Options) (*Engine, error) {
 	var modules map[string]string
-	if opts.PolicyDir == "" {
+	if opts.PolicyDir == "" && opts.Bundle.Location == "" {
 		modules = policies.Policies()
 	}
 	return newEngine(ctx, opts, modules)
@@ -108,8 +131,15 @@ func newEngine(ctx context.Context, opts Options, modules map[string]string) (*E
 	e := &Engine{
 		logger: logger,
 		dir:    opts.PolicyDir,
-		store: inmem.NewFromObjectWithOpts(map[string]any{"provgate": map[string]any{}},
+		now:    opts.Now,
+		store: inmem.NewFromObjectWithOpts(map[string]any{"provgate": map[string]any{}, ExtDataKey: map[string]any{}},
 			inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true)),
+	}
+	if opts.Bundle.Location != "" {
+		if opts.PolicyDir != "" {
+			return nil, policyError("configure policy", errors.New("a policy directory and a bundle exclude each other"))
+		}
+		e.bundle = newBundleConfig(opts.Bundle)
 	}
 	if opts.CacheSize >= 0 {
 		size := opts.CacheSize
@@ -122,12 +152,12 @@ func newEngine(ctx context.Context, opts Options, modules map[string]string) (*E
 		return nil, err
 	}
 	if modules != nil {
-		p, err := e.build(ctx, modules)
+		p, err := e.build(ctx, modules, nil)
 		if err != nil {
 			return nil, err
 		}
 		e.install(p)
-	} else if err := e.Reload(ctx); err != nil {
+	} else if err := e.reload(ctx, "start"); err != nil {
 		return nil, err
 	}
 	if opts.DecisionLog != nil {
@@ -154,6 +184,27 @@ func (e *Engine) install(p *policy) {
 	p.rev = e.policyN.Add(1)
 	e.policy.Store(p)
 	e.cache.clear()
+}
+
+// Needs says which costly parts of the input the served policy reads:
+// input.stored and input.proposed cost the gateway an object read (and a
+// patch), so it fills them only for a policy that looks at them.
+func (e *Engine) Needs() policies.Needs { return e.policy.Load().needs }
+
+// Revision names the served policy by its content (a SHA-256 of its
+// modules and extension data): replicas serving the same policy report the
+// same revision. /api/v3/info and every decision log line show it.
+func (e *Engine) Revision() string {
+	if p := e.policy.Load(); p != nil {
+		return p.revision
+	}
+	return ""
+}
+
+// ReloadCounts reports how many policy directory loads succeeded and how
+// many were refused, start included.
+func (e *Engine) ReloadCounts() (loaded, refused uint64) {
+	return e.reloads.loaded.Load(), e.reloads.refused.Load()
 }
 
 // Revisions reports the current policy and data revisions.
@@ -211,13 +262,30 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 	if e.cache != nil {
 		key = cacheKey{policy: p.rev, data: dataRev, input: sha256.Sum256(raw)}
 		if d, ok := e.cache.get(key); ok {
-			e.dlog.add(raw, d, 0)
+			e.dlog.add(logEvent{input: raw, result: d, requestID: policies.RequestID(ctx), revision: p.revision, cached: true})
 			return d.Clone(), nil
 		}
 	}
 
 	start := time.Now()
-	rs, err := p.decision.Eval(ctx, rego.EvalParsedInput(inputValue(in)))
+	value, err := inputValue(in)
+	if err != nil {
+		return policies.Decision{}, internal("encode policy input", err)
+	}
+	// OPA records every call of a non-deterministic built-in (time.now_ns,
+	// rand.intn, http.send...) in the NDBCache: a decision that made one may
+	// not hold for the same input a moment later, so it is never cached
+	// (docs/design.md §9.4).
+	var nd builtins.NDBCache
+	opts := []rego.EvalOption{rego.EvalParsedInput(value)}
+	if e.now != nil {
+		opts = append(opts, rego.EvalTime(e.now()))
+	}
+	if e.cache != nil || e.dlog != nil {
+		nd = builtins.NDBCache{}
+		opts = append(opts, rego.EvalNDBuiltinCache(nd))
+	}
+	rs, err := p.decision.Eval(ctx, opts...)
 	if err != nil {
 		return policies.Decision{}, internal("evaluate policy", err)
 	}
@@ -227,10 +295,16 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 	}
 	elapsed := time.Since(start)
 
-	if e.cache != nil {
+	if e.cache != nil && len(nd) == 0 {
 		e.cache.put(key, d)
 	}
-	e.dlog.add(raw, d, elapsed)
+	if e.dlog != nil {
+		ev := logEvent{input: raw, result: d, eval: elapsed, requestID: policies.RequestID(ctx), revision: p.revision}
+		if len(nd) > 0 {
+			ev.nd, _ = ast.JSON(nd.AsValue())
+		}
+		e.dlog.add(ev)
+	}
 	return d.Clone(), nil
 }
 

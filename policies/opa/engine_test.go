@@ -70,7 +70,7 @@ func TestDecide(t *testing.T) {
 	withOp := func(in policies.Input, op string) policies.Input { in.Operation = op; return in }
 	restricted := user("rob", "superuser")
 	restricted.Restrict = []backend.Claim{claim("machines", "get", "*")}
-	ops := policies.Principal{Kind: "machine", Name: "uuid-1", MachineToken: "operations", ReservationKey: "0a000001"}
+	ops := policies.Principal{Kind: "machine", Name: "uuid-1", MachineToken: "operations"}
 
 	tests := []struct {
 		name string
@@ -91,8 +91,8 @@ func TestDecide(t *testing.T) {
 			policies.Decision{NotFound: true, Reasons: []string{"machines m9: Not Found"}}},
 		{"tenant member allowed", withObject(request(user("tina", "superuser"), claim("machines", "get", "m1")), "machines", "m1"),
 			policies.Decision{Allow: true, Reasons: []string{}}},
-		{"machine operations own reservation", request(ops, claim("reservations", "delete", "0a000001")),
-			policies.Decision{Allow: true, Reasons: []string{}}},
+		{"machine operations no reservation but its own creations", request(ops, claim("reservations", "delete", "0a000001")),
+			policies.Decision{Reasons: []string{"Requires: reservations delete 0a000001"}}},
 		{"machine operations other machine", request(ops, claim("machines", "get", "uuid-2")),
 			policies.Decision{Reasons: []string{"Requires: machines get uuid-2"}}},
 		{"license allows rbac", withOp(request(user("a", "rbac"), claim("roles", "create", "")), "create"),

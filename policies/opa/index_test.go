@@ -113,7 +113,11 @@ func TestIndexedDecisionsMatchPlain(t *testing.T) {
 			p := user("bob", role, names[(i+7)%len(names)])
 			for _, w := range wanted {
 				in := request(p, w)
-				a, err := indexed.Eval(ctx, rego.EvalParsedInput(inputValue(in)))
+				value, err := inputValue(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, err := indexed.Eval(ctx, rego.EvalParsedInput(value))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -15,7 +15,7 @@ import (
 // would make it round-trip the input through JSON on every decision; the
 // result here is the same document, field for field (omitempty fields are
 // left out exactly as encoding/json leaves them out).
-func inputValue(in policies.Input) ast.Value {
+func inputValue(in policies.Input) (ast.Value, error) {
 	p := in.Principal
 	principal := ast.NewObject(
 		ast.Item(ast.InternedTerm("kind"), ast.StringTerm(p.Kind)),
@@ -30,8 +30,21 @@ func inputValue(in policies.Input) ast.Value {
 	if p.MachineToken != "" {
 		principal.Insert(ast.InternedTerm("machine_token"), ast.StringTerm(p.MachineToken))
 	}
-	if p.ReservationKey != "" {
-		principal.Insert(ast.InternedTerm("reservation_key"), ast.StringTerm(p.ReservationKey))
+	if a := p.Auth; a != nil {
+		auth := ast.NewObject(ast.Item(ast.InternedTerm("method"), ast.StringTerm(a.Method)))
+		if a.Kind != "" {
+			auth.Insert(ast.InternedTerm("kind"), ast.StringTerm(a.Kind))
+		}
+		if a.IssuedAt != 0 {
+			auth.Insert(ast.InternedTerm("iat"), ast.IntNumberTerm(int(a.IssuedAt)))
+		}
+		if a.ExpiresAt != 0 {
+			auth.Insert(ast.InternedTerm("exp"), ast.IntNumberTerm(int(a.ExpiresAt)))
+		}
+		if a.ID != "" {
+			auth.Insert(ast.InternedTerm("jti"), ast.StringTerm(a.ID))
+		}
+		principal.Insert(ast.InternedTerm("auth"), ast.NewTerm(auth))
 	}
 	obj := ast.NewObject(
 		ast.Item(ast.InternedTerm("principal"), ast.NewTerm(principal)),
@@ -51,7 +64,20 @@ func inputValue(in policies.Input) ast.Value {
 			ast.Item(ast.InternedTerm("scope"), ast.StringTerm(in.List.Scope)),
 		))
 	}
-	return obj
+	for _, doc := range []struct {
+		name string
+		v    map[string]any
+	}{{"stored", in.Stored}, {"proposed", in.Proposed}} {
+		if doc.v == nil {
+			continue
+		}
+		v, err := ast.InterfaceToValue(doc.v)
+		if err != nil {
+			return nil, fmt.Errorf("input.%s: %w", doc.name, err)
+		}
+		obj.Insert(ast.InternedTerm(doc.name), ast.NewTerm(v))
+	}
+	return obj, nil
 }
 
 func tokenRolesInput(userRoles, requested []string) ast.Value {

@@ -12,7 +12,8 @@ import (
 )
 
 // WatchDir polls the policy directory every interval and reloads it when a
-// .rego file is added, removed or changed. Polling needs no extra
+// .rego file or a data file (data.json, data.yaml) is added, removed or
+// changed. Polling needs no extra
 // dependency and copes with editors that replace files. Files are compared
 // by content, read through symlinks: a Kubernetes ConfigMap update swaps a
 // symlink and leaves the files' own links untouched, and a copy that keeps
@@ -20,8 +21,12 @@ import (
 // reload is logged and the old policy stays; the watcher retries on the
 // next change. It returns at once; the watch ends with ctx. Nothing happens
 // for the embedded policy.
+//
+// For a bundle, a file or directory is watched the same way (every file of
+// it counts), and a URL is polled every interval with the served bundle's
+// ETag: an unchanged bundle costs one 304.
 func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
-	if e.dir == "" || interval <= 0 {
+	if (e.dir == "" && e.bundle == nil) || interval <= 0 {
 		return
 	}
 	// Compared with what the last reload read rather than with the files
@@ -38,14 +43,18 @@ func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
 				return
 			case <-t.C:
 			}
+			if e.bundle != nil && e.bundle.url {
+				// reload logs the outcome; a 304 is none.
+				_ = e.reload(ctx, "poll")
+				continue
+			}
 			now := e.snapshot()
 			if maps.Equal(now, last) {
 				continue
 			}
 			last = now
-			if err := e.Reload(ctx); err != nil {
-				e.logger.ErrorContext(ctx, "policy reload failed; keeping the current policy", "dir", e.dir, "err", err)
-			}
+			// reload logs the outcome.
+			_ = e.reload(ctx, "watch")
 		}
 	}()
 }
@@ -55,7 +64,7 @@ func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
 // first: a failing policy never replaces the working one. It returns at
 // once. Nothing happens for the embedded policy.
 func (e *Engine) ReloadOn(ctx context.Context, c <-chan os.Signal) {
-	if e.dir == "" {
+	if e.dir == "" && e.bundle == nil {
 		return
 	}
 	go func() {
@@ -64,11 +73,8 @@ func (e *Engine) ReloadOn(ctx context.Context, c <-chan os.Signal) {
 			case <-ctx.Done():
 				return
 			case <-c:
-				if err := e.Reload(ctx); err != nil {
-					e.logger.ErrorContext(ctx, "policy reload refused; keeping the running policy", "error", err.Error())
-				} else {
-					e.logger.InfoContext(ctx, "policy reloaded", "dir", e.dir)
-				}
+				// reload logs the outcome.
+				_ = e.reload(ctx, "signal")
 			}
 		}
 	}()
@@ -85,21 +91,28 @@ func sums(files ...map[string]string) map[string][sha256.Size]byte {
 	return out
 }
 
-// snapshot hashes the .rego files loadDir would read. The files are small
-// and few, so reading them on every tick costs little.
+// snapshot hashes the .rego and data files loadDir would read. The files
+// are small and few, so reading them on every tick costs little.
 func (e *Engine) snapshot() map[string][sha256.Size]byte {
+	if e.bundle != nil {
+		return bundleSums(e.bundle.location)
+	}
+	return snapshotDir(e.dir)
+}
+
+func snapshotDir(dir string) map[string][sha256.Size]byte {
 	out := map[string][sha256.Size]byte{}
-	_ = filepath.WalkDir(e.dir, func(path string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}
 		if d.IsDir() {
-			if path != e.dir && strings.HasPrefix(d.Name(), ".") {
+			if path != dir && strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".rego") {
+		if !strings.HasSuffix(path, ".rego") && !isDataFile(d.Name()) {
 			return nil
 		}
 		if src, err := os.ReadFile(path); err == nil {
@@ -107,5 +120,16 @@ func (e *Engine) snapshot() map[string][sha256.Size]byte {
 		}
 		return nil
 	})
+	return out
+}
+
+// dataSums hashes the data files of dir, as snapshot does.
+func dataSums(dir string) map[string][sha256.Size]byte {
+	out := map[string][sha256.Size]byte{}
+	for path, sum := range snapshotDir(dir) {
+		if isDataFile(filepath.Base(path)) {
+			out[path] = sum
+		}
+	}
 	return out
 }

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/provgate/provgate/policies"
+	"github.com/provgate/provgate/policies/opa"
+)
+
+// policyCommand runs "provgate policy test|eval": the checks a reload runs
+// and a single decision, with the engine the server uses
+// (docs/policies.md).
+func policyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return usagef("policy: want a subcommand: test or eval")
+	}
+	switch args[0] {
+	case "test":
+		return policyTest(ctx, args[1:], stdout, stderr)
+	case "eval":
+		return policyEval(ctx, args[1:], stdout, stderr)
+	}
+	return usagef("policy: unknown subcommand %q (want test or eval)", args[0])
+}
+
+func newPolicyFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("policy "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// policyTest loads DIR exactly as --policy-dir does at start: compile,
+// check the entry points and the extensions' shape, run the directory's
+// tests (and, for extensions, the embedded suites with them). It prints
+// the outcome and the revision the server would report.
+func policyTest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return usagef("policy test: want a policy directory or bundle (provgate policy test DIR|BUNDLE)")
+	}
+	dir := args[0]
+	fs := newPolicyFlags("test")
+	pubPath := fs.String("public-key", "", "PEM public key the bundle must be signed with (as --policy-bundle-public-key)")
+	asBundle := fs.Bool("bundle", false, "read DIR as an OPA bundle (a .tar.gz file or URL always is)")
+	if err := parseFlags(fs, args[1:], stderr); err != nil {
+		return err
+	}
+	opts := opa.Options{PolicyDir: dir, CacheSize: -1}
+	if *asBundle || *pubPath != "" || isBundle(dir) {
+		opts.PolicyDir, opts.Bundle.Location = "", dir
+		if *pubPath != "" {
+			pem, err := os.ReadFile(*pubPath)
+			if err != nil {
+				return fmt.Errorf("policy test: %w", err)
+			}
+			opts.Bundle.PublicKey = string(pem)
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}}))
+	opts.Logger = logger
+	e, err := opa.New(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("policy test %s: %s", dir, err)
+	}
+	defer e.Close()
+	fmt.Fprintf(stdout, "PASS %s (revision %s)\n", dir, e.Revision())
+	return nil
+}
+
+// policyEval decides one input, as the server would: the embedded policy,
+// --policy-dir or --policy-bundle, with the policy data of --data (the shape of
+// testdata/policy/data.json: roles, tenants, license).
+func policyEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newPolicyFlags("eval")
+	inputPath := fs.String("input", "", "JSON file with the input (or an example file holding it under \"input\")")
+	dir := fs.String("policy-dir", "", "policy directory (extensions or a replacement), as the server's --policy-dir")
+	bundleLoc := fs.String("policy-bundle", "", "OPA bundle (directory, .tar.gz or URL), as the server's --policy-bundle")
+	pubPath := fs.String("policy-bundle-public-key", "", "PEM public key the bundle must be signed with")
+	dataPath := fs.String("data", "", "JSON file with data.provgate (roles, tenants, license); empty data when not given")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if err := required(fs, "input"); err != nil {
+		return err
+	}
+	in, err := readInput(*inputPath)
+	if err != nil {
+		return err
+	}
+	var data policies.Data
+	if *dataPath != "" {
+		raw, err := os.ReadFile(*dataPath)
+		if err != nil {
+			return fmt.Errorf("policy eval: %w", err)
+		}
+		if err := json.Unmarshal(raw, &data); err != nil {
+			return fmt.Errorf("policy eval: %s: %w", *dataPath, err)
+		}
+	}
+	opts := opa.Options{PolicyDir: *dir, CacheSize: -1, Bundle: opa.BundleOptions{Location: *bundleLoc}}
+	if *pubPath != "" {
+		pem, err := os.ReadFile(*pubPath)
+		if err != nil {
+			return fmt.Errorf("policy eval: %w", err)
+		}
+		opts.Bundle.PublicKey = string(pem)
+	}
+	e, err := opa.New(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("policy eval: %s", err)
+	}
+	defer e.Close()
+	if err := e.SetData(ctx, data); err != nil {
+		return fmt.Errorf("policy eval: %s", err)
+	}
+	d, err := e.Decide(ctx, in)
+	if err != nil {
+		return fmt.Errorf("policy eval: %s", err)
+	}
+	out := struct {
+		Revision string            `json:"revision"`
+		Decision policies.Decision `json:"decision"`
+	}{e.Revision(), d}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// readInput reads a policies.Input from path: a bare input, or an example
+// file ({"description", "input", "decision"}) holding it under "input".
+// Unknown fields are refused, so a misspelt field is not silently absent.
+func readInput(path string) (policies.Input, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return policies.Input{}, fmt.Errorf("policy eval: %w", err)
+	}
+	var wrapper struct {
+		Input json.RawMessage `json:"input"`
+	}
+	if json.Unmarshal(raw, &wrapper) == nil && len(wrapper.Input) > 0 {
+		raw = wrapper.Input
+	}
+	var in policies.Input
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&in); err != nil {
+		return policies.Input{}, fmt.Errorf("policy eval: %s: not a policy input: %w", path, err)
+	}
+	return in, nil
+}
+
+// isBundle tells a bundle from a policy directory: a URL, a file (a
+// .tar.gz as opa build writes it), or a directory with a .manifest.
+func isBundle(loc string) bool {
+	if strings.HasPrefix(loc, "http://") || strings.HasPrefix(loc, "https://") {
+		return true
+	}
+	fi, err := os.Stat(loc)
+	if err != nil {
+		return false
+	}
+	if !fi.IsDir() {
+		return true
+	}
+	_, err = os.Stat(filepath.Join(loc, ".manifest"))
+	return err == nil
+}
