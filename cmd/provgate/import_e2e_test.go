@@ -130,3 +130,45 @@ func TestE2EImport(t *testing.T) {
 		}
 	}, licenseArgs(t)...)
 }
+
+// importExtension vetoes creating a user whose name starts with "held-",
+// reading the object the create proposes (input.proposed).
+const importExtension = `package provgate.ext.heldnames
+
+deny contains sprintf("user %s is held", [input.proposed.Name]) if {
+	input.operation == "create"
+	startswith(input.proposed.Name, "held-")
+}
+`
+
+const importExtensionTest = `package provgate.ext.heldnames_test
+
+import data.provgate.ext.heldnames
+
+test_held if {
+	count(heldnames.deny) == 1 with input as {"operation": "create", "proposed": {"Name": "held-1"}}
+	count(heldnames.deny) == 0 with input as {"operation": "create", "proposed": {"Name": "free-1"}}
+}
+`
+
+// TestE2EImportExtension: a policy that reads the proposed object decides
+// each imported object as it decides its single create: an import holding
+// one object it vetoes is refused whole, with the policy's reason.
+func TestE2EImportExtension(t *testing.T) {
+	for _, db := range databases(t) {
+		t.Run(db.Name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeExtFile(t, dir, "heldnames.rego", importExtension)
+			writeExtFile(t, dir, "heldnames_test.rego", importExtensionTest)
+			s := startE2E(t, db, "--policy-dir", dir)
+			refusedWith(t, s.Do("POST", "/users", map[string]any{"Name": "held-1"}, admin()), "user held-1 is held")
+			r := s.Do("POST", "/users/import", []map[string]any{{"Name": "free-1"}, {"Name": "held-2"}}, admin())
+			refusedWith(t, r, "user held-2 is held")
+			if s.Do("GET", "/users/free-1", nil, admin()).Status != 404 {
+				t.Fatal("the allowed object of a refused import was written")
+			}
+			s.Must(201, "POST", "/users/import", []map[string]any{{"Name": "free-2"}, {"Name": "free-3"}}, admin())
+			s.Must(200, "GET", "/users/free-3", nil, admin())
+		})
+	}
+}

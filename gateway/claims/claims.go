@@ -90,7 +90,10 @@ type Result struct {
 	// Proposal says how the request's body shapes the addressed object
 	// after the write (policies.Input.Proposed); PatchRoot is the pointer a
 	// PATCH applies under ("" for the object, "/Meta", "/Params").
-	Proposal  Proposal
+	Proposal Proposal
+	// Items are the objects of an import (POST /<prefix>/import) with the
+	// create claim each needs alone, in body order.
+	Items     []ImportItem
 	PatchRoot string
 }
 
@@ -190,7 +193,10 @@ func (d *deriver) derive() (Result, error) {
 		// Each item needs what creating it alone needs (docs/design.md
 		// §4.9).
 		for _, item := range items {
-			d.add("create", createSpecific(rt.scope, item))
+			spec := createSpecific(rt.scope, item)
+			d.add("create", spec)
+			out.Items = append(out.Items, ImportItem{Body: item,
+				Claim: backend.Claim{Scope: rt.scope, Action: "create", Specific: spec}})
 		}
 	case hJobCreate:
 		m, err := d.jobMachine()
@@ -306,6 +312,12 @@ func (d *deriver) updates(ptrs []string, specific string) {
 		// callers who may not see it.
 		d.add("get", specific)
 	}
+}
+
+// ImportItem is one object of an import and the claim creating it needs.
+type ImportItem struct {
+	Body  json.RawMessage
+	Claim backend.Claim
 }
 
 // MaxImportItems bounds the objects of one import request; each needs its
