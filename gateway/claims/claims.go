@@ -90,11 +90,11 @@ type Result struct {
 	// Proposal says how the request's body shapes the addressed object
 	// after the write (policies.Input.Proposed); PatchRoot is the pointer a
 	// PATCH applies under ("" for the object, "/Meta", "/Params").
-	Proposal Proposal
+	Proposal  Proposal
+	PatchRoot string
 	// Items are the objects of an import (POST /<prefix>/import) with the
 	// create claim each needs alone, in body order.
-	Items     []ImportItem
-	PatchRoot string
+	Items []ImportItem
 }
 
 // Proposal is how a write forms the object it leaves behind.
