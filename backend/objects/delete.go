@@ -77,9 +77,6 @@ func (s *Service) Delete(ctx context.Context, prefix, key string) (backend.Model
 
 func (s *Service) checkDelete(ctx context.Context, m backend.Model) error {
 	prefix, key := m.Prefix(), m.Key()
-	if m.Env().ReadOnly {
-		return readOnly("DELETE", prefix, key)
-	}
 	switch v := m.(type) {
 	case *backend.Machine:
 		if v.Locked {
@@ -130,6 +127,11 @@ func (s *Service) checkDelete(ctx context.Context, m backend.Model) error {
 	}
 	if len(msgs) > 0 {
 		return backend.NewError(backend.ECONFLICT, "StillInUseError", prefix, key, msgs...)
+	}
+	// A built-in object in use reports its users first, as DRP does for
+	// the superuser role ("In use by User rocketskates").
+	if m.Env().ReadOnly {
+		return readOnly("DELETE", prefix, key)
 	}
 	return nil
 }
