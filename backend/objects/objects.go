@@ -74,6 +74,9 @@ type Options struct {
 	// them (docs/design.md §13.4), delivered only if the transaction
 	// commits. Its error aborts the transaction.
 	Notify func(ctx context.Context, evs []backend.Event) error
+	// ViewCacheSize bounds the read cache of View (objects held): 0 means
+	// DefaultViewCacheSize, a negative value turns it off.
+	ViewCacheSize int
 }
 
 // Service is the object service. It is safe for concurrent use.
@@ -92,6 +95,7 @@ type Service struct {
 	retries     int
 	sec         *secureBox
 	schemas     *schemaCache
+	views       *viewCache
 }
 
 // New builds a Service over st.
@@ -110,6 +114,7 @@ func New(st Store, o Options) *Service {
 		jobLogs:     o.JobLogs,
 		retries:     o.MaxRetries,
 		schemas:     newSchemaCache(),
+		views:       newViewCache(st, o.ViewCacheSize),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
