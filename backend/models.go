@@ -270,6 +270,9 @@ type BootEnv struct {
 	RequiredParams []string       `json:"RequiredParams"`
 	OptionalParams []string       `json:"OptionalParams"`
 	OnlyUnknown    bool           `json:"OnlyUnknown"`
+	// Loaders maps a machine arch to the boot loader it uses; stored as
+	// given, always an object.
+	Loaders map[string]string `json:"Loaders"`
 }
 
 func (b *BootEnv) Prefix() string  { return "bootenvs" }
@@ -277,8 +280,22 @@ func (b *BootEnv) Key() string     { return b.Name }
 func (b *BootEnv) SetKey(k string) { b.Name = k }
 func (b *BootEnv) Fill() {
 	b.FillEnvelope()
+	// OS has DRP's OsInfo members, blank when unset, so an object read
+	// and sent back as DRP's model has it (drpcli -r/--ref tests the
+	// whole document against such a copy). Other members are kept.
 	if b.OS == nil {
 		b.OS = map[string]any{}
+	}
+	for _, f := range []string{"Name", "Family", "Codename", "Version", "IsoFile", "IsoSha256", "IsoUrl"} {
+		if b.OS[f] == nil {
+			b.OS[f] = ""
+		}
+	}
+	if b.OS["SupportedArchitectures"] == nil {
+		b.OS["SupportedArchitectures"] = map[string]any{}
+	}
+	if b.Loaders == nil {
+		b.Loaders = map[string]string{}
 	}
 	if b.Templates == nil {
 		b.Templates = []TemplateInfo{}

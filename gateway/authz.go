@@ -133,6 +133,9 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if err := s.decideItems(c, p, res, in); err != nil {
+		return err
+	}
 	a := &access{Result: res, in: in, authz: authz, ip: ip}
 	if d.Visible != nil && d.Visible.Restricted {
 		a.Visible = append([]string{}, d.Visible.Keys...)
@@ -142,6 +145,34 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	}
 	c.Locals(accessKey, a)
 	return c.Next()
+}
+
+// decideItems decides each object of an import as its single create would
+// be decided, when the policy reads the proposed object (input.proposed,
+// docs/design.md §4.9, §9.2): the one decision over every item's create
+// claim cannot show the policy each object. Policies that do not read it
+// decide the same from the claims alone.
+func (s *Server) decideItems(c *fiber.Ctx, p *auth.Principal, res claims.Result, in policies.Input) error {
+	if len(res.Items) == 0 {
+		return nil
+	}
+	if n, ok := s.Policy.(needer); !ok || !n.Needs().Proposed {
+		return nil
+	}
+	one := res
+	one.Proposal, one.Items = claims.ProposeBody, nil
+	for _, item := range res.Items {
+		single := in
+		single.Required = []backend.Claim{item.Claim}
+		single.Proposed = nil
+		if err := s.objectAttributes(userContext(c), one, item.Body, &single); err != nil {
+			return err
+		}
+		if _, err := s.decide(c, p, one, single); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fresh brings cached authorization data up to date (Deps.Fresh).

@@ -56,6 +56,16 @@ func (o recObjects) Get(_ context.Context, prefix, key string) (backend.Model, i
 	o.add("Get", prefix, key, "", "")
 	return fakeModel(prefix, key), 1, nil
 }
+func (o recObjects) View(_ context.Context, prefix, key string) (backend.View, error) {
+	o.add("Get", prefix, key, "", "")
+	m := fakeModel(prefix, key)
+	b, err := json.Marshal(m)
+	return backend.View{Model: m, Rev: 1, ETag: backend.ETag(1, b), JSON: b}, err
+}
+func (o recObjects) CreateMany(_ context.Context, prefix string, items []json.RawMessage) ([]backend.Model, error) {
+	o.add("CreateMany", prefix, "", "", "")
+	return []backend.Model{fakeModel(prefix, "new")}, nil
+}
 func (o recObjects) List(_ context.Context, prefix string, _ backend.Query) ([]backend.Model, int, int, error) {
 	o.add("List", prefix, "", "", "")
 	return nil, 0, 0, nil
@@ -268,7 +278,7 @@ func checkKeys(t *testing.T, method, uri string, body []byte, rec *recorder, dec
 		case c.what == "Get" && c.scope == "params" && res.List:
 			// A list's filter names checked against param definitions.
 			continue
-		case c.what == "List" || c.what == "Create":
+		case c.what == "List" || c.what == "Create" || c.what == "CreateMany":
 			if c.scope != res.Scope || res.Key != "" {
 				t.Fatalf("%s %q: %s of %s, derived %+v", method, uri, c.what, c.scope, res)
 			}

@@ -412,11 +412,24 @@ func (s *Server) handlePluginAttempts(c *fiber.Ctx) error {
 	return c.JSON(out)
 }
 
-// handlePubkey: provgate encrypts secure params server-side, so clients
-// send plain values over TLS; the endpoint exists for DRP clients that ask.
+// PublicKeys is implemented by a params service that accepts secure param
+// values sealed by DRP clients (docs/design.md §3.9).
+type PublicKeys interface {
+	PublicKey(ctx context.Context, prefix, key string) ([]byte, error)
+}
+
+// handlePubkey answers the object's public key as a JSON string (base64),
+// as drpcli reads it before setting a secure param.
 func (s *Server) handlePubkey(c *fiber.Ctx) error {
-	return backend.NewError(backend.ENOTFOUND, "GET", routePrefix(c), routeKey(c),
-		"secure params are encrypted by the server; send the plain value over TLS")
+	pk, ok := s.Params.(PublicKeys)
+	if !ok {
+		return unavailable("secure param public keys")
+	}
+	key, err := pk.PublicKey(userContext(c), routePrefix(c), routeKey(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(key)
 }
 
 // jobs
@@ -503,9 +516,12 @@ func (s *Server) handleBenchPool(c *fiber.Ctx) error {
 	if d, err := url.PathUnescape(key); err == nil {
 		key = d
 	}
-	m, _, err := s.Objects.Get(userContext(c), "pools", key)
+	// The same read as an authorized GET of the pool (the read cache), so
+	// that the benchmark's ratio is the guard's cost alone.
+	v, err := s.Objects.View(userContext(c), "pools", key)
 	if err != nil {
 		return err
 	}
-	return c.JSON(m)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(v.JSON)
 }

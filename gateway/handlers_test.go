@@ -62,6 +62,30 @@ func (o *memObjects) Get(_ context.Context, prefix, key string) (backend.Model, 
 	return m, o.revs[prefix+"/"+key], nil
 }
 
+func (o *memObjects) View(ctx context.Context, prefix, key string) (backend.View, error) {
+	m, rev, err := o.Get(ctx, prefix, key)
+	if err != nil {
+		return backend.View{}, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return backend.View{}, err
+	}
+	return backend.View{Model: m, Rev: rev, ETag: backend.ETag(rev, b), JSON: b}, nil
+}
+
+func (o *memObjects) CreateMany(ctx context.Context, prefix string, items []json.RawMessage) ([]backend.Model, error) {
+	out := []backend.Model{}
+	for _, item := range items {
+		m, err := o.Create(ctx, prefix, item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
 func (o *memObjects) List(_ context.Context, prefix string, _ backend.Query) ([]backend.Model, int, int, error) {
 	var keys []string
 	for id := range o.objs {

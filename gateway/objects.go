@@ -11,13 +11,19 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/claims"
 )
 
 // Objects is the object service behind the DRP CRUD routes.
 type Objects interface {
 	Create(ctx context.Context, prefix string, body []byte) (backend.Model, error)
 	Get(ctx context.Context, prefix, key string) (backend.Model, int64, error)
+	// View is Get encoded, served from a read cache validated by the
+	// object's stored revision; its result is shared and never modified.
+	View(ctx context.Context, prefix, key string) (backend.View, error)
 	List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error)
+	// CreateMany creates every item in one transaction, or none.
+	CreateMany(ctx context.Context, prefix string, items []json.RawMessage) ([]backend.Model, error)
 	Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error)
 	Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error)
 	Delete(ctx context.Context, prefix, key string) (backend.Model, error)
@@ -145,6 +151,30 @@ func (s *Server) handleCreate(c *fiber.Ctx) error {
 	})
 }
 
+// handleImport creates the JSON array of objects in the body at once
+// (POST /<prefix>/import): the guard required one create claim per item,
+// and the object service validates each as a single create and writes all
+// of them or none (docs/design.md §4.9).
+func (s *Server) handleImport(c *fiber.Ctx) error {
+	if err := s.objectsReady(); err != nil {
+		return err
+	}
+	prefix := routePrefix(c)
+	items, err := claims.ImportItems(prefix, c.Body())
+	if err != nil {
+		return err
+	}
+	ms, err := s.Objects.CreateMany(userContext(c), prefix, items)
+	if err != nil {
+		return err
+	}
+	s.afterWrite(c, prefix)
+	for _, m := range ms {
+		backend.Sanitize(m)
+	}
+	return c.Status(fiber.StatusCreated).JSON(ms)
+}
+
 // handleGet serves GET and HEAD of one object, with DRP's long poll:
 // If-None-Match plus Prefer: wait=<dur> answers 304 when nothing changed.
 // A long poll is authorized again when it wakes (reauthorize): a caller
@@ -160,18 +190,18 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 	}
 	ctx := userContext(c)
 	key := routeKey(c)
-	m, rev, err := s.Objects.Get(ctx, k.Prefix, key)
+	v, err := s.Objects.View(ctx, k.Prefix, key)
 	if err != nil {
 		return err
 	}
-	etag := etagOf(m, rev)
+	etag := v.ETag
 	if inm := c.Get(fiber.HeaderIfNoneMatch); inm != "" && inm == etag {
 		wait := preferWait(c.Get("Prefer"))
 		if wait <= 0 {
 			c.Set(fiber.HeaderETag, etag)
 			return c.SendStatus(fiber.StatusNotModified)
 		}
-		changed, err := s.Objects.Wait(ctx, k.Prefix, m.Key(), etag, wait)
+		changed, err := s.Objects.Wait(ctx, k.Prefix, v.Model.Key(), etag, wait)
 		if err != nil {
 			return err
 		}
@@ -182,10 +212,10 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 			c.Set(fiber.HeaderETag, etag)
 			return c.SendStatus(fiber.StatusNotModified)
 		}
-		if m, rev, err = s.Objects.Get(ctx, k.Prefix, m.Key()); err != nil {
+		if v, err = s.Objects.View(ctx, k.Prefix, v.Model.Key()); err != nil {
 			return err
 		}
-		etag = etagOf(m, rev)
+		etag = v.ETag
 	}
 	c.Set(fiber.HeaderETag, etag)
 	if c.Method() == fiber.MethodHead {
@@ -197,6 +227,20 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 	q.Params = splitComma(vals.Get("params"))
 	q.Aggregate = vals.Get("aggregate") == "true"
 	q.Decode = isDecode(c)
+	if len(q.Slim) == 0 && len(q.Params) == 0 && !q.Aggregate && !q.Decode {
+		// No view options: the encoded object as stored (and cached).
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Send(v.JSON)
+	}
+	// View options change the object: shape a copy of its own, of the
+	// revision the ETag names.
+	m, rev, err := s.Objects.Get(ctx, k.Prefix, v.Model.Key())
+	if err != nil {
+		return err
+	}
+	if rev != v.Rev {
+		c.Set(fiber.HeaderETag, etagOf(m, rev))
+	}
 	if err := s.Objects.Shape(ctx, m, q); err != nil {
 		return err
 	}

@@ -36,6 +36,9 @@ func (s *Server) routes() {
 	api.Get("/ws", s.handleWS)
 	api.Post("/system/actions/:cmd", s.handleSystemAction)
 
+	api.Post("/users/import", s.handleImport)
+	api.Post("/roles/import", s.handleImport)
+
 	api.Get("/users/:key/token", s.handleUserToken)
 	api.Put("/users/:key/password", s.handleUserPassword)
 	api.Post("/users/:key/secret", s.handleUserSecret)

@@ -194,3 +194,12 @@ func RequestID(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
 }
+
+// DataPatch is one change to data.provgate, applied with others in one
+// step (opa Engine.PatchData): the value at Path (below data.provgate) is
+// set to Value, or removed when Remove is true.
+type DataPatch struct {
+	Path   []string
+	Value  any
+	Remove bool
+}

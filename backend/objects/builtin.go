@@ -36,15 +36,36 @@ func builtinBootEnvs() []*backend.BootEnv {
 	}
 }
 
+// builtinRoles: the role superuser holds only the superuser claim (the
+// product spec's default role). It is read-only, so no request can empty
+// it and lock every administrator out; a copy changed by an older server
+// is put back on the next start.
+func builtinRoles() []*backend.Role {
+	return []*backend.Role{{Name: "superuser", Description: "every right",
+		Claims: []backend.Claim{{Scope: "*", Action: "*", Specific: "*"}}}}
+}
+
+// builtins are every built-in object.
+func builtins() []backend.Model {
+	var out []backend.Model
+	for _, b := range builtinBootEnvs() {
+		out = append(out, b)
+	}
+	for _, r := range builtinRoles() {
+		out = append(out, r)
+	}
+	return out
+}
+
 // InstallBuiltins stores the built-in objects, or puts them back as they
 // must be when a stored copy differs (an older server let clients create or
-// edit a bootenv of that name). It is idempotent and safe for several
-// replicas starting together.
+// edit a bootenv of that name, or change the superuser role). It is
+// idempotent and safe for several replicas starting together.
 func (s *CRUD) InstallBuiltins(ctx context.Context) error {
-	for _, b := range builtinBootEnvs() {
+	for _, b := range builtins() {
 		b.Fill()
-		b.ReadOnly = true
-		b.SetValid(nil)
+		b.Env().ReadOnly = true
+		b.Env().SetValid(nil)
 		data, err := encode(b)
 		if err != nil {
 			return err

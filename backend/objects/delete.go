@@ -77,9 +77,6 @@ func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, e
 
 func (s *core) checkDelete(ctx context.Context, m backend.Model) error {
 	prefix, key := m.Prefix(), m.Key()
-	if m.Env().ReadOnly {
-		return readOnly(backend.DeleteOp, prefix, key)
-	}
 	switch v := m.(type) {
 	case *backend.Machine:
 		if v.Locked {
@@ -130,6 +127,11 @@ func (s *core) checkDelete(ctx context.Context, m backend.Model) error {
 	}
 	if len(msgs) > 0 {
 		return backend.NewError(backend.ECONFLICT, "StillInUseError", prefix, key, msgs...)
+	}
+	// A built-in object in use reports its users first, as DRP does for
+	// the superuser role ("In use by User rocketskates").
+	if m.Env().ReadOnly {
+		return readOnly(backend.DeleteOp, prefix, key)
 	}
 	return nil
 }

@@ -71,6 +71,9 @@ type Options struct {
 	// them (docs/design.md §13.4), delivered only if the transaction
 	// commits. Its error aborts the transaction.
 	Notify func(ctx context.Context, evs []backend.Event) error
+	// ViewCacheSize bounds the read cache of View (objects held): 0 means
+	// DefaultViewCacheSize, a negative value turns it off.
+	ViewCacheSize int
 }
 
 // Service is the object service, in four parts over one store and one
@@ -126,6 +129,7 @@ type core struct {
 	retries     int
 	sec         *secureBox
 	schemas     *schemaCache
+	views       *viewCache
 }
 
 // New builds a Service over st.
@@ -156,6 +160,7 @@ func newCore(st Store, o Options) *core {
 		jobLogs:     o.JobLogs,
 		retries:     o.MaxRetries,
 		schemas:     newSchemaCache(),
+		views:       newViewCache(st, o.ViewCacheSize),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -124,7 +124,15 @@ func (s *core) prepareParams(ctx context.Context, m, old backend.Model, c *check
 				return backend.NewError(backend.EUNAVAILABLE, "ValidationError", "params", name,
 					"Secure params are not configured on this server")
 			}
-			if _, ok := asSecureData(v); ok {
+			if bv, ok := asBoxed(v); ok {
+				// Sealed by a DRP client with this object's public key.
+				opened, err := s.sec.openBoxed(m.Prefix(), m.Key(), bv)
+				if err != nil {
+					c.bad("Invalid secure value for param %s: it was not sealed with this object's public key (GET .../pubkey)", name)
+					continue
+				}
+				v, plain = opened, opened
+			} else if _, ok := asSecureData(v); ok {
 				c.bad("Invalid secure value for param %s: encrypted with another key; send the clear value", name)
 				continue
 			}

@@ -376,3 +376,42 @@ func TestJobMachineImmutable(t *testing.T) {
 		}
 	})
 }
+
+// TestBuiltinSuperuserRole: the superuser role holds exactly the superuser
+// claim and is read-only, so no request can empty it (which would lock
+// every administrator out); a copy an older server let a client change is
+// put back at start-up.
+func TestBuiltinSuperuserRole(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		// An older server let the superuser role lose its claim.
+		mustCreate(t, e, "roles", `{"Name":"superuser","Claims":[{"scope":"machines","action":"get","specific":"*"}]}`)
+		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m, rev, err := e.svc.Objects.Get(ctx, "roles", "superuser")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := m.(*backend.Role)
+		if !r.ReadOnly || !r.Available || len(r.Claims) != 1 || r.Claims[0] != (backend.Claim{Scope: "*", Action: "*", Specific: "*"}) {
+			t.Fatalf("superuser role %+v", r)
+		}
+		_, err = e.svc.Objects.Patch(ctx, "roles", "superuser", []byte(`[{"op":"replace","path":"/Claims","value":[]}]`), false)
+		wantErr(t, err, backend.EBADREQUEST, "PATCH", "readonly: superuser")
+		_, err = e.svc.Objects.Put(ctx, "roles", "superuser", []byte(`{"Name":"superuser","Claims":[]}`))
+		wantErr(t, err, backend.EBADREQUEST, "PUT", "readonly: superuser")
+		_, err = e.svc.Objects.Delete(ctx, "roles", "superuser")
+		wantErr(t, err, backend.EBADREQUEST, "DELETE", "readonly: superuser")
+		// In use, the users are reported first (DRP's answer).
+		mustCreate(t, e, "users", `{"Name":"root","Roles":["superuser"]}`)
+		_, err = e.svc.Objects.Delete(ctx, "roles", "superuser")
+		wantErr(t, err, backend.ECONFLICT, "StillInUseError", "In use by User root")
+		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, now, _ := e.svc.Objects.Get(ctx, "roles", "superuser"); now != rev {
+			t.Fatalf("installing again rewrote the role (rev %d to %d)", rev, now)
+		}
+	})
+}

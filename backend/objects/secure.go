@@ -28,6 +28,7 @@ import (
 // the param name alone) is only read by MigrateSecureParams, which re-seals
 // it at start-up; a client sending it later is refused.
 type secureBox struct {
+	master   []byte // the secure params key; transport keys derive from it
 	aead     cipher.AEAD
 	keyID    string // Key of object-bound seals
 	legacyID string // Key of the first, name-only seals
@@ -47,7 +48,7 @@ func newSecureBox(key []byte) (*secureBox, error) {
 	}
 	sum := sha256.Sum256(append([]byte("provgate secure params key id\x00"), key...))
 	id := base64.RawURLEncoding.EncodeToString(sum[:9])
-	return &secureBox{aead: aead, keyID: "v2." + id, legacyID: id}, nil
+	return &secureBox{master: bytes.Clone(key), aead: aead, keyID: "v2." + id, legacyID: id}, nil
 }
 
 // binding names the one place a sealed value may be opened.

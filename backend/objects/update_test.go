@@ -2,6 +2,7 @@ package objects
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/provgate/provgate/backend"
@@ -264,4 +265,80 @@ func TestConcurrentPatchesRetry(t *testing.T) {
 			t.Fatalf("got %d params, %d failures (%v)", len(params), failed, err)
 		}
 	}, func(o *Options) { o.MaxRetries = 20 })
+}
+
+// TestPatchWholeDocumentTest: drpcli's -r/--ref update sends one test of the
+// whole document against the reference object decoded into DRP's model,
+// which always carries "Secret":"". That test passes on an unchanged user
+// or machine and keeps the stored Secret; a stale reference still fails,
+// and the Secret itself stays untestable.
+func TestPatchWholeDocumentTest(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		mustCreate(t, e, "users", `{"Name":"sam","Password":"pw"}`)
+		m := mustCreate(t, e, "machines", drpcliMachine("pm1")).(*backend.Machine)
+		for _, c := range []struct{ prefix, key string }{{"users", "sam"}, {"machines", m.Uuid}} {
+			t.Run(c.prefix, func(t *testing.T) {
+				secret := rawRecord(t, e, c.prefix, c.key)["Secret"]
+				cur, _, err := e.svc.Objects.Get(ctx, c.prefix, c.key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ref map[string]any
+				if err := json.Unmarshal([]byte(toJSON(t, cur)), &ref); err != nil {
+					t.Fatal(err)
+				}
+				ref["Secret"] = ""
+				patch := func(ref map[string]any, desc string) error {
+					_, err := e.svc.Objects.Patch(ctx, c.prefix, c.key, []byte(toJSON(t, []map[string]any{
+						{"op": "test", "path": "", "from": "", "value": ref},
+						{"op": "replace", "path": "/Description", "from": "", "value": desc},
+					})), false)
+					return err
+				}
+				if err := patch(ref, "paranoid"); err != nil {
+					t.Fatalf("whole-document test with the reference: %v", err)
+				}
+				raw := rawRecord(t, e, c.prefix, c.key)
+				if raw["Description"] != "paranoid" || raw["Secret"] != secret {
+					t.Fatalf("after patch: Description %v, Secret kept %v", raw["Description"], raw["Secret"] == secret)
+				}
+				// The reference is now stale (Description changed).
+				wantErr(t, patch(ref, "again"), backend.ECONFLICT, "PATCH", "Test op failed")
+				// The stored Secret is not what the test compares against.
+				ref["Description"], ref["Secret"] = "paranoid", secret
+				wantErr(t, patch(ref, "again"), backend.ECONFLICT, "PATCH", "Test op failed")
+			})
+		}
+	})
+}
+
+// TestBootEnvDRPShape: a bootenv reads with every member of DRP's BootEnv
+// and OsInfo (blank when unset, given values kept), so drpcli's -r/--ref
+// whole-document test, made from DRP's model, matches it.
+func TestBootEnvDRPShape(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		mustCreate(t, e, "bootenvs", `{"Name":"be1","OS":{"Name":"centos-8","Extra":"kept"}}`)
+		got, _, err := e.svc.Objects.Get(ctx, "bootenvs", "be1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(toJSON(t, got)), &m); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"Name": "centos-8", "Extra": "kept", "Family": "", "Codename": "", "Version": "",
+			"IsoFile": "", "IsoSha256": "", "IsoUrl": "", "SupportedArchitectures": map[string]any{}}
+		if toJSON(t, m["OS"]) != toJSON(t, want) || toJSON(t, m["Loaders"]) != "{}" {
+			t.Fatalf("OS %v Loaders %v", m["OS"], m["Loaders"])
+		}
+		patch := toJSON(t, []map[string]any{
+			{"op": "test", "path": "", "from": "", "value": m},
+			{"op": "replace", "path": "/Description", "from": "", "value": "paranoid"},
+		})
+		if _, err := e.svc.Objects.Patch(ctx, "bootenvs", "be1", []byte(patch), false); err != nil {
+			t.Fatalf("whole-document test: %v", err)
+		}
+	})
 }

@@ -54,7 +54,7 @@ func (s *core) prepare(ctx context.Context, m, old backend.Model) error {
 	case *backend.Role:
 		checkRole(v, c)
 	case *backend.Tenant:
-		if err := s.checkTenant(ctx, v, c); err != nil {
+		if err := s.checkTenant(ctx, v, old, c); err != nil {
 			return err
 		}
 	case *backend.Machine:
@@ -224,7 +224,7 @@ func anyScopeHas(action string) bool {
 	return false
 }
 
-func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, c *check) error {
+func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, old backend.Model, c *check) error {
 	nameRule(c, t.Name, backend.ValidName)
 	keys := make([]string, 0, len(t.Members))
 	for k := range t.Members {
@@ -239,9 +239,23 @@ func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, c *check) err
 			t.Members[k] = []string{}
 		}
 	}
-	tenants, err := s.listAll(ctx, "tenants", backend.Query{})
-	if err != nil {
-		return err
+	// Only users this write adds can be in another tenant: those the
+	// stored version held passed this check when they were added. A write
+	// that adds none reads no other tenant, so its cost does not grow with
+	// the number of tenants (docs/design.md §14.4).
+	var held []string
+	if o, ok := old.(*backend.Tenant); ok {
+		held = o.Users
+	}
+	var tenants []backend.Model
+	for _, u := range t.Users {
+		if !contains(held, u) && !strings.HasPrefix(u, "auth-groups:") {
+			var err error
+			if tenants, err = s.listAll(ctx, "tenants", backend.Query{}); err != nil {
+				return err
+			}
+			break
+		}
 	}
 	for _, u := range t.Users {
 		if strings.HasPrefix(u, "auth-groups:") {

@@ -48,6 +48,10 @@ func (s *Store) migrate(ctx context.Context) error {
 	add(`CREATE TABLE IF NOT EXISTS revision (id integer PRIMARY KEY, value bigint NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS revision (id INTEGER PRIMARY KEY, value INTEGER NOT NULL)`)
 	stmts = append(stmts, `INSERT INTO revision (id, value) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`)
+	// The change log: which user, role, tenant or setting each revision
+	// wrote (store.go bumpRevision).
+	add(`CREATE TABLE IF NOT EXISTS revision_changes (rev bigint PRIMARY KEY, prefix text NOT NULL, "key" text COLLATE "C" NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS revision_changes (rev INTEGER PRIMARY KEY, prefix TEXT NOT NULL, "key" TEXT NOT NULL)`)
 	add(`CREATE TABLE IF NOT EXISTS job_logs (id bigserial PRIMARY KEY, job text NOT NULL, chunk bytea NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS job_logs (id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, chunk BLOB NOT NULL)`)
 	stmts = append(stmts, `CREATE INDEX IF NOT EXISTS ix_job_logs_job ON job_logs (job, id)`)
@@ -113,7 +117,7 @@ func (s *Store) migrate(ctx context.Context) error {
 				return fmt.Errorf("%w (in %.60s...)", err, st)
 			}
 		}
-		return nil
+		return s.migrateRevCounter(tx)
 	})
 	if err != nil {
 		return fmt.Errorf("store: migrating the %s schema: %w", s.dialect, err)
@@ -168,4 +172,41 @@ func (s *Store) textField(f string) string {
 		return `((data->>'` + fieldName(f) + `') COLLATE "C")`
 	}
 	return s.rawText(f)
+}
+
+// migrateRevCounter creates the counter object revisions come from
+// (store.go nextRev) when it is missing, starting above every revision
+// already stored so that no object sees one of its old revisions again.
+func (s *Store) migrateRevCounter(tx *gorm.DB) error {
+	var exists int64
+	check := `SELECT COUNT(*) FROM obj_rev WHERE id = 1`
+	if s.pg() {
+		check = `SELECT COUNT(*) FROM pg_class WHERE relname = 'obj_rev_seq' AND relkind = 'S' AND relnamespace = current_schema()::regnamespace`
+	} else if err := tx.Exec(`CREATE TABLE IF NOT EXISTS obj_rev (id INTEGER PRIMARY KEY, value INTEGER NOT NULL)`).Error; err != nil {
+		return err
+	}
+	if err := tx.Raw(check).Scan(&exists).Error; err != nil {
+		return fmt.Errorf("%w (checking the object revision counter)", err)
+	}
+	if exists > 0 {
+		return nil
+	}
+	var maxes []string
+	for _, prefix := range backend.KindPrefixes() {
+		maxes = append(maxes, `SELECT MAX(rev) AS m FROM `+tableName(prefix))
+	}
+	var start int64
+	if err := tx.Raw(`SELECT COALESCE(MAX(m), 0) FROM (` + strings.Join(maxes, ` UNION ALL `) + `) revs`).Scan(&start).Error; err != nil {
+		return fmt.Errorf("%w (reading stored revisions)", err)
+	}
+	if s.pg() {
+		if err := tx.Exec(`CREATE SEQUENCE obj_rev_seq`).Error; err != nil {
+			return err
+		}
+		if start > 0 {
+			return tx.Exec(`SELECT setval('obj_rev_seq', ?)`, start).Error
+		}
+		return nil
+	}
+	return tx.Exec(`INSERT INTO obj_rev (id, value) VALUES (1, ?)`, start).Error
 }

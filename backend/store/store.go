@@ -15,9 +15,12 @@ package store
 
 import (
 	"context"
+	stdsql "database/sql"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"gorm.io/gorm"
 
@@ -44,6 +47,10 @@ type Store struct {
 	// dsn and channel serve LISTEN/NOTIFY on PostgreSQL (notify.go).
 	dsn     string
 	channel string
+	// revStmts holds Rev's prepared statement per kind (*sql.Stmt).
+	revStmts sync.Map
+	hookMu   sync.RWMutex
+	onWrite  []func(prefix, key string)
 }
 
 const (
@@ -112,6 +119,51 @@ type txKey struct{}
 type txState struct {
 	owner *Store
 	db    *gorm.DB
+	// written are the objects the transaction wrote, told to onWrite
+	// once it commits.
+	written []objectRef
+}
+
+type objectRef struct{ prefix, key string }
+
+// OnCommittedWrite adds fn to run after every committed create, update or
+// delete of an object made through this Store (after the commit of the
+// transaction it ran in). On SQLite, where only this process writes the
+// file, that is every change (the read cache relies on it, docs/design.md
+// §14.6); on PostgreSQL other replicas write too.
+func (s *Store) OnCommittedWrite(fn func(prefix, key string)) {
+	s.hookMu.Lock()
+	defer s.hookMu.Unlock()
+	s.onWrite = append(s.onWrite[:len(s.onWrite):len(s.onWrite)], fn)
+}
+
+func (s *Store) hooks() []func(prefix, key string) {
+	s.hookMu.RLock()
+	defer s.hookMu.RUnlock()
+	return s.onWrite
+}
+
+func (s *Store) tell(prefix, key string) {
+	for _, fn := range s.hooks() {
+		fn(prefix, key)
+	}
+}
+
+// SoleWriter says whether every write to the database goes through this
+// process (SQLite), so that OnCommittedWrite sees them all.
+func (s *Store) SoleWriter() bool { return !s.pg() }
+
+// wrote records a successful object write: at once outside a transaction,
+// at commit inside one.
+func (s *Store) wrote(ctx context.Context, prefix, key string) {
+	if len(s.hooks()) == 0 {
+		return
+	}
+	if st := s.txFrom(ctx); st != nil {
+		st.written = append(st.written, objectRef{prefix, key})
+		return
+	}
+	s.tell(prefix, key)
 }
 
 func (s *Store) txFrom(ctx context.Context) *txState {
@@ -139,11 +191,16 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) er
 		return fn(ctx)
 	}
 	var fnErr error
+	st := &txState{owner: s}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		fnErr = fn(context.WithValue(ctx, txKey{}, &txState{owner: s, db: tx}))
+		st.db = tx
+		fnErr = fn(context.WithValue(ctx, txKey{}, st))
 		return fnErr
 	})
 	if err == nil {
+		for _, w := range st.written {
+			s.tell(w.prefix, w.key)
+		}
 		return nil
 	}
 	if fnErr != nil {
@@ -166,18 +223,67 @@ func bumpsRevision(prefix string) bool {
 	return prefix == "users" || prefix == "roles" || prefix == "tenants"
 }
 
-func (s *Store) bumpRevision(ctx context.Context) error {
-	if err := s.conn(ctx).Exec(`UPDATE revision SET value = value + 1 WHERE id = 1`).Error; err != nil {
+// ChangeLogKeep is how many change log entries the store keeps: a
+// replica further behind than that reloads everything.
+const ChangeLogKeep = 10000
+
+// bumpRevision moves the revision and logs what moved it, prefix/key, in
+// the caller's transaction (docs/design.md §14.4). The revision row's lock
+// orders the writers, so revisions are committed in order and without gaps.
+func (s *Store) bumpRevision(ctx context.Context, prefix, key string) error {
+	var rev int64
+	rows, err := s.conn(ctx).Raw(`UPDATE revision SET value = value + 1 WHERE id = 1 RETURNING value`).Rows()
+	if err != nil {
 		return s.dbErr(backend.ReplaceOp, "revision", "", err)
+	}
+	if rows.Next() {
+		err = rows.Scan(&rev)
+	}
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return s.dbErr(backend.ReplaceOp, "revision", "", err)
+	}
+	if err := s.conn(ctx).Exec(`INSERT INTO revision_changes (rev, prefix, "key") VALUES (?, ?, ?)`, rev, prefix, key).Error; err != nil {
+		return s.dbErr(backend.ReplaceOp, "revision", "", err)
+	}
+	if rev%100 == 0 {
+		if err := s.conn(ctx).Exec(`DELETE FROM revision_changes WHERE rev <= ?`, rev-ChangeLogKeep).Error; err != nil {
+			return s.dbErr(backend.ReplaceOp, "revision", "", err)
+		}
 	}
 	// Other replicas reload at once, not only on their next request
 	// (docs/design.md §14.4): event streams have no next request.
 	return s.Notify(ctx, backend.RevisionNotice)
 }
 
+// Changes returns the change log entries with after < Rev <= upto, oldest
+// first. Entries older than the last ChangeLogKeep revisions are gone: a
+// caller that gets fewer than upto-after entries reloads everything.
+func (s *Store) Changes(ctx context.Context, after, upto int64) ([]backend.Change, error) {
+	rows, err := s.conn(ctx).Raw(`SELECT rev, prefix, "key" FROM revision_changes WHERE rev > ? AND rev <= ? ORDER BY rev`, after, upto).Rows()
+	if err != nil {
+		return nil, s.dbErr(backend.ReadOp, "revision", "", err)
+	}
+	defer rows.Close()
+	var out []backend.Change
+	for rows.Next() {
+		var c backend.Change
+		if err := rows.Scan(&c.Rev, &c.Prefix, &c.Key); err != nil {
+			return nil, s.dbErr(backend.ReadOp, "revision", "", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr(backend.ReadOp, "revision", "", err)
+	}
+	return out, nil
+}
+
 // write runs fn in a transaction that also bumps the revision counter when
 // prefix requires it; other kinds run fn directly.
-func (s *Store) write(ctx context.Context, prefix string, fn func(ctx context.Context) error) error {
+func (s *Store) write(ctx context.Context, prefix, key string, fn func(ctx context.Context) error) error {
 	if !bumpsRevision(prefix) {
 		return fn(ctx)
 	}
@@ -185,7 +291,7 @@ func (s *Store) write(ctx context.Context, prefix string, fn func(ctx context.Co
 		if err := fn(ctx); err != nil {
 			return err
 		}
-		return s.bumpRevision(ctx)
+		return s.bumpRevision(ctx, prefix, key)
 	})
 }
 
@@ -283,13 +389,20 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 	// ON CONFLICT DO NOTHING covers the primary key and every unique index
 	// without raising an error, which on PostgreSQL would abort a caller's
 	// surrounding transaction.
-	sql := `INSERT INTO ` + tableName(prefix) + ` ("key", rev, data) VALUES (?, 1, ` + s.jsonParam() + `) ON CONFLICT DO NOTHING`
-	err := s.write(ctx, prefix, func(ctx context.Context) error {
-		res := s.conn(ctx).Exec(sql, key, string(data))
-		if res.Error != nil {
-			return s.dbErr(backend.CreateOp, prefix, key, res.Error)
+	var rev int64
+	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
+		expr, revArgs, err := s.nextRev(ctx)
+		if err != nil {
+			return s.dbErr(backend.CreateOp, prefix, key, err)
 		}
-		if res.RowsAffected == 0 {
+		sql := `INSERT INTO ` + tableName(prefix) + ` ("key", rev, data) VALUES (?, ` + expr + `, ` + s.jsonParam() +
+			`) ON CONFLICT DO NOTHING RETURNING rev`
+		args := append(append([]any{key}, revArgs...), string(data))
+		found, err := s.scanRev(s.conn(ctx), sql, args, &rev)
+		if err != nil {
+			return s.dbErr(backend.CreateOp, prefix, key, err)
+		}
+		if !found {
 			return backend.OpError(backend.ECONFLICT, backend.CreateOp, prefix, key, "already exists")
 		}
 		return nil
@@ -297,7 +410,104 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 	if err != nil {
 		return Record{}, err
 	}
-	return Record{Key: key, Rev: 1, Data: append([]byte(nil), data...)}, nil
+	s.wrote(ctx, prefix, key)
+	return Record{Key: key, Rev: rev, Data: append([]byte(nil), data...)}, nil
+}
+
+// nextRev is the SQL expression of a new object revision and its
+// arguments. Revisions come from one counter for every object of every
+// kind, so a revision names one version of one object for good: an object
+// deleted and created again never repeats a revision it had, and a cache
+// keyed by revision is never fooled (docs/design.md §14.6). PostgreSQL uses
+// a sequence, which orders no writers; SQLite, whose writers are serialized
+// anyway, a counter row.
+func (s *Store) nextRev(ctx context.Context) (string, []any, error) {
+	if s.pg() {
+		return `nextval('obj_rev_seq')`, nil, nil
+	}
+	var v int64
+	found, err := s.scanRev(s.conn(ctx), `UPDATE obj_rev SET value = value + 1 WHERE id = 1 RETURNING value`, nil, &v)
+	if err == nil && !found {
+		err = errors.New("object revision counter is missing")
+	}
+	return `?`, []any{v}, err
+}
+
+// scanRev runs a statement returning at most one integer into v.
+func (s *Store) scanRev(db *gorm.DB, sql string, args []any, v *int64) (bool, error) {
+	rows, err := db.Raw(sql, args...).Rows()
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	found := false
+	if rows.Next() {
+		found = true
+		if err := rows.Scan(v); err != nil {
+			return false, err
+		}
+	}
+	return found, rows.Err()
+}
+
+// Rev reads the revision of one object by native key (ENOTFOUND when
+// absent): one primary-key lookup, which is how a cache of decoded objects
+// knows its copy is current. Outside a transaction it runs as a statement
+// prepared once per kind, since it runs on every cached read.
+func (s *Store) Rev(ctx context.Context, prefix, key string) (int64, error) {
+	if _, err := s.kind(prefix); err != nil {
+		return 0, err
+	}
+	if strings.IndexByte(key, 0) >= 0 {
+		return 0, backend.NotFound(backend.ReadOp, prefix, key)
+	}
+	sql := `SELECT rev FROM ` + tableName(prefix) + ` WHERE "key" = ?`
+	var rev int64
+	if s.txFrom(ctx) == nil {
+		stmt, err := s.revStmt(ctx, prefix, sql)
+		if err != nil {
+			return 0, s.dbErr(backend.ReadOp, prefix, key, err)
+		}
+		err = stmt.QueryRowContext(ctx, key).Scan(&rev)
+		if errors.Is(err, stdsql.ErrNoRows) {
+			return 0, backend.NotFound(backend.ReadOp, prefix, key)
+		}
+		if err != nil {
+			return 0, s.dbErr(backend.ReadOp, prefix, key, err)
+		}
+		return rev, nil
+	}
+	found, err := s.scanRev(s.conn(ctx), sql, []any{key}, &rev)
+	if err != nil {
+		return 0, s.dbErr(backend.ReadOp, prefix, key, err)
+	}
+	if !found {
+		return 0, backend.NotFound(backend.ReadOp, prefix, key)
+	}
+	return rev, nil
+}
+
+// revStmt is the prepared revision lookup of prefix's table.
+func (s *Store) revStmt(ctx context.Context, prefix, query string) (*stdsql.Stmt, error) {
+	if st, ok := s.revStmts.Load(prefix); ok {
+		return st.(*stdsql.Stmt), nil
+	}
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return nil, err
+	}
+	if s.pg() {
+		query = `SELECT rev FROM ` + tableName(prefix) + ` WHERE "key" = $1`
+	}
+	st, err := sqlDB.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.revStmts.LoadOrStore(prefix, st); loaded {
+		_ = st.Close()
+		return prev.(*stdsql.Stmt), nil
+	}
+	return st, nil
 }
 
 func (s *Store) jsonParam() string {
@@ -316,29 +526,24 @@ func (s *Store) Update(ctx context.Context, prefix, key string, rev int64, data 
 	if err := checkJSON(backend.ReplaceOp, prefix, key, data); err != nil {
 		return Record{}, err
 	}
-	sql := `UPDATE ` + tableName(prefix) + ` SET data = ` + s.jsonParam() + `, rev = rev + 1 WHERE "key" = ?`
-	args := []any{string(data), key}
-	if rev > 0 {
-		sql += ` AND rev = ?`
-		args = append(args, rev)
-	}
-	sql += ` RETURNING rev`
 	var newRev int64
-	err := s.write(ctx, prefix, func(ctx context.Context) error {
+	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
+		expr, revArgs, err := s.nextRev(ctx)
+		if err != nil {
+			return s.dbErr(backend.ReplaceOp, prefix, key, err)
+		}
+		sql := `UPDATE ` + tableName(prefix) + ` SET data = ` + s.jsonParam() + `, rev = ` + expr + ` WHERE "key" = ?`
+		args := append(append([]any{string(data)}, revArgs...), key)
+		if rev > 0 {
+			sql += ` AND rev = ?`
+			args = append(args, rev)
+		}
+		sql += ` RETURNING rev`
 		found := false
-		err := s.guarded(ctx, func(db *gorm.DB) error {
-			rows, err := db.Raw(sql, args...).Rows()
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			if rows.Next() {
-				found = true
-				if err := rows.Scan(&newRev); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
+		err = s.guarded(ctx, func(db *gorm.DB) error {
+			var err error
+			found, err = s.scanRev(db, sql, args, &newRev)
+			return err
 		})
 		if err != nil {
 			return s.dbErr(backend.ReplaceOp, prefix, key, err)
@@ -356,6 +561,7 @@ func (s *Store) Update(ctx context.Context, prefix, key string, rev int64, data 
 	if err != nil {
 		return Record{}, err
 	}
+	s.wrote(ctx, prefix, key)
 	return Record{Key: key, Rev: newRev, Data: append([]byte(nil), data...)}, nil
 }
 
@@ -386,7 +592,7 @@ func (s *Store) Delete(ctx context.Context, prefix, key string) (Record, error) 
 		return Record{}, err
 	}
 	var rec Record
-	err := s.write(ctx, prefix, func(ctx context.Context) error {
+	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
 		recs, err := s.scanRecords(s.conn(ctx).Raw(`DELETE FROM `+tableName(prefix)+` WHERE "key" = ? RETURNING "key", rev, data`, key), prefix)
 		if err != nil {
 			return err
@@ -397,6 +603,9 @@ func (s *Store) Delete(ctx context.Context, prefix, key string) (Record, error) 
 		rec = recs[0]
 		return nil
 	})
+	if err == nil {
+		s.wrote(ctx, prefix, key)
+	}
 	return rec, err
 }
 
@@ -427,7 +636,7 @@ func (s *Store) SetSetting(ctx context.Context, name, value string) error {
 		if err != nil {
 			return s.dbErr(backend.ReplaceOp, "settings", name, err)
 		}
-		return s.bumpRevision(ctx)
+		return s.bumpRevision(ctx, backend.PrefixSettings, name)
 	})
 }
 
@@ -449,7 +658,7 @@ func (s *Store) EnsureSetting(ctx context.Context, name string, mk func() string
 		if err != nil {
 			return s.dbErr(backend.ReplaceOp, "settings", name, err)
 		}
-		return s.bumpRevision(ctx)
+		return s.bumpRevision(ctx, backend.PrefixSettings, name)
 	})
 	if err != nil {
 		return "", err

@@ -56,6 +56,7 @@ func TestCRUD(t *testing.T) {
 		if err != nil || g.Rev != 1 {
 			t.Fatalf("get: %+v %v", g, err)
 		}
+		var lastRev int64
 		var back map[string]any
 		if err := json.Unmarshal(g.Data, &back); err != nil || back["Name"] != "m1" {
 			t.Fatalf("get data: %s %v", g.Data, err)
@@ -109,20 +110,24 @@ func TestCRUD(t *testing.T) {
 		})
 
 		t.Run("revisions", func(t *testing.T) {
+			// Each write gives a new revision, never used before by any
+			// object (one counter for all).
 			u, err := s.Update(ctx, "machines", "u1", 1, mustJSON(t, map[string]any{"Uuid": "u1", "Name": "m1", "Pool": "lab"}))
-			if err != nil || u.Rev != 2 {
+			if err != nil || u.Rev <= 1 {
 				t.Fatalf("update: %+v %v", u, err)
 			}
 			_, err = s.Update(ctx, "machines", "u1", 1, mustJSON(t, map[string]any{"Uuid": "u1", "Name": "m1"}))
 			if e := wantCode(t, err, backend.ECONFLICT); e.Key != "u1" {
 				t.Fatalf("stale = %+v", e)
 			}
+			prev := u.Rev
 			u, err = s.Update(ctx, "machines", "u1", 0, mustJSON(t, map[string]any{"Uuid": "u1", "Name": "m1", "Pool": "x"}))
-			if err != nil || u.Rev != 3 {
+			if err != nil || u.Rev <= prev {
 				t.Fatalf("unconditional update: %+v %v", u, err)
 			}
+			lastRev = u.Rev
 			g, _ := s.Get(ctx, "machines", "u1")
-			if g.Rev != 3 || !strings.Contains(string(g.Data), `"x"`) {
+			if g.Rev != lastRev || !strings.Contains(string(g.Data), `"x"`) {
 				t.Fatalf("after update: %+v", g)
 			}
 			// A unique value taken by another object.
@@ -137,13 +142,26 @@ func TestCRUD(t *testing.T) {
 
 		t.Run("delete", func(t *testing.T) {
 			d, err := s.Delete(ctx, "machines", "u1")
-			if err != nil || d.Key != "u1" || d.Rev != 3 || !strings.Contains(string(d.Data), `"m1"`) {
+			if err != nil || d.Key != "u1" || d.Rev != lastRev || !strings.Contains(string(d.Data), `"m1"`) {
 				t.Fatalf("delete: %+v %v", d, err)
 			}
 			_, err = s.Get(ctx, "machines", "u1")
 			wantCode(t, err, backend.ENOTFOUND)
 			// The unique value is free again.
 			if _, err := s.Create(ctx, "machines", "u9", mustJSON(t, map[string]any{"Uuid": "u9", "Name": "m1"})); err != nil {
+				t.Fatal(err)
+			}
+			// Created again, an object starts from a revision it never had.
+			again, err := s.Create(ctx, "machines", "u1", mustJSON(t, map[string]any{"Uuid": "u1"}))
+			if err != nil || again.Rev <= lastRev {
+				t.Fatalf("created again: %+v %v, last revision %d", again, err, lastRev)
+			}
+			if r, err := s.Rev(ctx, "machines", "u1"); err != nil || r != again.Rev {
+				t.Fatalf("Rev = %d %v, want %d", r, err, again.Rev)
+			}
+			_, err = s.Rev(ctx, "machines", "nosuch")
+			wantCode(t, err, backend.ENOTFOUND)
+			if _, err := s.Delete(ctx, "machines", "u1"); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -552,6 +570,7 @@ func TestSettingsAndRevision(t *testing.T) {
 				return fmt.Errorf("want conflict, got %v", err)
 			}, false},
 		}
+		wantLog := []backend.Change{{Prefix: "settings", Key: "license"}, {Prefix: "settings", Key: "license"}}
 		for _, st := range steps {
 			before := rev()
 			if err := st.do(); err != nil {
@@ -560,6 +579,39 @@ func TestSettingsAndRevision(t *testing.T) {
 			if got := rev() - before; (got == 1) != st.bumps || got > 1 {
 				t.Fatalf("%s: revision moved by %d", st.name, got)
 			}
+			if st.bumps {
+				prefix := strings.Fields(st.name)[1] // "create role" → role
+				k := map[string]string{"user": "u", "role": "r", "tenant": "t"}[prefix]
+				wantLog = append(wantLog, backend.Change{Prefix: prefix + "s", Key: k})
+			}
+		}
+		// A rolled-back write leaves neither a revision nor a log entry.
+		before := rev()
+		_ = s.InTx(ctx, func(ctx context.Context) error {
+			if _, err := s.Create(ctx, "roles", "gone", []byte(`{"Name":"gone"}`)); err != nil {
+				t.Fatal(err)
+			}
+			return errors.New("roll back")
+		})
+		if rev() != before {
+			t.Fatalf("rolled-back write moved the revision to %d", rev())
+		}
+		// The change log names each revision's object, in order and
+		// without gaps.
+		log, err := s.Changes(ctx, r0, rev())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(log) != len(wantLog) {
+			t.Fatalf("change log %+v, want %+v", log, wantLog)
+		}
+		for i, c := range log {
+			if c.Rev != r0+int64(i)+1 || c.Prefix != wantLog[i].Prefix || c.Key != wantLog[i].Key {
+				t.Fatalf("change %d: %+v, want %+v at %d", i, c, wantLog[i], r0+int64(i)+1)
+			}
+		}
+		if tail, err := s.Changes(ctx, rev()-1, rev()); err != nil || len(tail) != 1 || tail[0].Rev != rev() {
+			t.Fatalf("last change: %+v %v", tail, err)
 		}
 	})
 }
@@ -898,4 +950,56 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := s.Get(ctx, "users", "keep"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestCommittedWrites: OnCommittedWrite hears of each object write once it
+// is committed, never of one rolled back, and SoleWriter says whether it
+// hears of them all.
+func TestCommittedWrites(t *testing.T) {
+	each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		var mu sync.Mutex
+		var heard []string
+		s.OnCommittedWrite(func(prefix, key string) {
+			mu.Lock()
+			heard = append(heard, prefix+"/"+key)
+			mu.Unlock()
+		})
+		got := func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]string(nil), heard...)
+		}
+		if _, err := s.Create(ctx, "profiles", "cw1", []byte(`{"Name":"cw1"}`)); err != nil {
+			t.Fatal(err)
+		}
+		err := s.InTx(ctx, func(ctx context.Context) error {
+			if _, err := s.Update(ctx, "profiles", "cw1", 0, []byte(`{"Name":"cw1","Description":"x"}`)); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(got()); n != 1 {
+				t.Errorf("a write was told before its commit: %v", got())
+			}
+			return errors.New("roll back")
+		})
+		if err == nil || len(got()) != 1 {
+			t.Fatalf("rolled back: %v, heard %v", err, got())
+		}
+		if err := s.InTx(ctx, func(ctx context.Context) error {
+			if _, err := s.Delete(ctx, "profiles", "cw1"); err != nil {
+				return err
+			}
+			_, err := s.Create(ctx, "roles", "cw-r", []byte(`{"Name":"cw-r"}`))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"profiles/cw1", "profiles/cw1", "roles/cw-r"}
+		if h := got(); strings.Join(h, " ") != strings.Join(want, " ") {
+			t.Fatalf("heard %v, want %v", h, want)
+		}
+		if s.SoleWriter() != (s.Dialect() == "sqlite") {
+			t.Fatalf("SoleWriter %v on %s", s.SoleWriter(), s.Dialect())
+		}
+	})
 }

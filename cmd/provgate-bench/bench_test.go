@@ -142,6 +142,22 @@ PASS
 	}
 }
 
+func TestStrictTarget(t *testing.T) {
+	tg := target{Strict: true, Bound: 5}
+	if tg.met(5) || !tg.met(4.99) || tg.String() != "< 5" {
+		t.Errorf("strict target: met(5)=%v met(4.99)=%v %q", tg.met(5), tg.met(4.99), tg.String())
+	}
+}
+
+func TestP50Ratios(t *testing.T) {
+	a := []legResult{{P50: 4 * time.Millisecond}, {P50: 6 * time.Millisecond}}
+	b := []legResult{{P50: 2 * time.Millisecond}, {P50: 2 * time.Millisecond}, {P50: time.Millisecond}}
+	got := p50Ratios(a, b)
+	if len(got) != 2 || got[0] != 2 || got[1] != 3 {
+		t.Errorf("p50Ratios = %v, want [2 3]", got)
+	}
+}
+
 func TestParseStatus(t *testing.T) {
 	hwm, rss, err := parseStatus("Name:\tprovgate\nVmPeak:\t 999 kB\nVmHWM:\t  187412 kB\nVmRSS:\t  150000 kB\n")
 	if err != nil || hwm != 187412 || rss != 150000 {
@@ -157,6 +173,7 @@ func TestMarkdownListsEveryFigure(t *testing.T) {
 	figs = append(figs, poolFigures(nil, "PROVGATE_TEST_DATABASE not set")...)
 	figs = append(figs, memFigures(nil, nil, "x", "y")...)
 	figs = append(figs, eventFigures(nil, "z")...)
+	figs = append(figs, scaleFigures(nil, "w")...)
 	r := &report{Config: config{Command: "make bench", Rounds: 5}, Figures: figs}
 	md := r.markdown()
 	for id := range figureSpecs {

@@ -40,6 +40,20 @@ var figureSpecs = map[string]figure{
 	"8b": {Name: "p50 latency, write to event at a subscriber (100 subscribers)", Unit: "ms"},
 	"8c": {Name: "p99 latency, write to event at a subscriber (100 subscribers)", Unit: "ms"},
 	"8d": {Name: "write p50 latency with 100 subscribers / with none", Target: atMost(1.2)},
+	"9a": {Name: "role create p50, large fleet / small", Target: atMost(2)},
+	"9b": {Name: "role patch p50, large fleet / small", Target: atMost(2)},
+	"9c": {Name: "user create p50, large fleet / small", Target: atMost(2)},
+	"9d": {Name: "user patch p50, large fleet / small", Target: atMost(2)},
+	"9e": {Name: "tenant create p50, large fleet / small", Target: atMost(2)},
+	"9f": {Name: "tenant patch p50, large fleet / small", Target: atMost(2)},
+	"9g": {Name: "authorized GET of one object / /healthz, throughput (large fleet)", Target: atLeast(0.5)},
+	"9h": {Name: "tenant-restricted list / unrestricted list, time per request (large fleet)", Target: atMost(1.2)},
+	"9i": {Name: "callbackDo minus authorized GET of the machine / direct call, time per request", Target: atMost(1.5)},
+	"9j": {Name: "start-up with the large fleet", Unit: "s", Target: &target{Bound: 5, Strict: true}},
+	"9k": {Name: "peak memory of the large-fleet server (VmHWM)", Unit: "MiB", Target: &target{Bound: 500, Strict: true}},
+	"9l": {Name: "filtered list of 50 p50, large fleet / small", Target: atMost(3)},
+	"9m": {Name: "pool status p50 (100-machine pool), large fleet / small", Target: atMost(3)},
+	"9n": {Name: "allocate and release 100 machines p50, large fleet's default pool / small fleet's pool"},
 }
 
 // spec returns the figure id with its name, unit and target filled in.

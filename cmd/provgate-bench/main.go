@@ -39,6 +39,12 @@ type config struct {
 	Postgres        string
 	SkipDecide      bool
 	OnlyDecide      bool
+	// ScaleOnly runs figures 9 alone; Scale* size their large fleet.
+	ScaleOnly     bool
+	ScaleMachines int
+	ScaleUsers    int
+	ScaleRoles    int
+	ScaleTenants  int
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -63,6 +69,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.DecideBenchtime, "decide-benchtime", time.Second, "-test.benchtime of the decision micro-benchmarks")
 	fs.BoolVar(&c.SkipDecide, "skip-decide", false, "skip the decision micro-benchmarks (figure 3)")
 	fs.BoolVar(&c.OnlyDecide, "only-decide", false, "run only the decision micro-benchmarks (figure 3); with -out '' to leave docs/benchmarks.md as it is")
+	fs.BoolVar(&c.ScaleOnly, "scale-only", false, "run only the scale figures (9), e.g. with smaller -scale-* sizes and -rounds 3 for a quick check")
+	fs.IntVar(&c.ScaleMachines, "scale-machines", 100000, "machines of the large fleet (figures 9)")
+	fs.IntVar(&c.ScaleUsers, "scale-users", 10000, "users of the large fleet (figures 9)")
+	fs.IntVar(&c.ScaleRoles, "scale-roles", 1000, "roles of the large fleet (figures 9)")
+	fs.IntVar(&c.ScaleTenants, "scale-tenants", 500, "tenants of the large fleet (figures 9); tenant i lists users 10i.. and machines 100i..")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -71,6 +82,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.Rounds < 3 || c.DecideRounds < 3 {
 		return c, errors.New("-rounds and -decide-rounds must be at least 3: a median of fewer is not robust to one disturbed round")
+	}
+	if c.ScaleMachines < 100 || c.ScaleUsers < 10 || c.ScaleRoles < 10 || c.ScaleTenants < 1 || c.ScaleTenants*10 > c.ScaleUsers || c.ScaleTenants*100 > c.ScaleMachines {
+		return c, errors.New("the large fleet must hold at least the small one (100 machines, 10 users, 10 roles, 1 tenant), with 10 users and 100 machines per tenant")
 	}
 	if c.Leg <= 0 || c.Clients < 1 || c.Attackers < 0 || c.Machines < 100 || c.PoolMachines < 1 || c.AllocCallers < 1 {
 		return c, errors.New("-leg, -clients, -alloc-callers and -pool-machines must be positive and -machines at least 100")
@@ -118,28 +132,43 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	if cfg.SkipDecide && cfg.OnlyDecide {
+		return errors.New("-skip-decide and -only-decide exclude each other")
+	}
+	if cfg.ScaleOnly && cfg.OnlyDecide {
+		return errors.New("-scale-only and -only-decide exclude each other")
+	}
 	// Figure 3 first: the test binary compiles before any server runs, so
 	// compilation never competes with a timed leg.
 	var dec *decideResult
 	decSkip := ""
-	if cfg.SkipDecide && cfg.OnlyDecide {
-		return errors.New("-skip-decide and -only-decide exclude each other")
-	}
-	if cfg.SkipDecide {
+	switch {
+	case cfg.ScaleOnly:
+		decSkip = "-scale-only"
+	case cfg.SkipDecide:
 		decSkip = "-skip-decide"
-	} else if dec, err = runDecide(ctx, cfg, tmp, logf); err != nil {
-		decSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figure 3: "+err.Error())
-		logf("figure 3 failed: %v", err)
+	default:
+		if dec, err = runDecide(ctx, cfg, tmp, logf); err != nil {
+			decSkip = "failed: " + firstLine(err.Error())
+			rep.Failures = append(rep.Failures, "figure 3: "+err.Error())
+			logf("figure 3 failed: %v", err)
+		}
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	// The server figures other than 9 are left out by either -only flag.
+	only := ""
+	if cfg.OnlyDecide {
+		only = "-only-decide"
+	} else if cfg.ScaleOnly {
+		only = "-scale-only"
+	}
 
 	var gw *gatewayResult
 	gwSkip := ""
-	if cfg.OnlyDecide {
-		gwSkip = "-only-decide"
+	if only != "" {
+		gwSkip = only
 	} else if gw, err = runGateway(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -152,8 +181,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var ev *eventsResult
 	evSkip := ""
-	if cfg.OnlyDecide {
-		evSkip = "-only-decide"
+	if only != "" {
+		evSkip = only
 	} else if ev, err = runEvents(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -166,8 +195,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var pools *poolResult
 	pgSkip := ""
-	if cfg.OnlyDecide {
-		pgSkip = "-only-decide"
+	if only != "" {
+		pgSkip = only
 	} else if cfg.Postgres == "" {
 		pgSkip = "PROVGATE_TEST_DATABASE not set"
 	} else if pools, err = runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf); err != nil {
@@ -180,12 +209,27 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		pools = nil
 	}
 
-	rep.Gateway, rep.Pools, rep.Decide, rep.Events = gw, pools, dec, ev
+	var sc *scaleResult
+	scSkip := ""
+	if cfg.OnlyDecide {
+		scSkip = "-only-decide"
+	} else if sc, err = runScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		scSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "figures 9: "+err.Error())
+		logf("figures 9 failed: %v", err)
+		sc = nil
+	}
+
+	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale = gw, pools, dec, ev, sc
 	rep.Figures = append(rep.Figures, gatewayFigures(gw, gwSkip)...)
 	rep.Figures = append(rep.Figures, decideFigures(dec, decSkip)...)
 	rep.Figures = append(rep.Figures, poolFigures(pools, pgSkip)...)
 	rep.Figures = append(rep.Figures, memFigures(gw, pools, gwSkip, pgSkip)...)
 	rep.Figures = append(rep.Figures, eventFigures(ev, evSkip)...)
+	rep.Figures = append(rep.Figures, scaleFigures(sc, scSkip)...)
 	sort.SliceStable(rep.Figures, func(i, j int) bool { return rep.Figures[i].ID < rep.Figures[j].ID })
 	rep.Wall = time.Since(start)
 

@@ -20,6 +20,7 @@ type report struct {
 	Pools    *poolResult
 	Decide   *decideResult
 	Events   *eventsResult
+	Scale    *scaleResult
 	Failures []string
 }
 
@@ -46,7 +47,7 @@ func (r *report) markdown() string {
 	p("| Load average at start | %s |\n", orDash(r.Machine.Load))
 	p("| Legs | %d rounds × %s per leg after a %s warm-up of each, %d keep-alive HTTP/1.1 clients over TLS (server's self-signed certificate) |\n",
 		c.Rounds, c.Leg, c.Warmup, c.Clients)
-	p("| Servers | `%s serve --bench-routes` on 127.0.0.1 with an rbac license, default log level (access log to a file); SQLite in a temp data dir; PostgreSQL on a fresh schema of `PROVGATE_TEST_DATABASE` for figure 5 |\n", c.Server)
+	p("| Servers | `%s serve --bench-routes` on 127.0.0.1 with an rbac license, default log level (access log to a file); SQLite in a temp data dir; PostgreSQL on a fresh schema of `PROVGATE_TEST_DATABASE` for figure 5; for figures 9 two more SQLite servers, one holding %d machines, %d users, %d roles and %d tenants, one 100 machines, 10 users, 10 roles and 1 tenant |\n", c.Server, c.ScaleMachines, c.ScaleUsers, c.ScaleRoles, c.ScaleTenants)
 	p("\n")
 
 	p("## Figures\n\n")
@@ -117,6 +118,8 @@ func limitKey(id string) string {
 		return "3"
 	case "3e", "3f":
 		return "3 flatness"
+	case "9a", "9b", "9c", "9d", "9e", "9f":
+		return "9 writes"
 	}
 	return id
 }
@@ -153,8 +156,10 @@ func (r *report) writeDefinitions(p func(string, ...any)) {
 		p("\n")
 	}
 	p(`
-- Throughput ratios (1, 2, 5) divide requests per second of the first leg by the second's, round by round.
-  Cost ratios (4, 6) divide time per request: with the same number of closed-loop clients on both legs
+- Throughput ratios (1, 2, 5, 9g) divide requests per second of the first leg by the second's, round by round.
+  Latency ratios (9a-9f, 9l, 9m) divide the p50 of one client's requests on the large-fleet server by
+  the same on the small one; the two servers run at once and their legs alternate.
+  Cost ratios (4, 6, 9h, 9i) divide time per request: with the same number of closed-loop clients on both legs
   that is throughput(second) / throughput(first), so 1.2 means the first costs 20%% more per request.
   Figure 6 is read this way because its target is an upper bound: callbackDo may cost at most 1.2× a
   direct call to the same receiver.
@@ -176,6 +181,9 @@ func (r *report) writeDefinitions(p func(string, ...any)) {
 	}
 	if r.Events != nil {
 		notes = append(notes, r.Events.Notes...)
+	}
+	if r.Scale != nil {
+		notes = append(notes, r.Scale.Notes...)
 	}
 	if len(notes) > 0 {
 		p("Setup of this run:\n\n")
@@ -217,6 +225,16 @@ func (r *report) writeRaw(p func(string, ...any)) {
 	}
 	if r.Events != nil {
 		groups = append(groups, rawGroup{"8", r.Events.Legs, []string{legWriteSubs, legWriteAlone, legFanout}})
+	}
+	if sc := r.Scale; sc != nil {
+		var writes []string
+		for _, w := range writeKinds {
+			writes = append(writes, "large-"+w.Name, "small-"+w.Name)
+		}
+		groups = append(groups, rawGroup{"9a-9f", sc.Writes, writes},
+			rawGroup{"9g-9m", sc.Reads, []string{legGetObject, legHealthz, legScaleTenant, legScaleFree, legListLarge, legListSmall,
+				legStatusLarge, legStatusSmall, legCbDo, legCbGet, legCbDirect}},
+			rawGroup{"9n", sc.Allocs, []string{legAllocLarge, legAllocSmall}})
 	}
 	for _, g := range groups {
 		rounds := 0

@@ -77,15 +77,20 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// target is a figure's goal: the value must be >= (AtLeast) or <= the bound.
+// target is a figure's goal: the value must be >= (AtLeast) or <= the
+// bound, or strictly below it (Strict).
 type target struct {
 	AtLeast bool
+	Strict  bool
 	Bound   float64
 }
 
 func (t target) String() string {
-	if t.AtLeast {
+	switch {
+	case t.AtLeast:
 		return fmt.Sprintf(">= %s", trimFloat(t.Bound))
+	case t.Strict:
+		return fmt.Sprintf("< %s", trimFloat(t.Bound))
 	}
 	return fmt.Sprintf("<= %s", trimFloat(t.Bound))
 }
@@ -94,8 +99,11 @@ func (t target) met(v float64) bool {
 	if math.IsNaN(v) {
 		return false
 	}
-	if t.AtLeast {
+	switch {
+	case t.AtLeast:
 		return v >= t.Bound
+	case t.Strict:
+		return v < t.Bound
 	}
 	return v <= t.Bound
 }

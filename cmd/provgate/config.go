@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/provgate/provgate/backend/objects"
 )
 
 // envPrefix is prepended to a flag's upper-cased name (dashes become
@@ -57,6 +59,9 @@ type Config struct {
 	EventBuffer int
 	// EventStreams bounds the open event streams of one principal.
 	EventStreams int
+	// ObjectCacheSize bounds the read cache of encoded objects (objects
+	// held); 0 turns it off.
+	ObjectCacheSize int
 }
 
 func defaultConfig() Config {
@@ -72,6 +77,7 @@ func defaultConfig() Config {
 		CallbackDeliveryLease: 10 * time.Minute,
 		EventBuffer:           256,
 		EventStreams:          16,
+		ObjectCacheSize:       objects.DefaultViewCacheSize,
 	}
 }
 
@@ -104,6 +110,7 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.CallbackDeliveryLease, "callback-delivery-lease", c.CallbackDeliveryLease, "how long a server owns a claimed jobfail delivery before another may retry it (lower only for tests)")
 	fs.IntVar(&c.EventBuffer, "event-buffer", c.EventBuffer, "events that may wait for one event stream (GET /api/v3/ws) before it is closed as too slow")
 	fs.IntVar(&c.EventStreams, "event-streams", c.EventStreams, "event streams one user or machine may have open at once")
+	fs.IntVar(&c.ObjectCacheSize, "object-cache-size", c.ObjectCacheSize, "objects whose encoded form the read cache keeps (least recently used go first; 0 turns it off)")
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " [$" + envName(f.Name) + "]" })
 	return fs
 }
@@ -212,6 +219,9 @@ func (c Config) Validate() error {
 	if c.EventStreams < 1 || c.EventStreams > 1<<16 {
 		return fmt.Errorf("--event-streams %d: must be between 1 and 65536", c.EventStreams)
 	}
+	if c.ObjectCacheSize < 0 || c.ObjectCacheSize > 1<<22 {
+		return fmt.Errorf("--object-cache-size %d: must be between 0 and 4194304", c.ObjectCacheSize)
+	}
 	return nil
 }
 
@@ -280,6 +290,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("callback_delivery_lease", c.CallbackDeliveryLease.String()),
 		slog.Int("event_buffer", c.EventBuffer),
 		slog.Int("event_streams", c.EventStreams),
+		slog.Int("object_cache_size", c.ObjectCacheSize),
 	}
 }
 

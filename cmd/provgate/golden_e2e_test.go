@@ -136,6 +136,8 @@ func TestE2EGolden(t *testing.T) {
 				{name: "machine-params-set", method: "POST", path: func() string { return "/machines/" + uuid + "/params/foo/bar" },
 					body: `{"k":1}`},
 				{name: "machine-params-absent", method: "GET", path: func() string { return "/machines/" + uuid + "/params/no/such" }},
+				// drpcli reads it before sealing a secure param: a JSON string (base64).
+				{name: "machine-pubkey", method: "GET", path: func() string { return "/machines/" + uuid + "/pubkey" }, shape: true},
 				{name: "error-patch-test", method: "PATCH", path: fixed("/machines/Name:gm1"),
 					body: `[{"op":"test","path":"/Description","from":"","value":"x"},{"op":"replace","path":"/Description","from":"","value":"new"}]`},
 				{name: "error-param-delete", method: "DELETE", path: func() string { return "/machines/" + uuid + "/params/nope" }},

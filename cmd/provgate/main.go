@@ -62,6 +62,7 @@ commands:
   version    print the version
   license    keygen | sign | verify: manage signed license documents
   policy     test DIR | eval --input FILE: check a policy directory, decide one input
+  import     create the users or roles of a JSON file through a running server
 
 Run "provgate <command> -h" for a command's flags.
 `
@@ -92,11 +93,13 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 		return licenseCommand(rest, stdout, stderr)
 	case "policy":
 		return policyCommand(ctx, rest, stdout, stderr)
+	case "import":
+		return importCommand(ctx, rest, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprint(stderr, usageText)
 		return errHelp
 	}
-	return usagef("unknown command %q (commands: serve, version, license, policy; see provgate help)", cmd)
+	return usagef("unknown command %q (commands: serve, version, license, policy, import; see provgate help)", cmd)
 }
 
 // versionString prefers the link-time version, then the module version that

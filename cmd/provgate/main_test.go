@@ -198,6 +198,9 @@ func TestUsageErrors(t *testing.T) {
 		{"policy eval without input", nil, []string{"policy", "eval"}, "--input is required"},
 		{"unsupported dsn", nil, []string{"--database", "mysql://u:hunter2@h/db"}, `unsupported scheme "mysql"`},
 		{"zero shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "--shutdown-timeout 0s"},
+		{"negative object cache", map[string]string{"PROVGATE_OBJECT_CACHE_SIZE": "-1"}, nil, "--object-cache-size -1"},
+		{"import without credentials", nil, []string{"import", "users.json"}, "no credentials"},
+		{"import without a file", map[string]string{"RS_KEY": "a:b"}, []string{"import"}, "want one FILE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -109,7 +109,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		Bus: bus, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
 		Providers: []string{callback.ProviderName}, ValidatePlugin: func(p *backend.Plugin) []string { return cb.Configure(p) },
 		OnJobChange: func(ctx context.Context, old, job *backend.Job) error { return cb.JobChanged(ctx, old, job) },
-		Notify:      notify,
+		Notify:      notify, ViewCacheSize: viewCacheSize(cfg.ObjectCacheSize),
 	})
 	cb = callback.New(callback.Options{Logger: logger, ExecDir: cfg.CallbackExecDir, Info: info, Debug: prf.Debug,
 		Store: st, Objects: obj.Objects, Params: obj.Params, DeliveryLease: cfg.CallbackDeliveryLease})
@@ -176,6 +176,15 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 
 	closers = append(closers, startBackground(ctx, cfg, st, cb, engine, relay, logger))
 	return srv.App(), closeAll, nil
+}
+
+// viewCacheSize is --object-cache-size as objects.Options counts it: the
+// flag's 0 turns the cache off, which the option spells -1.
+func viewCacheSize(flag int) int {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 // newLicenseHolder verifies licenses with --license-public-key and loads

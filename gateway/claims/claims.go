@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -91,6 +92,9 @@ type Result struct {
 	// PATCH applies under ("" for the object, "/Meta", "/Params").
 	Proposal  Proposal
 	PatchRoot string
+	// Items are the objects of an import (POST /<prefix>/import) with the
+	// create claim each needs alone, in body order.
+	Items []ImportItem
 }
 
 // Proposal is how a write forms the object it leaves behind.
@@ -181,6 +185,19 @@ func (d *deriver) derive() (Result, error) {
 	case hCreate:
 		d.add("create", createSpecific(rt.scope, d.r.Body))
 		out.Proposal = ProposeBody
+	case hImport:
+		items, err := ImportItems(rt.scope, d.r.Body)
+		if err != nil {
+			return Result{}, err
+		}
+		// Each item needs what creating it alone needs (docs/design.md
+		// §4.9).
+		for _, item := range items {
+			spec := createSpecific(rt.scope, item)
+			d.add("create", spec)
+			out.Items = append(out.Items, ImportItem{Body: item,
+				Claim: backend.Claim{Scope: rt.scope, Action: "create", Specific: spec}})
+		}
 	case hJobCreate:
 		m, err := d.jobMachine()
 		if err != nil {
@@ -295,6 +312,33 @@ func (d *deriver) updates(ptrs []string, specific string) {
 		// callers who may not see it.
 		d.add("get", specific)
 	}
+}
+
+// ImportItem is one object of an import and the claim creating it needs.
+type ImportItem struct {
+	Body  json.RawMessage
+	Claim backend.Claim
+}
+
+// MaxImportItems bounds the objects of one import request; each needs its
+// own create claim.
+const MaxImportItems = MaxPatchOps
+
+// ImportItems splits an import body, a JSON array of objects, into its
+// items: 400 when it is not a non-empty array, 413 above MaxImportItems.
+func ImportItems(scope string, body []byte) ([]json.RawMessage, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(body, &items); err != nil {
+		return nil, backend.NewError(backend.EBADREQUEST, "POST", scope, "", "import body must be a JSON array of objects: "+err.Error())
+	}
+	if len(items) == 0 {
+		return nil, backend.NewError(backend.EBADREQUEST, "POST", scope, "", "import body holds no objects")
+	}
+	if len(items) > MaxImportItems {
+		return nil, backend.NewError(backend.ETOOLARGE, "POST", scope, "",
+			fmt.Sprintf("import body holds %d objects, at most %d are allowed per request", len(items), MaxImportItems))
+	}
+	return items, nil
 }
 
 // createSpecific is the claim specific of a create: the key the object

@@ -147,6 +147,9 @@ func routeCase(ri RouteInfo) testCase {
 		tc.Body = `{"Machine":"` + m1 + `","Uuid":"","StartTime":"0001-01-01T00:00:00Z"}`
 	case last == "password":
 		tc.Body = `{"Password":"s3cret"}`
+	case last == "import":
+		// Two named objects and one that names no key of its own.
+		tc.Body = `[{"Name":"a1"},{"Name":"b2"},{}]`
 	case ri.Method == "POST" || ri.Method == "PUT":
 		tc.Body = `{}`
 	}

@@ -45,6 +45,7 @@ const (
 	hFixed        handler = iota // one fixed claim
 	hList                        // P list "" (+ getSecure with decode)
 	hCreate                      // P create <key of the body>
+	hImport                      // P create <key of each item of the body>
 	hJobCreate                   // jobs create <Machine of body>
 	hSystemAction                // system action:<cmd> global
 	hObject                      // one claim on the addressed object
@@ -162,6 +163,9 @@ func buildTable() *routeTable {
 		}
 		if backend.ValidAction(p, "updateSecure") {
 			add("GET", obj+"/pubkey", route{h: hObject, scope: p, action: "updateSecure", op: "pubkey", resolve: true})
+		}
+		if backend.Importable(p) {
+			add("POST", "/"+p+"/import", route{h: hImport, scope: p, op: "create"})
 		}
 		switch p {
 		case "users":

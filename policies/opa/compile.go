@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -307,6 +308,13 @@ func (e *Engine) setExtData(ctx context.Context, doc map[string]any) error {
 	return nil
 }
 
+// compileMu runs one OPA compilation at a time in the process. OPA's type
+// checker merges rule types into type values that separate compilations
+// share, so two compilations at once (a reload beside a start, a bundle
+// poll beside a directory watch, or several servers in one test process)
+// race on them. Compiling is rare and evaluation is not affected.
+var compileMu sync.Mutex
+
 func parse(sources map[string]string) (map[string]*ast.Module, error) {
 	out := make(map[string]*ast.Module, len(sources))
 	for name, src := range sources {
@@ -327,6 +335,8 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 	if err != nil {
 		return nil, policyError("parse policy", err)
 	}
+	compileMu.Lock()
+	defer compileMu.Unlock()
 	compiler := ast.NewCompiler()
 	if compiler.Compile(mods); compiler.Failed() {
 		return nil, policyError("compile policy", compiler.Errors)
@@ -373,6 +383,8 @@ func runSuites(ctx context.Context, sources, tests map[string]string, extData ma
 	if err != nil {
 		return policyError("parse policy tests", err)
 	}
+	compileMu.Lock()
+	defer compileMu.Unlock()
 	// A generous per-test timeout: the suites run on a busy server, and a
 	// test that times out would block a good policy.
 	ch, err := tester.NewRunner().SetModules(mods).SetStore(inmem.NewFromObject(map[string]any{ExtDataKey: extData})).SetTimeout(time.Minute).RunTests(ctx, nil)

@@ -13,7 +13,8 @@ import (
 
 // WatchDir polls the policy directory every interval and reloads it when a
 // .rego file or a data file (data.json, data.yaml) is added, removed or
-// changed. Polling needs no extra
+// changed, once the change has settled (the files are the same on two
+// polls in a row). Polling needs no extra
 // dependency and copes with editors that replace files. Files are compared
 // by content, read through symlinks: a Kubernetes ConfigMap update swaps a
 // symlink and leaves the files' own links untouched, and a copy that keeps
@@ -32,7 +33,7 @@ func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
 	// Compared with what the last reload read rather than with the files
 	// now, so that a change made since New is not taken as the baseline.
 	e.reloadMu.Lock()
-	last := e.loaded
+	w := settle{last: e.loaded}
 	e.reloadMu.Unlock()
 	go func() {
 		t := time.NewTicker(interval)
@@ -48,15 +49,37 @@ func (e *Engine) WatchDir(ctx context.Context, interval time.Duration) {
 				_ = e.reload(ctx, "poll")
 				continue
 			}
-			now := e.snapshot()
-			if maps.Equal(now, last) {
+			if !w.changed(e.snapshot()) {
 				continue
 			}
-			last = now
 			// reload logs the outcome.
 			_ = e.reload(ctx, "watch")
 		}
 	}()
+}
+
+// settle tells when a watched directory has changed and settled.
+type settle struct {
+	last    map[string][sha256.Size]byte // what the last reload read
+	pending map[string][sha256.Size]byte // a change seen on the last poll
+}
+
+// changed takes a poll's snapshot and says whether to reload: the files
+// differ from the last reload's and are the same as on the previous poll.
+// Files are written one at a time, and a directory caught half-way (a new
+// rule without the file it needs, a policy without its tests) must not be
+// served.
+func (w *settle) changed(now map[string][sha256.Size]byte) bool {
+	if maps.Equal(now, w.last) {
+		w.pending = nil
+		return false
+	}
+	if w.pending == nil || !maps.Equal(now, w.pending) {
+		w.pending = now
+		return false
+	}
+	w.last, w.pending = now, nil
+	return true
 }
 
 // ReloadOn reloads the policy directory each time a value arrives on c

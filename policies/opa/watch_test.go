@@ -2,6 +2,7 @@ package opa
 
 import (
 	"context"
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,5 +130,31 @@ func TestWatchDirChangeBeforeWatch(t *testing.T) {
 	waitRevision(t, e, before, "a change between New and WatchDir")
 	if !allowed(t, e, "also") {
 		t.Error("new policy not in force")
+	}
+}
+
+// TestSettle: a change is reloaded only once two polls in a row see the same
+// files, so a directory caught half-written is never loaded.
+func TestSettle(t *testing.T) {
+	v0 := sums(map[string]string{"a.rego": "a0", "b.rego": "b0"})
+	half := sums(map[string]string{"a.rego": "a1", "b.rego": "b0"})
+	v1 := sums(map[string]string{"a.rego": "a1", "b.rego": "b1"})
+	w := settle{last: v0}
+	for i, c := range []struct {
+		now  map[string][sha256.Size]byte
+		want bool
+	}{
+		{v0, false},   // unchanged
+		{half, false}, // a change, not yet settled
+		{v1, false},   // still moving: the half-written state is never loaded
+		{v1, true},    // the same twice: reload
+		{v1, false},   // loaded already
+		{half, false}, // moving again
+		{v1, false},   // back to what is loaded before settling: nothing to do
+		{v1, false},
+	} {
+		if got := w.changed(c.now); got != c.want {
+			t.Fatalf("poll %d: changed = %v, want %v", i, got, c.want)
+		}
 	}
 }

@@ -1,0 +1,135 @@
+package objects
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// DefaultViewCacheSize is how many objects the read cache holds when
+// Options.ViewCacheSize is 0.
+const DefaultViewCacheSize = 4096
+
+// RevReader reads one object's revision by native key; *store.Store
+// satisfies it. A Store without it gets no read cache.
+type RevReader interface {
+	Rev(ctx context.Context, prefix, key string) (int64, error)
+}
+
+// WriteNotifier tells of every committed object write; *store.Store
+// satisfies it. When SoleWriter is true every write to the database goes
+// through it (SQLite), and the read cache drops entries as they are
+// written instead of reading revisions.
+type WriteNotifier interface {
+	SoleWriter() bool
+	OnCommittedWrite(fn func(prefix, key string))
+}
+
+// viewCache keeps the Views of recently read objects, bounded by count
+// with least-recently-used eviction (docs/design.md §14.6). Where other
+// processes may write (PostgreSQL), an entry is served only when the
+// store's revision of the object, read for each request, still equals the
+// entry's: revisions come from one counter and are never reused
+// (backend/store nextRev), so a write made by any replica, a delete or a
+// delete and create again, is never answered from the cache. Where this
+// process is the only writer (SQLite), every committed write drops its
+// entry, and a read that overlapped any write is not cached (gen), so no
+// revision needs reading.
+type viewCache struct {
+	revs  RevReader
+	local bool
+	gen   atomic.Uint64 // committed writes seen (local)
+	items *lru.Cache[viewKey, backend.View]
+}
+
+type viewKey struct{ prefix, key string }
+
+// newViewCache returns nil (no cache) when size is negative or st cannot
+// read revisions.
+func newViewCache(st Store, size int) *viewCache {
+	revs, ok := st.(RevReader)
+	if !ok || size < 0 {
+		return nil
+	}
+	if size == 0 {
+		size = DefaultViewCacheSize
+	}
+	items, err := lru.New[viewKey, backend.View](size)
+	if err != nil {
+		return nil
+	}
+	c := &viewCache{revs: revs, items: items}
+	if wn, ok := st.(WriteNotifier); ok && wn.SoleWriter() {
+		c.local = true
+		wn.OnCommittedWrite(func(prefix, key string) {
+			c.gen.Add(1)
+			c.items.Remove(viewKey{prefix, key})
+		})
+	}
+	return c
+}
+
+// View reads one object as Get does and returns it encoded. Objects named
+// by their native key are served from the read cache while they have not
+// changed: on PostgreSQL their revision is read from the store every time
+// (a lookup by primary key that returns one integer); on SQLite the store
+// tells the cache of every write.
+func (s *CRUD) View(ctx context.Context, prefix, key string) (backend.View, error) {
+	k, err := backend.LookupKind(prefix)
+	if err != nil {
+		return backend.View{}, err
+	}
+	c := s.views
+	if _, inTx := ctx.Value(eventsKey).(*pending); inTx {
+		// A transaction may read what it has not committed yet.
+		c = nil
+	}
+	var gen uint64
+	_, _, indexed := splitIndexKey(key)
+	switch {
+	case c == nil:
+	case c.local:
+		// Taken before the read: a write committed while it runs makes
+		// it too old to keep.
+		gen = c.gen.Load()
+		if v, ok := c.items.Get(viewKey{k.Prefix, key}); ok && !indexed {
+			return v, nil
+		}
+	case !indexed && key != "":
+		rev, err := c.revs.Rev(ctx, k.Prefix, key)
+		if backend.IsCode(err, backend.ENOTFOUND) {
+			return backend.View{}, backend.NotFound(backend.ReadOp, k.Prefix, key)
+		}
+		if err != nil {
+			return backend.View{}, err
+		}
+		if v, ok := c.items.Get(viewKey{k.Prefix, key}); ok && v.Rev == rev {
+			return v, nil
+		}
+	}
+	m, rev, err := s.getTyped(ctx, k, key, backend.ReadOp)
+	if err != nil {
+		return backend.View{}, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return backend.View{}, backend.OpError(backend.EINTERNAL, backend.ReadOp, k.Prefix, key, "encode: "+err.Error())
+	}
+	v := backend.View{Model: m, Rev: rev, ETag: backend.ETag(rev, b), JSON: b}
+	if c != nil && (!c.local || c.gen.Load() == gen) {
+		c.items.Add(viewKey{k.Prefix, m.Key()}, v)
+	}
+	return v, nil
+}
+
+// ViewCacheLen reports how many objects the read cache holds.
+func (s *CRUD) ViewCacheLen() int {
+	if s.views == nil {
+		return 0
+	}
+	return s.views.items.Len()
+}

@@ -1,0 +1,143 @@
+package objects
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/store"
+)
+
+// countingStore counts full reads behind backend.View, to tell a cache hit from a miss.
+type countingStore struct {
+	*store.Store
+	gets int
+}
+
+func (c *countingStore) Get(ctx context.Context, prefix, key string) (backend.Record, error) {
+	c.gets++
+	return c.Store.Get(ctx, prefix, key)
+}
+
+// revsOnly is countingStore as a store other processes write too: the
+// cache must read revisions, whatever the database.
+type revsOnly struct{ *countingStore }
+
+func (revsOnly) SoleWriter() bool { return false }
+
+// TestView: backend.View answers what Get answers, encoded, from the cache while
+// the object stands still, and reads again as soon as anything (this
+// service, another service over the same database, a delete, a delete and
+// create again) changed it: by its revision (revsOnly, and PostgreSQL), or
+// told by the store (SQLite, the only writer of its file). The cache holds
+// at most its size.
+func TestView(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		for _, mode := range []string{"store default", "revisions"} {
+			t.Run(mode, func(t *testing.T) {
+				cs := &countingStore{Store: e.st}
+				var st Store = cs
+				if mode == "revisions" {
+					st = revsOnly{cs}
+				}
+				testView(t, e, cs, New(st, Options{ViewCacheSize: 3}), strings.ReplaceAll(mode, " ", "-"))
+			})
+		}
+	})
+}
+
+// testView runs TestView's steps on reader; suffix keeps its objects
+// apart from another run's on the same database.
+func testView(t *testing.T, e env, cs *countingStore, reader *Service, suffix string) {
+	ctx := context.Background()
+	{
+		p1 := "p1-" + suffix
+		mustCreate(t, e, "profiles", `{"Name":"`+p1+`","Description":"one"}`)
+
+		view := func(key string) backend.View {
+			t.Helper()
+			v, err := reader.Objects.View(ctx, "profiles", key)
+			if err != nil {
+				t.Fatalf("view %s: %v", key, err)
+			}
+			m, rev, err := reader.Objects.Get(ctx, "profiles", key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(m)
+			if string(v.JSON) != string(want) || v.Rev != rev || v.ETag != backend.ModelETag(m, rev) {
+				t.Fatalf("view %s = %s rev %d, Get = %s rev %d", key, v.JSON, v.Rev, want, rev)
+			}
+			return v
+		}
+		misses := func(f func()) int {
+			t.Helper()
+			before := cs.gets
+			f()
+			return cs.gets - before - 1 // minus the comparison's own Get
+		}
+
+		if n := misses(func() { view(p1) }); n != 1 {
+			t.Fatalf("first view read the store %d times", n)
+		}
+		if n := misses(func() { view(p1) }); n != 0 {
+			t.Fatalf("a second view of an unchanged object read it again (%d)", n)
+		}
+		// A write through another service (another replica) is seen at once.
+		if _, err := e.svc.Objects.Patch(ctx, "profiles", p1, []byte(`[{"op":"replace","path":"/Description","value":"two"}]`), false); err != nil {
+			t.Fatal(err)
+		}
+		if n := misses(func() {
+			if v := view(p1); !strings.Contains(string(v.JSON), `"two"`) {
+				t.Fatalf("stale view after a write: %s", v.JSON)
+			}
+		}); n != 1 {
+			t.Fatalf("view after a write read the store %d times", n)
+		}
+		// Deleted: not found, as Get.
+		if _, err := e.svc.Objects.Delete(ctx, "profiles", p1); err != nil {
+			t.Fatal(err)
+		}
+		_, err := reader.Objects.View(ctx, "profiles", p1)
+		wantErr(t, err, backend.ENOTFOUND, "", "Not Found")
+		// Created again with the very same body as before: a new revision,
+		// never the old entry.
+		mustCreate(t, e, "profiles", `{"Name":"`+p1+`","Description":"two"}`)
+		if n := misses(func() { view(p1) }); n != 1 {
+			t.Fatalf("view of an object created again read the store %d times", n)
+		}
+		// Index keys are read, and answered, as Get does.
+		if v, err := reader.Objects.View(ctx, "profiles", "Name:"+p1); err != nil || v.Model.Key() != p1 {
+			t.Fatalf("view by index: %+v %v", v, err)
+		}
+		_, err = reader.Objects.View(ctx, "profiles", "nosuch")
+		wantErr(t, err, backend.ENOTFOUND, "", "Not Found")
+
+		// Bounded: least recently used objects leave first.
+		for i := range 6 {
+			mustCreate(t, e, "profiles", fmt.Sprintf(`{"Name":"q%d-%s"}`, i, suffix))
+			view(fmt.Sprintf("q%d-%s", i, suffix))
+		}
+		if n := reader.Objects.ViewCacheLen(); n != 3 {
+			t.Fatalf("cache holds %d objects, bound is 3", n)
+		}
+		if n := misses(func() { view("q5-" + suffix) }); n != 0 {
+			t.Fatalf("recent object was evicted (%d reads)", n)
+		}
+		if n := misses(func() { view("q0-" + suffix) }); n != 1 {
+			t.Fatalf("oldest object still cached (%d reads)", n)
+		}
+
+		// Off: every view reads the store.
+		off := New(cs, Options{ViewCacheSize: -1})
+		for range 2 {
+			before := cs.gets
+			if _, err := off.Objects.View(ctx, "profiles", "q1-"+suffix); err != nil || cs.gets != before+1 {
+				t.Fatalf("view without a cache: %v, %d reads", err, cs.gets-before)
+			}
+		}
+	}
+}
