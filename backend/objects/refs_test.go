@@ -398,11 +398,11 @@ func TestBuiltinSuperuserRole(t *testing.T) {
 			t.Fatalf("superuser role %+v", r)
 		}
 		_, err = e.svc.Objects.Patch(ctx, "roles", "superuser", []byte(`[{"op":"replace","path":"/Claims","value":[]}]`), false)
-		wantErr(t, err, backend.EBADREQUEST, "PATCH", "readonly: superuser")
+		wantErr(t, err, backend.EBADREQUEST, "patch", "readonly: superuser")
 		_, err = e.svc.Objects.Put(ctx, "roles", "superuser", []byte(`{"Name":"superuser","Claims":[]}`))
-		wantErr(t, err, backend.EBADREQUEST, "PUT", "readonly: superuser")
+		wantErr(t, err, backend.EBADREQUEST, "replace", "readonly: superuser")
 		_, err = e.svc.Objects.Delete(ctx, "roles", "superuser")
-		wantErr(t, err, backend.EBADREQUEST, "DELETE", "readonly: superuser")
+		wantErr(t, err, backend.EBADREQUEST, "delete", "readonly: superuser")
 		// In use, the users are reported first (DRP's answer).
 		mustCreate(t, e, "users", `{"Name":"root","Roles":["superuser"]}`)
 		_, err = e.svc.Objects.Delete(ctx, "roles", "superuser")

@@ -304,10 +304,10 @@ func TestPatchWholeDocumentTest(t *testing.T) {
 					t.Fatalf("after patch: Description %v, Secret kept %v", raw["Description"], raw["Secret"] == secret)
 				}
 				// The reference is now stale (Description changed).
-				wantErr(t, patch(ref, "again"), backend.ECONFLICT, "PATCH", "Test op failed")
+				wantErr(t, patch(ref, "again"), backend.ECONFLICT, "patch", "Test op failed")
 				// The stored Secret is not what the test compares against.
 				ref["Description"], ref["Secret"] = "paranoid", secret
-				wantErr(t, patch(ref, "again"), backend.ECONFLICT, "PATCH", "Test op failed")
+				wantErr(t, patch(ref, "again"), backend.ECONFLICT, "patch", "Test op failed")
 			})
 		}
 	})
