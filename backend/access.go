@@ -40,3 +40,31 @@ func CanSee(ctx context.Context, scope, key string) (bool, error) {
 	}
 	return a.CanSee(ctx, scope, key)
 }
+
+type principalKey struct{}
+
+type tenantKey struct{}
+
+// WithPrincipal records who makes the change ("user:bob", "runner:<uuid>");
+// it goes into the Principal of the events the change publishes.
+func WithPrincipal(ctx context.Context, p string) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom is the principal WithPrincipal recorded, "" for none.
+func PrincipalFrom(ctx context.Context) string {
+	p, _ := ctx.Value(principalKey{}).(string)
+	return p
+}
+
+// WithTenant records the caller's tenant: objects it creates in a scope the
+// tenant restricts are appended to the tenant's Members (docs/design.md §6).
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// TenantFrom is the tenant WithTenant recorded, "" for none.
+func TenantFrom(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
+}

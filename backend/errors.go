@@ -25,11 +25,53 @@ const (
 	EUNAVAILABLE   = "unavailable"    // 503
 )
 
-// Error is a domain error. Type, Model and Key fill the DRP error object
-// ({Model,Key,Type,Messages,Code}); Code picks the HTTP status.
+// Operation is what was being done when an error happened. The gateway
+// spells it as the DRP error Type, as DRP names it after the request
+// (docs/design.md §3.2); backend code never names HTTP methods.
+type Operation int
+
+const (
+	// RequestOp is the operation of the request itself: the gateway
+	// reports the request's method.
+	RequestOp Operation = iota
+	// ReadOp reads an object, a list, a setting or a record.
+	ReadOp
+	// CreateOp stores a new object or record.
+	CreateOp
+	// ReplaceOp replaces a whole object or rewrites a stored record.
+	ReplaceOp
+	// PatchOp applies a JSON Patch.
+	PatchOp
+	// DeleteOp deletes an object or record.
+	DeleteOp
+	// ActionOp acts on a collection or beneath an object: a posted object
+	// body, a job request, a pool operation, a params write, a secret
+	// rotation, a recorded notice.
+	ActionOp
+	// CommitOp commits a store transaction.
+	CommitOp
+)
+
+var operationNames = [...]string{"request", "read", "create", "replace", "patch", "delete", "action", "commit"}
+
+// String names o for logs.
+func (o Operation) String() string {
+	if o < 0 || int(o) >= len(operationNames) {
+		return fmt.Sprintf("operation(%d)", int(o))
+	}
+	return operationNames[o]
+}
+
+// Error is a domain error. Code is its kind (not found, conflict, invalid,
+// unavailable, ...), Op what was being done; Type, when set, is a DRP error
+// Type of the domain (ValidationError, StillInUseError, Conflict, AUTH,
+// INVOKE ...) that names the error better than Op. Model and Key name the
+// object. The gateway alone turns Code into an HTTP status and Op into the
+// DRP Type of the error object ({Model,Key,Type,Messages,Code}).
 type Error struct {
 	Code     string
-	Type     string // DRP error Type: GET, CREATE, PATCH, ValidationError, StillInUseError, AUTH, INVOKE ...
+	Op       Operation
+	Type     string
 	Model    string
 	Key      string
 	Messages []string
@@ -47,13 +89,17 @@ func (e *Error) Error() string {
 	if msg == "" && e.Err != nil {
 		msg = e.Err.Error()
 	}
+	label := e.Type
+	if label == "" && e.Op != RequestOp {
+		label = e.Op.String()
+	}
 	switch {
 	case e.Model != "" && e.Key != "":
-		return fmt.Sprintf("%s: %s/%s: %s", e.Type, e.Model, e.Key, msg)
+		return fmt.Sprintf("%s: %s/%s: %s", label, e.Model, e.Key, msg)
 	case e.Model != "":
-		return fmt.Sprintf("%s: %s: %s", e.Type, e.Model, msg)
-	case e.Type != "":
-		return fmt.Sprintf("%s: %s", e.Type, msg)
+		return fmt.Sprintf("%s: %s: %s", label, e.Model, msg)
+	case label != "":
+		return fmt.Sprintf("%s: %s", label, msg)
 	}
 	return msg
 }
@@ -65,14 +111,19 @@ func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Messages: []string{fmt.Sprintf(format, args...)}}
 }
 
-// NewError builds an Error with model, key and DRP type set.
+// NewError builds an Error with model, key and a DRP domain type set.
 func NewError(code, typ, model, key string, messages ...string) *Error {
 	return &Error{Code: code, Type: typ, Model: model, Key: key, Messages: messages}
 }
 
-// NotFound is DRP's "Not Found" error for method typ on model/key.
-func NotFound(typ, model, key string) *Error {
-	return NewError(ENOTFOUND, typ, model, key, "Not Found")
+// OpError builds an Error of operation op on model/key.
+func OpError(code string, op Operation, model, key string, messages ...string) *Error {
+	return &Error{Code: code, Op: op, Model: model, Key: key, Messages: messages}
+}
+
+// NotFound is DRP's "Not Found" error for operation op on model/key.
+func NotFound(op Operation, model, key string) *Error {
+	return OpError(ENOTFOUND, op, model, key, "Not Found")
 }
 
 // ErrorCode returns the code of the first *Error in err's chain, EINTERNAL for

@@ -112,7 +112,7 @@ func KindOf(prefix string) *Kind { return Kinds[prefix] }
 func LookupKind(prefix string) (*Kind, error) {
 	k := Kinds[prefix]
 	if k == nil {
-		return nil, NewError(ENOTFOUND, "GET", prefix, "", "No such object type "+prefix)
+		return nil, OpError(ENOTFOUND, ReadOp, prefix, "", "No such object type "+prefix)
 	}
 	return k, nil
 }

@@ -92,7 +92,7 @@ func IsControlWord(k string) bool { return controlWords[k] }
 func ParseQuery(kind *Kind, v url.Values, isParam func(string) bool) (Query, error) {
 	q := Query{Limit: -1}
 	bad := func(format string, args ...any) error {
-		return NewError(ENOTACCEPTABLE, "GET", kind.Prefix, "", fmt.Sprintf(format, args...))
+		return OpError(ENOTACCEPTABLE, ReadOp, kind.Prefix, "", fmt.Sprintf(format, args...))
 	}
 	keys := slices.Sorted(maps.Keys(v))
 	for _, k := range keys {
@@ -183,7 +183,7 @@ func splitList(s string) []string {
 
 func parseFilter(kind *Kind, name, raw string, isParam func(string) bool) (Filter, error) {
 	bad := func(format string, args ...any) (Filter, error) {
-		return Filter{}, NewError(ENOTACCEPTABLE, "GET", kind.Prefix, "", fmt.Sprintf(format, args...))
+		return Filter{}, OpError(ENOTACCEPTABLE, ReadOp, kind.Prefix, "", fmt.Sprintf(format, args...))
 	}
 	f := Filter{Name: name}
 	switch {

@@ -42,7 +42,7 @@ func TestRelay(t *testing.T) {
 		if s, ok := stored[prefix+"/"+key]; ok {
 			return []byte(s), nil
 		}
-		return nil, NotFound("GET", prefix, key)
+		return nil, NotFound(ReadOp, prefix, key)
 	}
 	net := &relayNet{}
 	busA, busB := NewBus(), NewBus()

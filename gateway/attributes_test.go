@@ -22,7 +22,7 @@ func (r paramResolver) Current(_ context.Context, prefix, key string) ([]byte, e
 	}
 	s, ok := r.secure[key]
 	if prefix != backend.PrefixParams || !ok {
-		return nil, backend.NotFound("GET", prefix, key)
+		return nil, backend.NotFound(backend.ReadOp, prefix, key)
 	}
 	return json.Marshal(map[string]any{"Name": key, "Secure": s})
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/objects"
 	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
 	"github.com/provgate/provgate/policies"
@@ -81,12 +80,12 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	if p.IsMachine() {
 		who = "runner:" + p.Name
 	}
-	ctx = objects.WithPrincipal(ctx, who)
+	ctx = backend.WithPrincipal(ctx, who)
 	ctx = backend.WithAccess(ctx, &requestAccess{s: s, p: p})
 	if p.IsUser() && s.TenantOf != nil {
 		if t := s.TenantOf(p.Name); t != "" {
 			// Objects a tenant user creates join its tenant (docs/design.md §6).
-			ctx = objects.WithTenant(ctx, t)
+			ctx = backend.WithTenant(ctx, t)
 		}
 	}
 	c.SetUserContext(ctx)
@@ -109,7 +108,7 @@ func (s *Server) guard(c *fiber.Ctx) error {
 		// keys); a missing object is still this request's 404, whose Type
 		// DRP sets to the method (docs/design.md §3.2: "PUT: users/jill").
 		var be *backend.Error
-		if errors.As(err, &be) && be.Code == backend.ENOTFOUND && be.Type == fiber.MethodGet {
+		if errors.As(err, &be) && be.Code == backend.ENOTFOUND && drpType(be, method) == fiber.MethodGet {
 			be.Type = method
 		}
 		return err
@@ -198,7 +197,7 @@ func (s *Server) decide(c *fiber.Ctx, p *auth.Principal, res claims.Result, in p
 	}
 	if d.NotFound {
 		s.metrics.decisions.WithLabelValues("hidden").Inc()
-		return d, backend.NotFound(in.Method, res.Scope, res.Ref)
+		return d, notFound(in.Method, res.Scope, res.Ref)
 	}
 	if err := s.jobMachineHidden(c, p, res); err != nil {
 		s.metrics.decisions.WithLabelValues("hidden").Inc()
@@ -231,7 +230,7 @@ func (s *Server) hidden(c *fiber.Ctx, p *auth.Principal, res claims.Result) erro
 	}
 	if d.NotFound {
 		s.metrics.decisions.WithLabelValues("hidden").Inc()
-		return backend.NotFound(in.Method, res.Scope, res.Ref)
+		return notFound(in.Method, res.Scope, res.Ref)
 	}
 	if err := s.jobMachineHidden(c, p, res); err != nil {
 		s.metrics.decisions.WithLabelValues("hidden").Inc()
@@ -295,7 +294,7 @@ func (s *Server) jobMachineHidden(c *fiber.Ctx, p *auth.Principal, res claims.Re
 		// Job creation: the same answer as for a machine that does not exist.
 		return backend.NewError(backend.EINVALID, "ValidationError", "jobs", "", "Machine "+machine+" does not exist")
 	}
-	return backend.NotFound(strings.Clone(c.Method()), res.Scope, res.Ref)
+	return backend.NotFound(backend.RequestOp, res.Scope, res.Ref)
 }
 
 // isDecode reports whether the request asks for decoded secure values.

@@ -41,7 +41,7 @@ func errorOf(t *testing.T, body []byte) apiError {
 func TestHiddenBeforeBodyErrors(t *testing.T) {
 	dec := &hiding{}
 	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{},
-		Objects: recObjects{&recorder{}}}})
+		Objects: recObjects{&recorder{}}, Params: recObjects{&recorder{}}}})
 	for _, tc := range []struct {
 		method, uri, body string
 		status            int

@@ -75,6 +75,8 @@ type Deps struct {
 	Resolver claims.Resolver
 	License  Licenser
 	Objects  Objects
+	// Params serves the params sub-resources.
+	Params Params
 	// Sync reloads the policy data (roles, tenants, users, license) after
 	// a change; nil when the decider holds no data.
 	Sync PolicySync

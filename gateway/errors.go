@@ -51,6 +51,36 @@ func statusOf(code string) int {
 	return http.StatusInternalServerError
 }
 
+// drpTypes spells each backend operation as DRP's error Type: the method
+// of the request DRP would have been serving, CREATE for a store-level
+// create, TX for a failed commit (docs/design.md §3.2).
+var drpTypes = map[backend.Operation]string{
+	backend.ReadOp:    fiber.MethodGet,
+	backend.CreateOp:  "CREATE",
+	backend.ReplaceOp: fiber.MethodPut,
+	backend.PatchOp:   fiber.MethodPatch,
+	backend.DeleteOp:  fiber.MethodDelete,
+	backend.ActionOp:  fiber.MethodPost,
+	backend.CommitOp:  "TX",
+}
+
+// drpType is the DRP error Type of be answering a request with method: its
+// domain Type when it has one, else its operation's, else the method.
+func drpType(be *backend.Error, method string) string {
+	if be.Type != "" {
+		return be.Type
+	}
+	if t, ok := drpTypes[be.Op]; ok {
+		return t
+	}
+	return method
+}
+
+// notFound is DRP's "Not Found" answer to a request with method.
+func notFound(method, model, key string) error {
+	return backend.NewError(backend.ENOTFOUND, method, model, key, "Not Found")
+}
+
 // errorHandler turns every error a handler returns (domain errors, Fiber's
 // own routing and size errors, panics recovered upstream) into a DRP error
 // object with Content-Type application/json. Internal causes are logged once
@@ -62,9 +92,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	switch {
 	case errors.As(err, &be):
 		out.Code = statusOf(be.Code)
-		if be.Type != "" {
-			out.Type = be.Type
-		}
+		out.Type = drpType(be, out.Type)
 		out.Model, out.Key = be.Model, be.Key
 		out.Messages = append(out.Messages, be.Messages...)
 		if out.Code >= 500 {

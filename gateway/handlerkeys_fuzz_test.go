@@ -15,7 +15,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/objects"
 	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
 	"github.com/provgate/provgate/policies"
@@ -57,11 +56,11 @@ func (o recObjects) Get(_ context.Context, prefix, key string) (backend.Model, i
 	o.add("Get", prefix, key, "", "")
 	return fakeModel(prefix, key), 1, nil
 }
-func (o recObjects) View(_ context.Context, prefix, key string) (objects.View, error) {
+func (o recObjects) View(_ context.Context, prefix, key string) (backend.View, error) {
 	o.add("Get", prefix, key, "", "")
 	m := fakeModel(prefix, key)
 	b, err := json.Marshal(m)
-	return objects.View{Model: m, Rev: 1, ETag: objects.ETag(1, b), JSON: b}, err
+	return backend.View{Model: m, Rev: 1, ETag: backend.ETag(1, b), JSON: b}, err
 }
 func (o recObjects) CreateMany(_ context.Context, prefix string, items []json.RawMessage) ([]backend.Model, error) {
 	o.add("CreateMany", prefix, "", "", "")
@@ -88,29 +87,33 @@ func (o recObjects) Wait(_ context.Context, prefix, key, _ string, _ time.Durati
 	return false, nil
 }
 func (o recObjects) Shape(context.Context, backend.Model, backend.Query) error { return nil }
-func (o recObjects) Params(_ context.Context, prefix, key string, _, _ bool) (map[string]any, error) {
+func (o recObjects) Params(_ context.Context, prefix, key string, _, _ bool) (map[string]json.RawMessage, error) {
 	o.add("Params", prefix, key, "", "")
-	return map[string]any{}, nil
+	return map[string]json.RawMessage{}, nil
 }
-func (o recObjects) GetParam(_ context.Context, prefix, key, name string, _, _ bool) (any, error) {
+func (o recObjects) GetParam(_ context.Context, prefix, key, name string, _, _ bool) (json.RawMessage, error) {
 	o.add("GetParam", prefix, key, name, "")
-	return nil, nil
+	return json.RawMessage("null"), nil
 }
-func (o recObjects) SetParam(_ context.Context, prefix, key, name string, v any) (any, error) {
+func (o recObjects) SetParam(_ context.Context, prefix, key, name string, v json.RawMessage) (json.RawMessage, error) {
 	o.add("SetParam", prefix, key, name, "")
 	return v, nil
 }
-func (o recObjects) SetParams(_ context.Context, prefix, key string, p map[string]any) (map[string]any, error) {
+func (o recObjects) SetParams(_ context.Context, prefix, key string, p json.RawMessage) (map[string]json.RawMessage, error) {
 	o.add("SetParams", prefix, key, "", "")
-	return p, nil
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(p, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
-func (o recObjects) PatchParams(_ context.Context, prefix, key string, _ []byte) (map[string]any, error) {
+func (o recObjects) PatchParams(_ context.Context, prefix, key string, _ []byte) (map[string]json.RawMessage, error) {
 	o.add("PatchParams", prefix, key, "", "")
-	return map[string]any{}, nil
+	return map[string]json.RawMessage{}, nil
 }
-func (o recObjects) DeleteParam(_ context.Context, prefix, key, name string) (any, error) {
+func (o recObjects) DeleteParam(_ context.Context, prefix, key, name string) (json.RawMessage, error) {
 	o.add("DeleteParam", prefix, key, name, "")
-	return nil, nil
+	return json.RawMessage("null"), nil
 }
 
 type recPools struct{ *recorder }
@@ -155,7 +158,7 @@ func (a recActions) List(_ context.Context, prefix, key, _ string) ([]backend.Av
 	a.add("ListActions", prefix, key, "", "")
 	return []backend.AvailableAction{{Command: "doIt"}}, nil
 }
-func (a recActions) Run(_ context.Context, prefix, key, cmd, _ string, _ map[string]any) (json.RawMessage, error) {
+func (a recActions) Run(_ context.Context, prefix, key, cmd, _ string, _ map[string]json.RawMessage) (json.RawMessage, error) {
 	a.add("RunAction", prefix, key, "", cmd)
 	return json.RawMessage(`{}`), nil
 }
@@ -166,7 +169,9 @@ func (a recActions) Attempts(_ context.Context, plugin, _ string, _ int) ([]back
 
 type recJobs struct{ *recorder }
 
-func (j recJobs) CreateJob(context.Context, []byte) (int, *backend.Job, error) { return 204, nil, nil }
+func (j recJobs) CreateJob(context.Context, []byte) (backend.JobOutcome, *backend.Job, error) {
+	return backend.JobNone, nil, nil
+}
 func (j recJobs) JobToken(context.Context, *backend.Job, *auth.Principal) (string, error) {
 	return "", nil
 }
@@ -221,7 +226,7 @@ func (keyResolver) Current(_ context.Context, prefix, key string) ([]byte, error
 func fuzzServer() (*Server, *recorder, *allowAll) {
 	rec := &recorder{}
 	dec := &allowAll{}
-	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{}, Objects: recObjects{rec},
+	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{}, Objects: recObjects{rec}, Params: recObjects{rec},
 		Pools: recPools{rec}, Users: recUsers{rec}, Actions: recActions{rec}, Jobs: recJobs{rec}, JobTokens: recJobs{rec}, JobActions: recJobs{rec}}})
 	return s, rec, dec
 }

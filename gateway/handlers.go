@@ -37,13 +37,17 @@ type Pools interface {
 type Actions interface {
 	Providers() []backend.PluginProvider
 	List(ctx context.Context, prefix, key, plugin string) ([]backend.AvailableAction, error)
-	Run(ctx context.Context, prefix, key, cmd, plugin string, params map[string]any) (json.RawMessage, error)
+	// Run runs action cmd with the action parameters the request body
+	// gave, as JSON values by name.
+	Run(ctx context.Context, prefix, key, cmd, plugin string, params map[string]json.RawMessage) (json.RawMessage, error)
 	Attempts(ctx context.Context, plugin string, machine string, limit int) ([]backend.CallbackAttempt, error)
 }
 
 // Jobs covers job creation and logs beyond CRUD.
 type Jobs interface {
-	CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error)
+	// CreateJob answers a job request: the machine's next job, if any, and
+	// what the agent got.
+	CreateJob(ctx context.Context, body []byte) (backend.JobOutcome, *backend.Job, error)
 	JobLog(ctx context.Context, key string) ([]byte, error)
 	AppendJobLog(ctx context.Context, key string, chunk []byte) error
 }
@@ -344,7 +348,7 @@ func (s *Server) handleGetProvider(c *fiber.Ctx) error {
 			}
 		}
 	}
-	return backend.NotFound(c.Method(), "plugin_providers", name)
+	return backend.NotFound(backend.RequestOp, "plugin_providers", name)
 }
 
 func (s *Server) handleListActions(c *fiber.Ctx) error {
@@ -386,7 +390,11 @@ func (s *Server) handleRunAction(c *fiber.Ctx) error {
 				"action parameters must be a JSON object: "+err.Error())
 		}
 	}
-	out, err := s.Actions.Run(userContext(c), routePrefix(c), routeKey(c), accessOf(c).Cmd, strings.Clone(c.Query("plugin")), params)
+	args, err := backend.EncodeParams(params)
+	if err != nil {
+		return err
+	}
+	out, err := s.Actions.Run(userContext(c), routePrefix(c), routeKey(c), accessOf(c).Cmd, strings.Clone(c.Query("plugin")), args)
 	if err != nil {
 		return err
 	}
@@ -404,7 +412,7 @@ func (s *Server) handlePluginAttempts(c *fiber.Ctx) error {
 	return c.JSON(out)
 }
 
-// PublicKeys is implemented by an object service that accepts secure param
+// PublicKeys is implemented by a params service that accepts secure param
 // values sealed by DRP clients (docs/design.md §3.9).
 type PublicKeys interface {
 	PublicKey(ctx context.Context, prefix, key string) ([]byte, error)
@@ -413,7 +421,7 @@ type PublicKeys interface {
 // handlePubkey answers the object's public key as a JSON string (base64),
 // as drpcli reads it before setting a secure param.
 func (s *Server) handlePubkey(c *fiber.Ctx) error {
-	pk, ok := s.Objects.(PublicKeys)
+	pk, ok := s.Params.(PublicKeys)
 	if !ok {
 		return unavailable("secure param public keys")
 	}
@@ -430,10 +438,11 @@ func (s *Server) handleCreateJob(c *fiber.Ctx) error {
 	if s.Jobs == nil {
 		return unavailable("jobs")
 	}
-	status, job, err := s.Jobs.CreateJob(userContext(c), c.Body())
+	outcome, job, err := s.Jobs.CreateJob(userContext(c), c.Body())
 	if err != nil {
 		return err
 	}
+	status := jobStatus(outcome)
 	if job == nil {
 		c.Status(status)
 		return c.Send(nil)
@@ -447,6 +456,18 @@ func (s *Server) handleCreateJob(c *fiber.Ctx) error {
 		job.Token = tok
 	}
 	return c.Status(status).JSON(job)
+}
+
+// jobStatus is DRP's status for a job request's outcome: 201 for a new
+// job, 202 for an incomplete job handed back, 204 for nothing to run.
+func jobStatus(o backend.JobOutcome) int {
+	switch o {
+	case backend.JobNew:
+		return fiber.StatusCreated
+	case backend.JobAgain:
+		return fiber.StatusAccepted
+	}
+	return fiber.StatusNoContent
 }
 
 func (s *Server) handleGetJobLog(c *fiber.Ctx) error {

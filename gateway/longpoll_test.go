@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/provgate/provgate/backend/objects"
+	"github.com/provgate/provgate/backend"
 )
 
 // waitingObjects holds a long poll until changed is closed, then reports a
@@ -29,7 +29,7 @@ func TestLongPollReauthorized(t *testing.T) {
 	dec := &hiding{}
 	obj := waitingObjects{recObjects{&recorder{}}, make(chan struct{}), make(chan struct{})}
 	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{}, Objects: obj}})
-	etag := objects.ModelETag(fakeModel("machines", "native-m1"), 1)
+	etag := backend.ModelETag(fakeModel("machines", "native-m1"), 1)
 	go func() {
 		<-obj.waiting
 		dec.revoked = true

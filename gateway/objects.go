@@ -11,7 +11,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/objects"
 	"github.com/provgate/provgate/gateway/claims"
 )
 
@@ -21,7 +20,7 @@ type Objects interface {
 	Get(ctx context.Context, prefix, key string) (backend.Model, int64, error)
 	// View is Get encoded, served from a read cache validated by the
 	// object's stored revision; its result is shared and never modified.
-	View(ctx context.Context, prefix, key string) (objects.View, error)
+	View(ctx context.Context, prefix, key string) (backend.View, error)
 	List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error)
 	// CreateMany creates every item in one transaction, or none.
 	CreateMany(ctx context.Context, prefix string, items []json.RawMessage) ([]backend.Model, error)
@@ -30,13 +29,6 @@ type Objects interface {
 	Delete(ctx context.Context, prefix, key string) (backend.Model, error)
 	Wait(ctx context.Context, prefix, key, etag string, d time.Duration) (bool, error)
 	Shape(ctx context.Context, m backend.Model, q backend.Query) error
-
-	Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error)
-	GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (any, error)
-	SetParam(ctx context.Context, prefix, key, name string, value any) (any, error)
-	SetParams(ctx context.Context, prefix, key string, params map[string]any) (map[string]any, error)
-	PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]any, error)
-	DeleteParam(ctx context.Context, prefix, key, name string) (any, error)
 }
 
 // isParam reports whether a param definition exists (param-value filters).
@@ -47,7 +39,7 @@ func (s *Server) isParam(ctx context.Context, name string) bool {
 
 // etagOf is the object's ETag, the same on every replica; Wait compares
 // against the same value.
-func etagOf(m backend.Model, rev int64) string { return objects.ModelETag(m, rev) }
+func etagOf(m backend.Model, rev int64) string { return backend.ModelETag(m, rev) }
 
 // routePrefix is the scope (kind prefix) the request was authorized for.
 func routePrefix(c *fiber.Ctx) string { return accessOf(c).Scope }
@@ -262,7 +254,7 @@ func (s *Server) lostAccess(c *fiber.Ctx, err error) error {
 	switch backend.ErrorCode(err) {
 	case backend.EFORBIDDEN, backend.ENOTFOUND, backend.EUNAUTHORIZED, backend.EINVALID:
 		a := accessOf(c)
-		return backend.NotFound(strings.Clone(c.Method()), a.Scope, a.Ref)
+		return backend.NotFound(backend.RequestOp, a.Scope, a.Ref)
 	}
 	return err
 }
@@ -328,131 +320,6 @@ func (s *Server) handleAllIndexes(c *fiber.Ctx) error {
 // GET /objects does: a JSON array of strings, sorted.
 func (s *Server) handleObjects(c *fiber.Ctx) error {
 	return c.JSON(backend.KindPrefixes())
-}
-
-// params sub-resources (docs/design.md §3.9).
-
-func (s *Server) paramsTarget(c *fiber.Ctx) (*backend.Kind, string, error) {
-	if err := s.objectsReady(); err != nil {
-		return nil, "", err
-	}
-	k, err := backend.LookupKind(routePrefix(c))
-	if err != nil {
-		return nil, "", err
-	}
-	if !k.HasParams {
-		return nil, "", backend.NewError(backend.ENOTFOUND, c.Method(), k.Prefix, "", "No route")
-	}
-	return k, routeKey(c), nil
-}
-
-// paramName is the param name the request was authorized for.
-func paramName(c *fiber.Ctx) string { return accessOf(c).Name }
-
-func (s *Server) handleGetParams(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
-	if err != nil {
-		return err
-	}
-	p, err := s.Objects.Params(userContext(c), k.Prefix, key, c.QueryBool("aggregate"), isDecode(c))
-	if err != nil {
-		return err
-	}
-	if keep := c.Query("params"); keep != "" {
-		sel := map[string]any{}
-		for _, n := range strings.Split(keep, ",") {
-			if v, ok := p[strings.TrimSpace(n)]; ok {
-				sel[strings.TrimSpace(n)] = v
-			}
-		}
-		p = sel
-	}
-	return c.JSON(p)
-}
-
-func (s *Server) handleGetParam(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
-	if err != nil {
-		return err
-	}
-	v, err := s.Objects.GetParam(userContext(c), k.Prefix, key, paramName(c), c.QueryBool("aggregate"), isDecode(c))
-	if err != nil {
-		return err
-	}
-	return writeJSONValue(c, v)
-}
-
-func (s *Server) handleSetParam(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
-	if err != nil {
-		return err
-	}
-	var value any
-	if err := decodeJSON(c, &value); err != nil {
-		return err
-	}
-	v, err := s.Objects.SetParam(userContext(c), k.Prefix, key, paramName(c), value)
-	if err != nil {
-		return err
-	}
-	view, err := s.replyView(c, v, "/Params/"+backend.EscapePointer(paramName(c)))
-	if err != nil {
-		return err
-	}
-	return writeJSONValue(c, view)
-}
-
-func (s *Server) handleSetParams(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
-	if err != nil {
-		return err
-	}
-	params := map[string]any{}
-	if err := decodeJSON(c, &params); err != nil {
-		return err
-	}
-	p, err := s.Objects.SetParams(userContext(c), k.Prefix, key, params)
-	if err != nil {
-		return err
-	}
-	view, err := s.replyView(c, p, "/Params")
-	if err != nil {
-		return err
-	}
-	return c.JSON(view)
-}
-
-func (s *Server) handlePatchParams(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
-	if err != nil {
-		return err
-	}
-	p, err := s.Objects.PatchParams(userContext(c), k.Prefix, key, c.Body())
-	if err != nil {
-		return err
-	}
-	view, err := s.replyView(c, p, "/Params")
-	if err != nil {
-		return err
-	}
-	return c.JSON(view)
-}
-
-func (s *Server) handleDeleteParam(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
-	if err != nil {
-		return err
-	}
-	v, err := s.Objects.DeleteParam(userContext(c), k.Prefix, key, paramName(c))
-	if err != nil {
-		return err
-	}
-	// The old value is a read: the caller wrote nothing it could be shown.
-	view, err := s.replyView(c, v, "/Params/"+backend.EscapePointer(paramName(c)))
-	if err != nil {
-		return err
-	}
-	return writeJSONValue(c, view)
 }
 
 // meta sub-resource.

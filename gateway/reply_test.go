@@ -42,18 +42,18 @@ func (o richObjects) Put(context.Context, string, string, []byte) (backend.Model
 func (o richObjects) Delete(context.Context, string, string) (backend.Model, error) {
 	return machineWith(), nil
 }
-func (o richObjects) PatchParams(context.Context, string, string, []byte) (map[string]any, error) {
-	return machineWith().Params, nil
+func (o richObjects) PatchParams(context.Context, string, string, []byte) (map[string]json.RawMessage, error) {
+	return backend.EncodeParams(machineWith().Params)
 }
-func (o richObjects) SetParams(context.Context, string, string, map[string]any) (map[string]any, error) {
-	return machineWith().Params, nil
+func (o richObjects) SetParams(context.Context, string, string, json.RawMessage) (map[string]json.RawMessage, error) {
+	return backend.EncodeParams(machineWith().Params)
 }
-func (o richObjects) DeleteParam(context.Context, string, string, string) (any, error) {
-	return "s3cr3t", nil
+func (o richObjects) DeleteParam(context.Context, string, string, string) (json.RawMessage, error) {
+	return json.RawMessage(`"s3cr3t"`), nil
 }
-func (o richObjects) SetParam(_ context.Context, _, _, _ string, v any) (any, error) {
-	if v == "seal-me" {
-		return map[string]any{"Key": "k", "Nonce": "n", "Payload": "p"}, nil
+func (o richObjects) SetParam(_ context.Context, _, _, _ string, v json.RawMessage) (json.RawMessage, error) {
+	if string(v) == `"seal-me"` {
+		return json.RawMessage(`{"Key":"k","Nonce":"n","Payload":"p"}`), nil
 	}
 	return v, nil
 }
@@ -63,7 +63,7 @@ func (o richObjects) SetParam(_ context.Context, _, _, _ string, v any) (any, er
 func TestWriteReplyWithoutGet(t *testing.T) {
 	dec := &denyGet{}
 	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: dec, Policy: dec, Resolver: keyResolver{},
-		Objects: richObjects{recObjects{&recorder{}}}}})
+		Objects: richObjects{recObjects{&recorder{}}}, Params: richObjects{recObjects{&recorder{}}}}})
 	for _, tc := range []struct{ method, uri, body, want string }{
 		{"PATCH", "/api/v3/machines/m1", `[{"op":"replace","path":"/Description","value":"new"},{"op":"add","path":"/Params/pub","value":3}]`,
 			`{"Description":"new","Uuid":"m1"}`},
@@ -96,7 +96,7 @@ func TestWriteReplyWithoutGet(t *testing.T) {
 	// With get, the whole object.
 	all := &allowAll{}
 	s = New(Options{Logger: slog.New(slog.DiscardHandler), Deps: Deps{Auth: all, Policy: all, Resolver: keyResolver{},
-		Objects: richObjects{recObjects{&recorder{}}}}})
+		Objects: richObjects{recObjects{&recorder{}}}, Params: richObjects{recObjects{&recorder{}}}}})
 	ctx := serve(s, "PATCH", "/api/v3/machines/m1", []byte(`[{"op":"replace","path":"/Description","value":"new"}]`))
 	var m backend.Machine
 	if err := json.Unmarshal(ctx.Response.Body(), &m); err != nil || m.Name != "secret-name" || m.Params["secret"] != "s3cr3t" {

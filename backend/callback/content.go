@@ -9,10 +9,15 @@ import (
 )
 
 // ContentStore is where InstallContent adds the plugin's content; the
-// object service implements it.
+// object service's object part implements it.
 type ContentStore interface {
 	Get(ctx context.Context, prefix, key string) (backend.Model, int64, error)
 	Create(ctx context.Context, prefix string, body []byte) (backend.Model, error)
+}
+
+// ParamSealer seals the plugin's Secure params; the object service's params
+// part implements it.
+type ParamSealer interface {
 	// SealParam makes param definition name Secure and seals the values
 	// objects hold of it in the clear.
 	SealParam(ctx context.Context, name string) error
@@ -24,7 +29,7 @@ type ContentStore interface {
 // callback/callbacks was Secure (its header values and URLs carry
 // credentials) may still hold it in the clear. It runs on every start, so
 // a start interrupted halfway finishes the work on the next.
-func InstallContent(ctx context.Context, o ContentStore) error {
+func InstallContent(ctx context.Context, o ContentStore, sealer ParamSealer) error {
 	tasks, params, stages := Content()
 	create := func(m backend.Model) error {
 		if _, _, err := o.Get(ctx, m.Prefix(), m.Key()); err == nil {
@@ -44,7 +49,7 @@ func InstallContent(ctx context.Context, o ContentStore) error {
 			return err
 		}
 		if p.Secure {
-			if err := o.SealParam(ctx, p.Name); err != nil {
+			if err := sealer.SealParam(ctx, p.Name); err != nil {
 				return fmt.Errorf("content params/%s: %w", p.Name, err)
 			}
 		}

@@ -25,7 +25,7 @@ type fakeMachines struct {
 func (f *fakeMachines) GetMachine(_ context.Context, uuid string) (*backend.Machine, error) {
 	m, ok := f.machines[uuid]
 	if !ok {
-		return nil, backend.NotFound("GET", "machines", uuid)
+		return nil, backend.NotFound(backend.ReadOp, "machines", uuid)
 	}
 	cp := *m
 	return &cp, nil

@@ -9,20 +9,28 @@ import (
 )
 
 // Objects is what the callback plugin reads of the stored objects; the
-// object service implements it.
+// object service's object part implements it.
 type Objects interface {
 	Get(ctx context.Context, prefix, key string) (backend.Model, int64, error)
 	List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error)
-	// Params returns an object's params; Secure values decrypted only when
-	// decode is true.
-	Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error)
-	// Aggregate returns a machine's effective params (docs/design.md §4).
-	Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error)
 }
 
-// objectSource reads machines and plugins through Objects (Machines and
-// Plugins of a Service built with Objects).
-type objectSource struct{ o Objects }
+// Params is what the callback plugin reads of objects' params; the object
+// service's params part implements it.
+type Params interface {
+	// Params returns an object's params; Secure values decrypted only when
+	// decode is true.
+	Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]json.RawMessage, error)
+	// Aggregate returns a machine's effective params (docs/design.md §4).
+	Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]json.RawMessage, error)
+}
+
+// objectSource reads machines and plugins through Objects and Params
+// (Machines and Plugins of a Service built with them).
+type objectSource struct {
+	o Objects
+	p Params
+}
 
 func (s objectSource) GetMachine(ctx context.Context, uuid string) (*backend.Machine, error) {
 	m, _, err := s.o.Get(ctx, backend.PrefixMachines, uuid)
@@ -33,10 +41,17 @@ func (s objectSource) GetMachine(ctx context.Context, uuid string) (*backend.Mac
 }
 
 func (s objectSource) MachineParams(ctx context.Context, m *backend.Machine, aggregate, decode bool) (map[string]any, error) {
+	var raw map[string]json.RawMessage
+	var err error
 	if aggregate {
-		return s.o.Aggregate(ctx, m, decode)
+		raw, err = s.p.Aggregate(ctx, m, decode)
+	} else {
+		raw, err = s.p.Params(ctx, backend.PrefixMachines, m.Uuid, false, decode)
 	}
-	return s.o.Params(ctx, backend.PrefixMachines, m.Uuid, false, decode)
+	if err != nil {
+		return nil, err
+	}
+	return backend.DecodeParams(raw)
 }
 
 // ListPlugins returns every plugin, callback plugins with their params in
@@ -66,7 +81,11 @@ func (s objectSource) ListPlugins(ctx context.Context) ([]*backend.Plugin, error
 // is a Secure param, stored sealed, and the service must see what the
 // validation at save time saw.
 func (s objectSource) openParams(ctx context.Context, p *backend.Plugin) error {
-	params, err := s.o.Params(ctx, backend.PrefixPlugins, p.Name, false, true)
+	raw, err := s.p.Params(ctx, backend.PrefixPlugins, p.Name, false, true)
+	if err != nil {
+		return err
+	}
+	params, err := backend.DecodeParams(raw)
 	if err != nil {
 		return err
 	}
@@ -98,8 +117,10 @@ type Actions struct {
 }
 
 // Actions returns the plugin actions of s; s must have been built with
-// Options.Objects.
-func (s *Service) Actions() *Actions { return &Actions{s: s, src: objectSource{s.opts.Objects}} }
+// Options.Objects and Options.Params.
+func (s *Service) Actions() *Actions {
+	return &Actions{s: s, src: objectSource{s.opts.Objects, s.opts.Params}}
+}
 
 // Providers lists the plugin providers the server has.
 func (a *Actions) Providers() []backend.PluginProvider {
@@ -132,10 +153,14 @@ func (a *Actions) List(ctx context.Context, prefix, key, plugin string) ([]backe
 
 // Run runs action cmd on an object: callbackDo on a machine, with the named
 // plugin or the first callback plugin.
-func (a *Actions) Run(ctx context.Context, prefix, key, cmd, plugin string, params map[string]any) (json.RawMessage, error) {
+func (a *Actions) Run(ctx context.Context, prefix, key, cmd, plugin string, args map[string]json.RawMessage) (json.RawMessage, error) {
 	m, _, err := a.src.o.Get(ctx, prefix, key)
 	if err != nil {
 		return nil, err
+	}
+	params, err := backend.DecodeParams(args)
+	if err != nil {
+		return nil, backend.NewError(backend.EBADREQUEST, "INVOKE", prefix, key, "action parameters: "+err.Error())
 	}
 	if prefix != backend.PrefixMachines || cmd != ActionName {
 		return nil, backend.NewError(backend.EBADREQUEST, "INVOKE", prefix, key, "Action "+cmd+" on "+prefix+": Not Found")
@@ -168,7 +193,11 @@ func (a *Actions) Run(ctx context.Context, prefix, key, cmd, plugin string, para
 	}
 	// Action params missing from the body come from the machine's
 	// aggregated params, as DRP fills declared action params.
-	agg, err := a.src.o.Aggregate(ctx, mc, false)
+	raw, err := a.src.p.Aggregate(ctx, mc, false)
+	if err != nil {
+		return nil, err
+	}
+	agg, err := backend.DecodeParams(raw)
 	if err != nil {
 		return nil, err
 	}

@@ -38,10 +38,11 @@ type Options struct {
 	ExecDir     string        // --callback-exec-dir; empty disables exec auths
 	ExecTimeout time.Duration // bound of one exec auth run
 	Store       Store         // attempts and the delivery queue; nil records nothing
-	// Objects reads machines, plugins and params (the object service);
-	// Machines and Plugins default to views of it, and plugin actions
-	// (Actions) need it.
+	// Objects reads machines and plugins, Params their params (the object
+	// service); Machines and Plugins default to views of them, and plugin
+	// actions (Actions) need both.
 	Objects  Objects
+	Params   Params
 	Machines Machines
 	Plugins  Plugins
 	Info     func() render.Info
@@ -106,7 +107,7 @@ func New(opts Options) *Service {
 		opts.WorkerBatch = DefaultWorkerBatch
 	}
 	if opts.Objects != nil {
-		src := objectSource{opts.Objects}
+		src := objectSource{opts.Objects, opts.Params}
 		if opts.Machines == nil {
 			opts.Machines = src
 		}

@@ -65,7 +65,7 @@ func (h *Holder) LicenseState(ctx context.Context) backend.LicenseState {
 // LoadLicense verifies doc and, when valid now, makes it the license.
 func (h *Holder) LoadLicense(ctx context.Context, doc string) (backend.LicenseState, error) {
 	if h.pub == nil {
-		return backend.LicenseState{}, backend.NewError(backend.EBADREQUEST, "PUT", "license", "",
+		return backend.LicenseState{}, backend.OpError(backend.EBADREQUEST, backend.ReplaceOp, "license", "",
 			"no license public key configured: start the server with --license-public-key")
 	}
 	if _, err := Verify(h.pub, doc, h.now()); err != nil {

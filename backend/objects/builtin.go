@@ -61,7 +61,7 @@ func builtins() []backend.Model {
 // must be when a stored copy differs (an older server let clients create or
 // edit a bootenv of that name, or change the superuser role). It is
 // idempotent and safe for several replicas starting together.
-func (s *Service) InstallBuiltins(ctx context.Context) error {
+func (s *CRUD) InstallBuiltins(ctx context.Context) error {
 	for _, b := range builtins() {
 		b.Fill()
 		b.Env().ReadOnly = true
@@ -70,7 +70,7 @@ func (s *Service) InstallBuiltins(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		err = s.InTx(ctx, func(ctx context.Context) error {
+		err = s.inTx(ctx, func(ctx context.Context) error {
 			rec, err := s.st.Get(ctx, b.Prefix(), b.Key())
 			switch {
 			case backend.IsCode(err, backend.ENOTFOUND):

@@ -36,7 +36,7 @@ func TestCreateDefaults(t *testing.T) {
 			if raw["Secret"] == "" || raw["PasswordHash"] == nil {
 				t.Fatalf("got stored %v, want Secret and PasswordHash", raw)
 			}
-			h, _, err := e.svc.PasswordHash(ctx, "bob")
+			h, _, err := e.svc.Accounts.PasswordHash(ctx, "bob")
 			if err != nil || string(h) != "16384$8$1$73616c74$pw1" {
 				t.Fatalf("got hash %q %v", h, err)
 			}
@@ -44,7 +44,7 @@ func TestCreateDefaults(t *testing.T) {
 		t.Run("given PasswordHash kept", func(t *testing.T) {
 			// base64 of "16384$8$1$aa$bb"
 			mustCreate(t, e, "users", `{"Name":"carol","PasswordHash":"MTYzODQkOCQxJGFhJGJi"}`)
-			h, _, _ := e.svc.PasswordHash(ctx, "carol")
+			h, _, _ := e.svc.Accounts.PasswordHash(ctx, "carol")
 			if string(h) != "16384$8$1$aa$bb" {
 				t.Fatalf("got %q", h)
 			}
@@ -52,24 +52,24 @@ func TestCreateDefaults(t *testing.T) {
 		tests := []struct {
 			name, prefix, body, code, typ, msg string
 		}{
-			{"empty key", "roles", `{"Name":""}`, backend.EBADREQUEST, "CREATE", "Empty key not allowed"},
-			{"malformed json", "roles", `{"Name":`, backend.EBADREQUEST, "POST", "unexpected end"},
-			{"wrong field type", "roles", `{"Name":5}`, backend.EBADREQUEST, "POST", "Name"},
+			{"empty key", "roles", `{"Name":""}`, backend.EBADREQUEST, "create", "Empty key not allowed"},
+			{"malformed json", "roles", `{"Name":`, backend.EBADREQUEST, "action", "unexpected end"},
+			{"wrong field type", "roles", `{"Name":5}`, backend.EBADREQUEST, "action", "Name"},
 			{"bad password hash", "users", `{"Name":"dave","PasswordHash":"eHl6"}`, backend.EINVALID, "ValidationError", "PasswordHash"},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := e.svc.Create(ctx, tc.prefix, []byte(tc.body))
+				_, err := e.svc.Objects.Create(ctx, tc.prefix, []byte(tc.body))
 				wantErr(t, err, tc.code, tc.typ, tc.msg)
 			})
 		}
 		t.Run("duplicate", func(t *testing.T) {
 			mustCreate(t, e, "profiles", `{"Name":"dup"}`)
-			_, err := e.svc.Create(ctx, "profiles", []byte(`{"Name":"dup"}`))
-			wantErr(t, err, backend.ECONFLICT, "CREATE", "already exists")
+			_, err := e.svc.Objects.Create(ctx, "profiles", []byte(`{"Name":"dup"}`))
+			wantErr(t, err, backend.ECONFLICT, "create", "already exists")
 		})
 		t.Run("duplicate machine name", func(t *testing.T) {
-			_, err := e.svc.Create(ctx, "machines", []byte(`{"Name":"m1"}`))
+			_, err := e.svc.Objects.Create(ctx, "machines", []byte(`{"Name":"m1"}`))
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Name m1 is already in use")
 		})
 	})
@@ -81,7 +81,7 @@ func TestKeys(t *testing.T) {
 		m := mustCreate(t, e, "machines", `{"Name":"m2"}`).(*backend.Machine)
 		for _, key := range []string{m.Uuid, "Name:m2", "Uuid:" + m.Uuid, "Key:" + m.Uuid} {
 			t.Run("get "+key, func(t *testing.T) {
-				got, rev, err := e.svc.Get(ctx, "machines", key)
+				got, rev, err := e.svc.Objects.Get(ctx, "machines", key)
 				if err != nil || got.Key() != m.Uuid || rev < 1 {
 					t.Fatalf("got %v rev %d err %v", got, rev, err)
 				}
@@ -95,8 +95,8 @@ func TestKeys(t *testing.T) {
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				_, _, err := e.svc.Get(ctx, "machines", tc.key)
-				wantErr(t, err, tc.code, "GET", tc.msg)
+				_, _, err := e.svc.Objects.Get(ctx, "machines", tc.key)
+				wantErr(t, err, tc.code, "read", tc.msg)
 			})
 		}
 	})
@@ -150,7 +150,7 @@ func TestValidation(t *testing.T) {
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := e.svc.Create(ctx, tc.prefix, []byte(tc.body))
+				_, err := e.svc.Objects.Create(ctx, tc.prefix, []byte(tc.body))
 				wantErr(t, err, backend.EINVALID, "ValidationError", tc.msg)
 			})
 		}
@@ -231,7 +231,7 @@ func TestList(t *testing.T) {
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				got, total, matched, err := e.svc.List(ctx, "profiles", tc.q)
+				got, total, matched, err := e.svc.Objects.List(ctx, "profiles", tc.q)
 				if err != nil || len(got) != 2 || total != 2 || matched != 2 {
 					t.Fatalf("got %d %d %d %v", len(got), total, matched, err)
 				}
@@ -242,7 +242,7 @@ func TestList(t *testing.T) {
 		}
 		t.Run("users sanitized", func(t *testing.T) {
 			mustCreate(t, e, "users", `{"Name":"lu","Password":"x"}`)
-			got, _, _, err := e.svc.List(ctx, "users", backend.Query{Limit: -1})
+			got, _, _, err := e.svc.Objects.List(ctx, "users", backend.Query{Limit: -1})
 			if err != nil || strings.Contains(toJSON(t, got), "Secret") || strings.Contains(toJSON(t, got), "PasswordHash") {
 				t.Fatalf("got %s %v", toJSON(t, got), err)
 			}

@@ -12,7 +12,7 @@ type reference struct {
 	prefix, index, label string
 }
 
-// inUse lists, per prefix, the references that block a delete (409
+// inUse lists, per prefix, the references that block a delete (a conflict,
 // StillInUseError "In use by <Label> <name>").
 var inUse = map[string][]reference{
 	"roles":     {{"users", "Roles", "User"}},
@@ -28,20 +28,20 @@ var inUse = map[string][]reference{
 const maxInUse = 10
 
 // Delete removes prefix/key and returns the deleted object, sanitized. It is
-// refused with 409 StillInUseError while other objects reference it (a role
+// refused as a conflict (StillInUseError) while other objects reference it (a role
 // held by a user, a tenant with Users, a pool with machines, a profile,
-// stage, workflow, bootenv or task still used), with 409 "Locked" for a
-// locked machine, and with 422 for a job not in a final state. The key is
+// stage, workflow, bootenv or task still used), as a conflict "Locked" for
+// a locked machine, and as invalid for a job not in a final state. The key is
 // removed from every tenant's Members (and a deleted user from tenants'
 // Users) in the same transaction.
-func (s *Service) Delete(ctx context.Context, prefix, key string) (backend.Model, error) {
+func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
 	var out backend.Model
-	err = s.InTx(ctx, func(ctx context.Context) error {
-		rec, m, err := s.read(ctx, k, key, "DELETE")
+	err = s.inTx(ctx, func(ctx context.Context) error {
+		rec, m, err := s.read(ctx, k, key, backend.DeleteOp)
 		if err != nil {
 			return err
 		}
@@ -50,7 +50,7 @@ func (s *Service) Delete(ctx context.Context, prefix, key string) (backend.Model
 		}
 		if _, err := s.st.Delete(ctx, prefix, rec.Key); err != nil {
 			if backend.IsCode(err, backend.ENOTFOUND) {
-				return backend.NotFound("DELETE", prefix, key)
+				return backend.NotFound(backend.DeleteOp, prefix, key)
 			}
 			return err
 		}
@@ -75,12 +75,12 @@ func (s *Service) Delete(ctx context.Context, prefix, key string) (backend.Model
 	return out, nil
 }
 
-func (s *Service) checkDelete(ctx context.Context, m backend.Model) error {
+func (s *core) checkDelete(ctx context.Context, m backend.Model) error {
 	prefix, key := m.Prefix(), m.Key()
 	switch v := m.(type) {
 	case *backend.Machine:
 		if v.Locked {
-			return backend.NewError(backend.ECONFLICT, "DELETE", prefix, key, "Locked")
+			return backend.OpError(backend.ECONFLICT, backend.DeleteOp, prefix, key, "Locked")
 		}
 	case *backend.Job:
 		if v.State != backend.JobFailed && v.State != backend.JobFinished {
@@ -131,7 +131,7 @@ func (s *Service) checkDelete(ctx context.Context, m backend.Model) error {
 	// A built-in object in use reports its users first, as DRP does for
 	// the superuser role ("In use by User rocketskates").
 	if m.Env().ReadOnly {
-		return readOnly("DELETE", prefix, key)
+		return readOnly(backend.DeleteOp, prefix, key)
 	}
 	return nil
 }
@@ -142,39 +142,6 @@ func displayName(m backend.Model) string {
 		return mc.Name
 	}
 	return m.Key()
-}
-
-// dropFromTenants removes a deleted key from every tenant's Members, and a
-// deleted user from every tenant's Users.
-func (s *Service) dropFromTenants(ctx context.Context, prefix, key string) error {
-	recs, _, _, err := s.st.List(ctx, "tenants", backend.Query{Limit: -1})
-	if err != nil {
-		return err
-	}
-	tk := backend.KindOf("tenants")
-	for _, rec := range recs {
-		tm, err := decodeRecord(tk, rec.Data)
-		if err != nil {
-			return err
-		}
-		t := tm.(*backend.Tenant)
-		old := clone(t)
-		changed := false
-		if list, ok := t.Members[prefix]; ok && contains(list, key) {
-			t.Members[prefix] = without(list, key)
-			changed = true
-		}
-		if prefix == "users" && contains(t.Users, key) {
-			t.Users = without(t.Users, key)
-			changed = true
-		}
-		if changed {
-			if err := s.writeTenant(ctx, rec.Key, rec.Rev, old, t); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 func without(list []string, s string) []string {

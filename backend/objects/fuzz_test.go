@@ -68,7 +68,7 @@ func FuzzPatch(f *testing.F) {
 	ctx := context.Background()
 	keys := make([]string, len(fuzzObjects))
 	for i, o := range fuzzObjects {
-		m, err := svc.Create(ctx, o.prefix, []byte(o.body))
+		m, err := svc.Objects.Create(ctx, o.prefix, []byte(o.body))
 		if err != nil {
 			f.Fatalf("create %s: %v", o.prefix, err)
 		}
@@ -80,9 +80,9 @@ func FuzzPatch(f *testing.F) {
 		var got backend.Model
 		var perr error
 		err := svc.InTx(ctx, func(ctx context.Context) error {
-			got, perr = svc.Patch(ctx, prefix, key, patch, false)
+			got, perr = svc.Objects.Patch(ctx, prefix, key, patch, false)
 			if perr == nil {
-				back, _, err := svc.Get(ctx, prefix, key)
+				back, _, err := svc.Objects.Get(ctx, prefix, key)
 				if err != nil {
 					t.Fatalf("read back %s/%s: %v", prefix, key, err)
 				}

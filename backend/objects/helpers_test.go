@@ -53,22 +53,27 @@ func each(t *testing.T, f func(t *testing.T, e env), tune ...func(*Options)) {
 
 func mustCreate(t *testing.T, e env, prefix, body string) backend.Model {
 	t.Helper()
-	m, err := e.svc.Create(context.Background(), prefix, []byte(body))
+	m, err := e.svc.Objects.Create(context.Background(), prefix, []byte(body))
 	if err != nil {
 		t.Fatalf("create %s %s: %v", prefix, body, err)
 	}
 	return m
 }
 
-// wantErr checks err's code, DRP Type and that some message contains msg.
+// wantErr checks err's code, its domain Type or else its operation
+// (Operation.String), and that some message contains msg.
 func wantErr(t *testing.T, err error, code, typ, msg string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got no error, want %s %s %q", code, typ, msg)
 	}
 	be := backend.AsError(err)
-	if be.Code != code || (typ != "" && be.Type != typ) {
-		t.Fatalf("got %s %s %v, want %s %s %q", be.Code, be.Type, be.Messages, code, typ, msg)
+	label := be.Type
+	if label == "" {
+		label = be.Op.String()
+	}
+	if be.Code != code || (typ != "" && label != typ) {
+		t.Fatalf("got %s %s %v, want %s %s %q", be.Code, label, be.Messages, code, typ, msg)
 	}
 	for _, m := range be.Messages {
 		if strings.Contains(m, msg) {
@@ -108,4 +113,64 @@ func drpcliMachine(name string) string {
  "Runnable":false,"Secret":"","OS":"","HardwareAddrs":null,"Workflow":"","Arch":"","Locked":false,"Context":"",
  "Fingerprint":{"SSNHash":null,"CSNHash":null,"CloudInstanceID":"","SystemUUID":"","MemoryIds":null},
  "Pool":"","PoolAllocated":false,"PoolStatus":"","WorkflowComplete":false}`
+}
+
+// goParams calls the params part with Go values and decodes its JSON
+// answers, so that tests write params as Go literals.
+type goParams struct{ p *Params }
+
+func (e env) params() goParams { return goParams{e.svc.Params} }
+
+func decodeValue(raw json.RawMessage, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func decodeMap(raw map[string]json.RawMessage, err error) (map[string]any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return backend.DecodeParams(raw)
+}
+
+func (g goParams) Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
+	return decodeMap(g.p.Params(ctx, prefix, key, aggregate, decode))
+}
+
+func (g goParams) GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (any, error) {
+	return decodeValue(g.p.GetParam(ctx, prefix, key, name, aggregate, decode))
+}
+
+func (g goParams) SetParam(ctx context.Context, prefix, key, name string, value any) (any, error) {
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return nil, err
+	}
+	return decodeValue(g.p.SetParam(ctx, prefix, key, name, raw))
+}
+
+func (g goParams) SetParams(ctx context.Context, prefix, key string, params map[string]any) (map[string]any, error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	return decodeMap(g.p.SetParams(ctx, prefix, key, raw))
+}
+
+func (g goParams) PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]any, error) {
+	return decodeMap(g.p.PatchParams(ctx, prefix, key, patch))
+}
+
+func (g goParams) DeleteParam(ctx context.Context, prefix, key, name string) (any, error) {
+	return decodeValue(g.p.DeleteParam(ctx, prefix, key, name))
+}
+
+func (g goParams) Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error) {
+	return decodeMap(g.p.Aggregate(ctx, m, decode))
 }

@@ -13,12 +13,12 @@ import (
 // refuses the whole request and leaves nothing written. The error names
 // the item by its position (from 0) and its key. Only importable kinds
 // (backend.Importable) are accepted (docs/design.md §4.9).
-func (s *Service) CreateMany(ctx context.Context, prefix string, items []json.RawMessage) ([]backend.Model, error) {
+func (s *CRUD) CreateMany(ctx context.Context, prefix string, items []json.RawMessage) ([]backend.Model, error) {
 	if !backend.Importable(prefix) {
-		return nil, backend.NewError(backend.EBADREQUEST, "POST", prefix, "", prefix+" cannot be imported")
+		return nil, backend.OpError(backend.EBADREQUEST, backend.ActionOp, prefix, "", prefix+" cannot be imported")
 	}
 	out := make([]backend.Model, 0, len(items))
-	err := s.InTx(ctx, func(ctx context.Context) error {
+	err := s.inTx(ctx, func(ctx context.Context) error {
 		for i, item := range items {
 			m, err := s.Create(ctx, prefix, item)
 			if err != nil {

@@ -13,165 +13,192 @@ import (
 
 const zeroUUID = "00000000-0000-0000-0000-000000000000"
 
-// Job creation outcomes (docs/design.md §10.2), as HTTP statuses.
-const (
-	JobCreated   = 201 // a new job for the agent
-	JobRerun     = 202 // the current incomplete job, to run again
-	JobNothingTo = 204 // nothing to run now (end of list, stage/bootenv/context change)
-)
-
-// CreateJob is POST /jobs: it asks for the next job of body.Machine and
-// returns the status DRP gives. 201: a new job in state created, and
-// Machine.CurrentJob points to it. 202: the current job was incomplete and
-// is handed back (reset to created so the agent's created→running test op
-// passes). 204 with a nil job: nothing to run, after rolling over stage:,
-// bootenv: and context: entries (each real change is recorded as a finished
-// job) or reaching the end of the task list (WorkflowComplete, PoolStatus).
-// Errors: 400 without Machine, 422 unknown machine, 409 Conflict when the
-// machine is not runnable or already has a created or running job.
-func (s *Service) CreateJob(ctx context.Context, body []byte) (int, *backend.Job, error) {
+// CreateJob answers a job request (POST /jobs): the next job of
+// body.Machine and its outcome. JobNew: a new job in state created, and
+// Machine.CurrentJob points to it. JobAgain: the current job was incomplete
+// and is handed back (reset to created so the agent's created→running test
+// op passes). JobNone with a nil job: nothing to run, after rolling over
+// stage:, bootenv: and context: entries (each real change is recorded as a
+// finished job) or reaching the end of the task list (WorkflowComplete,
+// PoolStatus). Errors: EBADREQUEST without Machine, EINVALID for an unknown
+// machine, ECONFLICT when the machine is not runnable or already has a
+// created or running job.
+func (s *Jobs) CreateJob(ctx context.Context, body []byte) (backend.JobOutcome, *backend.Job, error) {
 	var req backend.Job
 	if err := json.Unmarshal(body, &req); err != nil {
-		return 0, nil, bodyError("POST", "jobs", "", err)
+		return backend.JobNone, nil, bodyError(backend.ActionOp, "jobs", "", err)
 	}
 	if req.Machine == "" {
-		return 0, nil, backend.NewError(backend.EBADREQUEST, "POST", "jobs", "", "Create request must have Machine field")
+		return backend.JobNone, nil, backend.OpError(backend.EBADREQUEST, backend.ActionOp, "jobs", "", "Create request must have Machine field")
 	}
 	var (
-		status int
-		job    *backend.Job
+		out backend.JobOutcome
+		job *backend.Job
 	)
-	err := s.InTx(ctx, func(ctx context.Context) error {
-		status, job = 0, nil
-		mrec, mm, err := s.read(ctx, backend.KindOf("machines"), req.Machine, "POST")
-		if err != nil {
-			if backend.IsCode(err, backend.ENOTFOUND) {
-				return backend.NewError(backend.EINVALID, "ValidationError", "jobs", "",
-					fmt.Sprintf("Machine %s does not exist", req.Machine))
-			}
-			return err
-		}
-		m := mm.(*backend.Machine)
-		orig := clone(m).(*backend.Machine)
-		conflict := func(msg string) error {
-			return backend.NewError(backend.ECONFLICT, "Conflict", "jobs", "", fmt.Sprintf(msg, m.Uuid))
-		}
-		if !m.Runnable || !m.Available {
-			return conflict("Machine %s is not runnable")
-		}
-		var cj *backend.Job
-		var cjRev int64
-		if m.CurrentJob != "" {
-			rec, err := s.st.Get(ctx, "jobs", m.CurrentJob)
-			switch {
-			case err == nil:
-				jm, err := decodeRecord(backend.KindOf("jobs"), rec.Data)
-				if err != nil {
-					return err
-				}
-				cj, cjRev = jm.(*backend.Job), rec.Rev
-			case !backend.IsCode(err, backend.ENOTFOUND):
-				return err
-			}
-		}
-		if cj != nil {
-			switch cj.State {
-			case backend.JobCreated, backend.JobRunning:
-				if cj.CurrentIndex == m.CurrentTask {
-					return conflict("Machine %s already has running or created job")
-				}
-			case backend.JobIncomplete:
-				old := clone(cj)
-				cj.State = backend.JobCreated
-				cj.EndTime = zeroTime
-				if err := s.writeJob(ctx, cj.Uuid, cjRev, old, cj); err != nil {
-					return err
-				}
-				status, job = JobRerun, cj
-				return nil
-			}
-		}
-		next := m.CurrentTask
-		switch {
-		case m.CurrentTask < 0:
-			next = 0
-		case cj != nil && cj.State == backend.JobFinished:
-			next = m.CurrentTask + 1
-		}
-		changedStage := false
-		prev := cj
-		for next < len(m.Tasks) {
-			kind, val, ok := strings.Cut(m.Tasks[next], ":")
-			if !ok || (kind != "stage" && kind != "bootenv" && kind != "context") {
-				break
-			}
-			var note string
-			switch kind {
-			case "stage":
-				if m.Stage != val {
-					note = fmt.Sprintf("Stage changed from %s to %s\n", m.Stage, val)
-					m.Params["change-stage/map"] = map[string]any{m.Stage: val}
-					m.Stage = val
-					changedStage = true
-				}
-			case "bootenv":
-				if m.BootEnv != val {
-					note = fmt.Sprintf("BootEnv changed from %s to %s\n", m.BootEnv, val)
-					m.BootEnv = val
-					changedStage = true
-				}
-			case "context":
-				if m.Context != val {
-					note = fmt.Sprintf("Context changed from %s to %s\n", m.Context, val)
-					m.Context = val
-				}
-			}
-			m.CurrentTask = next
-			if note != "" {
-				j := s.newJob(m, next, prev)
-				j.State, j.ExitState, j.EndTime = backend.JobFinished, "complete", s.now()
-				if err := s.startJob(ctx, m, j, prev); err != nil {
-					return err
-				}
-				if s.jobLogs != nil {
-					if err := s.jobLogs.AppendJobLog(ctx, j.Uuid, []byte(note)); err != nil {
-						return err
-					}
-				}
-				prev = j
-			}
-			next++
-		}
-		switch {
-		case next >= len(m.Tasks):
-			m.CurrentTask = len(m.Tasks)
-			if !m.WorkflowComplete && (m.Workflow != "" || len(m.Tasks) > 0) {
-				m.WorkflowComplete = true
-				m.PoolStatus = backend.PoolStatusOnComplete(m.PoolStatus)
-			}
-			status = JobNothingTo
-		case changedStage || m.Context != req.Context:
-			status = JobNothingTo
-		default:
-			j := s.newJob(m, next, prev)
-			if err := s.startJob(ctx, m, j, prev); err != nil {
-				return err
-			}
-			m.CurrentTask = next
-			status, job = JobCreated, j
-		}
-		return s.writeMachine(ctx, mrec.Key, mrec.Rev, orig, m)
+	err := s.inTx(ctx, func(ctx context.Context) error {
+		var err error
+		out, job, err = s.nextJob(ctx, req.Machine, req.Context)
+		return err
 	})
 	if err != nil {
-		return 0, nil, err
+		return backend.JobNone, nil, err
 	}
-	return status, job, nil
+	return out, job, nil
+}
+
+// nextJob is CreateJob inside its transaction, for machine key and the
+// agent's context.
+func (s *core) nextJob(ctx context.Context, key, agentContext string) (backend.JobOutcome, *backend.Job, error) {
+	mrec, mm, err := s.read(ctx, backend.KindOf("machines"), key, backend.ActionOp)
+	if err != nil {
+		if backend.IsCode(err, backend.ENOTFOUND) {
+			return backend.JobNone, nil, backend.NewError(backend.EINVALID, "ValidationError", "jobs", "",
+				fmt.Sprintf("Machine %s does not exist", key))
+		}
+		return backend.JobNone, nil, err
+	}
+	m := mm.(*backend.Machine)
+	orig := clone(m).(*backend.Machine)
+	conflict := func(msg string) error {
+		return backend.NewError(backend.ECONFLICT, "Conflict", "jobs", "", fmt.Sprintf(msg, m.Uuid))
+	}
+	if !m.Runnable || !m.Available {
+		return backend.JobNone, nil, conflict("Machine %s is not runnable")
+	}
+	cj, cjRev, err := s.currentJob(ctx, m)
+	if err != nil {
+		return backend.JobNone, nil, err
+	}
+	if cj != nil {
+		switch cj.State {
+		case backend.JobCreated, backend.JobRunning:
+			if cj.CurrentIndex == m.CurrentTask {
+				return backend.JobNone, nil, conflict("Machine %s already has running or created job")
+			}
+		case backend.JobIncomplete:
+			// Handed back as it is: the machine does not change.
+			old := clone(cj)
+			cj.State = backend.JobCreated
+			cj.EndTime = zeroTime
+			if err := s.writeJob(ctx, cj.Uuid, cjRev, old, cj); err != nil {
+				return backend.JobNone, nil, err
+			}
+			return backend.JobAgain, cj, nil
+		}
+	}
+	next := m.CurrentTask
+	switch {
+	case m.CurrentTask < 0:
+		next = 0
+	case cj != nil && cj.State == backend.JobFinished:
+		next = m.CurrentTask + 1
+	}
+	next, prev, changedStage, err := s.rollOver(ctx, m, next, cj)
+	if err != nil {
+		return backend.JobNone, nil, err
+	}
+	out := backend.JobNone
+	var job *backend.Job
+	switch {
+	case next >= len(m.Tasks):
+		m.CurrentTask = len(m.Tasks)
+		if !m.WorkflowComplete && (m.Workflow != "" || len(m.Tasks) > 0) {
+			m.WorkflowComplete = true
+			m.PoolStatus = backend.PoolStatusOnComplete(m.PoolStatus)
+		}
+	case changedStage || m.Context != agentContext:
+		// Nothing to run until the agent comes back in the new stage,
+		// boot environment or context.
+	default:
+		j := s.newJob(m, next, prev)
+		if err := s.startJob(ctx, m, j, prev); err != nil {
+			return backend.JobNone, nil, err
+		}
+		m.CurrentTask = next
+		out, job = backend.JobNew, j
+	}
+	if err := s.writeMachine(ctx, mrec.Key, mrec.Rev, orig, m); err != nil {
+		return backend.JobNone, nil, err
+	}
+	return out, job, nil
+}
+
+// currentJob loads m's current job and its revision; nil when m has none
+// or it was deleted.
+func (s *core) currentJob(ctx context.Context, m *backend.Machine) (*backend.Job, int64, error) {
+	if m.CurrentJob == "" {
+		return nil, 0, nil
+	}
+	rec, err := s.st.Get(ctx, "jobs", m.CurrentJob)
+	if backend.IsCode(err, backend.ENOTFOUND) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	jm, err := decodeRecord(backend.KindOf("jobs"), rec.Data)
+	if err != nil {
+		return nil, 0, err
+	}
+	return jm.(*backend.Job), rec.Rev, nil
+}
+
+// rollOver applies the stage:, bootenv: and context: entries of m's task
+// list from index next on, recording each real change as a finished job
+// after prev. It returns the index of the first task entry (len(m.Tasks)
+// at the end of the list), the last job recorded (prev when none) and
+// whether the stage or boot environment changed.
+func (s *core) rollOver(ctx context.Context, m *backend.Machine, next int, prev *backend.Job) (int, *backend.Job, bool, error) {
+	changedStage := false
+	for ; next < len(m.Tasks); next++ {
+		kind, val, ok := strings.Cut(m.Tasks[next], ":")
+		if !ok || (kind != "stage" && kind != "bootenv" && kind != "context") {
+			break
+		}
+		var note string
+		switch kind {
+		case "stage":
+			if m.Stage != val {
+				note = fmt.Sprintf("Stage changed from %s to %s\n", m.Stage, val)
+				m.Params["change-stage/map"] = map[string]any{m.Stage: val}
+				m.Stage = val
+				changedStage = true
+			}
+		case "bootenv":
+			if m.BootEnv != val {
+				note = fmt.Sprintf("BootEnv changed from %s to %s\n", m.BootEnv, val)
+				m.BootEnv = val
+				changedStage = true
+			}
+		case "context":
+			if m.Context != val {
+				note = fmt.Sprintf("Context changed from %s to %s\n", m.Context, val)
+				m.Context = val
+			}
+		}
+		m.CurrentTask = next
+		if note == "" {
+			continue
+		}
+		j := s.newJob(m, next, prev)
+		j.State, j.ExitState, j.EndTime = backend.JobFinished, "complete", s.now()
+		if err := s.startJob(ctx, m, j, prev); err != nil {
+			return next, prev, changedStage, err
+		}
+		if s.jobLogs != nil {
+			if err := s.jobLogs.AppendJobLog(ctx, j.Uuid, []byte(note)); err != nil {
+				return next, prev, changedStage, err
+			}
+		}
+		prev = j
+	}
+	return next, prev, changedStage, nil
 }
 
 var zeroTime = backend.Job{}.EndTime
 
 // newJob builds the job for task index i of m.
-func (s *Service) newJob(m *backend.Machine, i int, prev *backend.Job) *backend.Job {
+func (s *core) newJob(m *backend.Machine, i int, prev *backend.Job) *backend.Job {
 	j := &backend.Job{
 		Uuid: uuid.NewString(), Previous: zeroUUID, Machine: m.Uuid, Task: m.Tasks[i], Stage: m.Stage,
 		Context: m.Context, State: backend.JobCreated, StartTime: s.now(), Current: true,
@@ -186,7 +213,7 @@ func (s *Service) newJob(m *backend.Machine, i int, prev *backend.Job) *backend.
 }
 
 // startJob stores j, makes it m's current job and retires prev.
-func (s *Service) startJob(ctx context.Context, m *backend.Machine, j, prev *backend.Job) error {
+func (s *core) startJob(ctx context.Context, m *backend.Machine, j, prev *backend.Job) error {
 	data, err := encode(j)
 	if err != nil {
 		return err
@@ -210,7 +237,7 @@ func (s *Service) startJob(ctx context.Context, m *backend.Machine, j, prev *bac
 	return nil
 }
 
-func (s *Service) writeJob(ctx context.Context, key string, rev int64, old, j backend.Model) error {
+func (s *core) writeJob(ctx context.Context, key string, rev int64, old, j backend.Model) error {
 	data, err := encode(j)
 	if err != nil {
 		return err
@@ -226,7 +253,7 @@ func (s *Service) writeJob(ctx context.Context, key string, rev int64, old, j ba
 // validation or lock check: the agent and the job state machine own these
 // fields). An unchanged machine is not rewritten, so polling for jobs does
 // not wake every watcher.
-func (s *Service) writeMachine(ctx context.Context, key string, rev int64, old, m *backend.Machine) error {
+func (s *core) writeMachine(ctx context.Context, key string, rev int64, old, m *backend.Machine) error {
 	data, err := encode(m)
 	if err != nil {
 		return err
@@ -249,7 +276,7 @@ func conflictRetry(err error, prefix, key string) error {
 }
 
 // beforeJobWrite stamps job times on state changes made through the API.
-func (s *Service) beforeJobWrite(old, j *backend.Job) {
+func (s *core) beforeJobWrite(old, j *backend.Job) {
 	if old.State == j.State {
 		return
 	}
@@ -269,7 +296,7 @@ func (s *Service) beforeJobWrite(old, j *backend.Job) {
 // §5.3): failed makes the machine not Runnable and moves a transitional
 // PoolStatus to its Hold status; the current job of the last task finishing
 // completes the workflow.
-func (s *Service) jobChanged(ctx context.Context, old, j *backend.Job) error {
+func (s *core) jobChanged(ctx context.Context, old, j *backend.Job) error {
 	if old.State != j.State && s.onJobChange != nil {
 		// Inside the job's own transaction: what the hook records (the
 		// jobfail delivery) commits or rolls back with the job itself.
@@ -308,22 +335,22 @@ func (s *Service) jobChanged(ctx context.Context, old, j *backend.Job) error {
 }
 
 // AppendJobLog appends b to job uuid's log (PUT /jobs/<uuid>/log).
-func (s *Service) AppendJobLog(ctx context.Context, id string, b []byte) error {
+func (s *Jobs) AppendJobLog(ctx context.Context, id string, b []byte) error {
 	if s.jobLogs == nil {
-		return backend.NewError(backend.EUNAVAILABLE, "PUT", "jobs", id, "Job logs are not available")
+		return backend.OpError(backend.EUNAVAILABLE, backend.ReplaceOp, "jobs", id, "Job logs are not available")
 	}
-	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, "PUT"); err != nil {
+	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, backend.ReplaceOp); err != nil {
 		return err
 	}
 	return s.jobLogs.AppendJobLog(ctx, id, b)
 }
 
 // JobLog returns job uuid's log.
-func (s *Service) JobLog(ctx context.Context, id string) ([]byte, error) {
+func (s *Jobs) JobLog(ctx context.Context, id string) ([]byte, error) {
 	if s.jobLogs == nil {
-		return nil, backend.NewError(backend.EUNAVAILABLE, "GET", "jobs", id, "Job logs are not available")
+		return nil, backend.OpError(backend.EUNAVAILABLE, backend.ReadOp, "jobs", id, "Job logs are not available")
 	}
-	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, "GET"); err != nil {
+	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, backend.ReadOp); err != nil {
 		return nil, err
 	}
 	return s.jobLogs.JobLog(ctx, id)

@@ -12,7 +12,7 @@ import (
 
 func machineOf(t *testing.T, e env, uuid string) *backend.Machine {
 	t.Helper()
-	m, _, err := e.svc.Get(context.Background(), "machines", uuid)
+	m, _, err := e.svc.Objects.Get(context.Background(), "machines", uuid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func machineOf(t *testing.T, e env, uuid string) *backend.Machine {
 func setJobState(t *testing.T, e env, id string, states ...string) {
 	t.Helper()
 	for _, s := range states {
-		if _, err := e.svc.Patch(context.Background(), "jobs", id, []byte(`[{"op":"replace","path":"/State","value":"`+s+`"}]`), false); err != nil {
+		if _, err := e.svc.Objects.Patch(context.Background(), "jobs", id, []byte(`[{"op":"replace","path":"/State","value":"`+s+`"}]`), false); err != nil {
 			t.Fatalf("job %s to %s: %v", id, s, err)
 		}
 	}
@@ -38,24 +38,24 @@ func TestJobLifecycle(t *testing.T) {
 		mustCreate(t, e, "workflows", `{"Name":"w1","Stages":["s1"]}`)
 		m := mustCreate(t, e, "machines", `{"Name":"jm","Workflow":"w1","Pool":"p1","PoolStatus":"Joining"}`).(*backend.Machine)
 		req := []byte(`{"Machine":"` + m.Uuid + `","Context":""}`)
-		create := func(t *testing.T, wantStatus int) *backend.Job {
+		create := func(t *testing.T, want backend.JobOutcome) *backend.Job {
 			t.Helper()
-			st, j, err := e.svc.CreateJob(ctx, req)
-			if err != nil || st != wantStatus {
-				t.Fatalf("got %d %v %v, want %d", st, j, err, wantStatus)
+			st, j, err := e.svc.Jobs.CreateJob(ctx, req)
+			if err != nil || st != want {
+				t.Fatalf("got %d %v %v, want %d", st, j, err, want)
 			}
 			return j
 		}
 		t.Run("no machine field", func(t *testing.T) {
-			_, _, err := e.svc.CreateJob(ctx, []byte(`{"Machine":""}`))
-			wantErr(t, err, backend.EBADREQUEST, "POST", "Create request must have Machine field")
+			_, _, err := e.svc.Jobs.CreateJob(ctx, []byte(`{"Machine":""}`))
+			wantErr(t, err, backend.EBADREQUEST, "action", "Create request must have Machine field")
 		})
 		t.Run("unknown machine", func(t *testing.T) {
-			_, _, err := e.svc.CreateJob(ctx, []byte(`{"Machine":"3e7031fe-3062-45f1-835c-92541bc9cbd3"}`))
+			_, _, err := e.svc.Jobs.CreateJob(ctx, []byte(`{"Machine":"3e7031fe-3062-45f1-835c-92541bc9cbd3"}`))
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Machine 3e7031fe-3062-45f1-835c-92541bc9cbd3 does not exist")
 		})
-		t.Run("stage and bootenv roll over with 204", func(t *testing.T) {
-			if j := create(t, 204); j != nil {
+		t.Run("stage and bootenv roll over with nothing to run", func(t *testing.T) {
+			if j := create(t, backend.JobNone); j != nil {
 				t.Fatalf("got job %v", j)
 			}
 			mc := machineOf(t, e, m.Uuid)
@@ -65,26 +65,26 @@ func TestJobLifecycle(t *testing.T) {
 			if toJSON(t, mc.Params["change-stage/map"]) != `{"":"s1"}` {
 				t.Fatalf("got change-stage/map %v", mc.Params["change-stage/map"])
 			}
-			log, err := e.svc.JobLog(ctx, mc.CurrentJob)
+			log, err := e.svc.Jobs.JobLog(ctx, mc.CurrentJob)
 			if err != nil || !strings.Contains(string(log), "BootEnv changed from  to be1") {
 				t.Fatalf("got log %q %v", log, err)
 			}
 		})
 		var j1 *backend.Job
 		t.Run("201 for first task", func(t *testing.T) {
-			j1 = create(t, 201)
+			j1 = create(t, backend.JobNew)
 			mc := machineOf(t, e, m.Uuid)
 			if j1.Task != "t1" || j1.State != "created" || j1.CurrentIndex != 2 || mc.CurrentJob != j1.Uuid || mc.CurrentTask != 2 || !j1.Current {
 				t.Fatalf("got job %+v machine task %d job %s", j1, mc.CurrentTask, mc.CurrentJob)
 			}
 		})
 		t.Run("409 while created", func(t *testing.T) {
-			_, _, err := e.svc.CreateJob(ctx, req)
+			_, _, err := e.svc.Jobs.CreateJob(ctx, req)
 			wantErr(t, err, backend.ECONFLICT, "Conflict", "already has running or created job")
 		})
 		t.Run("not deletable while running", func(t *testing.T) {
 			setJobState(t, e, j1.Uuid, "running")
-			_, err := e.svc.Delete(ctx, "jobs", j1.Uuid)
+			_, err := e.svc.Objects.Delete(ctx, "jobs", j1.Uuid)
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Jobs "+j1.Uuid+" is not in a deletable state: running")
 		})
 		t.Run("failed makes machine not runnable and holds", func(t *testing.T) {
@@ -106,33 +106,33 @@ func TestJobLifecycle(t *testing.T) {
 			case <-time.After(2 * time.Second):
 				t.Fatal("no jobs update event")
 			}
-			_, _, err := e.svc.CreateJob(ctx, req)
+			_, _, err := e.svc.Jobs.CreateJob(ctx, req)
 			wantErr(t, err, backend.ECONFLICT, "Conflict", "is not runnable")
 		})
 		var j2 *backend.Job
 		t.Run("failed task is retried", func(t *testing.T) {
-			if _, err := e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Runnable","value":true},{"op":"replace","path":"/PoolStatus","value":"Joining"}]`), false); err != nil {
+			if _, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Runnable","value":true},{"op":"replace","path":"/PoolStatus","value":"Joining"}]`), false); err != nil {
 				t.Fatal(err)
 			}
-			j2 = create(t, 201)
+			j2 = create(t, backend.JobNew)
 			if j2.Task != "t1" || j2.Previous != j1.Uuid {
 				t.Fatalf("got %+v", j2)
 			}
-			old, _, _ := e.svc.Get(ctx, "jobs", j1.Uuid)
+			old, _, _ := e.svc.Objects.Get(ctx, "jobs", j1.Uuid)
 			if old.(*backend.Job).Current {
 				t.Fatal("previous job still Current")
 			}
 		})
-		t.Run("incomplete is handed back with 202", func(t *testing.T) {
+		t.Run("incomplete is handed back", func(t *testing.T) {
 			setJobState(t, e, j2.Uuid, "running", "incomplete")
-			j := create(t, 202)
+			j := create(t, backend.JobAgain)
 			if j.Uuid != j2.Uuid || j.State != "created" {
 				t.Fatalf("got %+v", j)
 			}
 		})
 		t.Run("last task finishing completes the workflow", func(t *testing.T) {
 			setJobState(t, e, j2.Uuid, "running", "finished")
-			j3 := create(t, 201)
+			j3 := create(t, backend.JobNew)
 			if j3.Task != "t2" {
 				t.Fatalf("got %+v", j3)
 			}
@@ -144,31 +144,31 @@ func TestJobLifecycle(t *testing.T) {
 			if !mc.WorkflowComplete || mc.PoolStatus != "Free" || !mc.Runnable {
 				t.Fatalf("got WorkflowComplete %v PoolStatus %s", mc.WorkflowComplete, mc.PoolStatus)
 			}
-			create(t, 204)
+			create(t, backend.JobNone)
 			if mc := machineOf(t, e, m.Uuid); mc.CurrentTask != 4 {
 				t.Fatalf("got CurrentTask %d", mc.CurrentTask)
 			}
-			if _, err := e.svc.Delete(ctx, "jobs", j3.Uuid); err != nil {
+			if _, err := e.svc.Objects.Delete(ctx, "jobs", j3.Uuid); err != nil {
 				t.Fatal(err)
 			}
 		})
 		t.Run("job state validation", func(t *testing.T) {
-			_, err := e.svc.Patch(ctx, "jobs", j1.Uuid, []byte(`[{"op":"replace","path":"/State","value":"fred"}]`), false)
+			_, err := e.svc.Objects.Patch(ctx, "jobs", j1.Uuid, []byte(`[{"op":"replace","path":"/State","value":"fred"}]`), false)
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Invalid State `fred`")
-			_, err = e.svc.Patch(ctx, "jobs", j1.Uuid, []byte(`[{"op":"replace","path":"/ExitState","value":"fred"}]`), false)
+			_, err = e.svc.Objects.Patch(ctx, "jobs", j1.Uuid, []byte(`[{"op":"replace","path":"/ExitState","value":"fred"}]`), false)
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Invalid ExitState `fred`")
 		})
 		t.Run("job log", func(t *testing.T) {
-			if err := e.svc.AppendJobLog(ctx, j1.Uuid, []byte("a\n")); err != nil {
+			if err := e.svc.Jobs.AppendJobLog(ctx, j1.Uuid, []byte("a\n")); err != nil {
 				t.Fatal(err)
 			}
-			_ = e.svc.AppendJobLog(ctx, j1.Uuid, []byte("b\n"))
-			log, err := e.svc.JobLog(ctx, j1.Uuid)
+			_ = e.svc.Jobs.AppendJobLog(ctx, j1.Uuid, []byte("b\n"))
+			log, err := e.svc.Jobs.JobLog(ctx, j1.Uuid)
 			if err != nil || string(log) != "a\nb\n" {
 				t.Fatalf("got %q %v", log, err)
 			}
-			err = e.svc.AppendJobLog(ctx, "3e7031fe-3062-45f1-835c-92541bc9cbd3", []byte("x"))
-			wantErr(t, err, backend.ENOTFOUND, "PUT", "Not Found")
+			err = e.svc.Jobs.AppendJobLog(ctx, "3e7031fe-3062-45f1-835c-92541bc9cbd3", []byte("x"))
+			wantErr(t, err, backend.ENOTFOUND, "replace", "Not Found")
 		})
 	})
 }
@@ -177,12 +177,12 @@ func TestJobContextMismatch(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		mustCreate(t, e, "tasks", `{"Name":"t1"}`)
 		m := mustCreate(t, e, "machines", `{"Name":"cm","Tasks":["t1"],"CurrentTask":-1}`).(*backend.Machine)
-		st, j, err := e.svc.CreateJob(context.Background(), []byte(`{"Machine":"`+m.Uuid+`","Context":"drpcli-runner"}`))
-		if err != nil || st != 204 || j != nil {
+		st, j, err := e.svc.Jobs.CreateJob(context.Background(), []byte(`{"Machine":"`+m.Uuid+`","Context":"drpcli-runner"}`))
+		if err != nil || st != backend.JobNone || j != nil {
 			t.Fatalf("got %d %v %v", st, j, err)
 		}
-		st, j, err = e.svc.CreateJob(context.Background(), []byte(`{"Machine":"`+m.Uuid+`"}`))
-		if err != nil || st != 201 || j.Task != "t1" {
+		st, j, err = e.svc.Jobs.CreateJob(context.Background(), []byte(`{"Machine":"`+m.Uuid+`"}`))
+		if err != nil || st != backend.JobNew || j.Task != "t1" {
 			t.Fatalf("got %d %v %v", st, j, err)
 		}
 	})
@@ -192,16 +192,16 @@ func TestWait(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		mustCreate(t, e, "profiles", `{"Name":"wp"}`)
-		m, rev, _ := e.svc.Get(ctx, "profiles", "wp")
-		tag := ModelETag(m, rev)
+		m, rev, _ := e.svc.Objects.Get(ctx, "profiles", "wp")
+		tag := backend.ModelETag(m, rev)
 		t.Run("times out without change", func(t *testing.T) {
-			changed, err := e.svc.Wait(ctx, "profiles", "wp", tag, 50*time.Millisecond)
+			changed, err := e.svc.Objects.Wait(ctx, "profiles", "wp", tag, 50*time.Millisecond)
 			if err != nil || changed {
 				t.Fatalf("got %v %v", changed, err)
 			}
 		})
 		t.Run("stale etag returns at once", func(t *testing.T) {
-			changed, err := e.svc.Wait(ctx, "profiles", "Name:wp", `"other"`, time.Minute)
+			changed, err := e.svc.Objects.Wait(ctx, "profiles", "Name:wp", `"other"`, time.Minute)
 			if err != nil || !changed {
 				t.Fatalf("got %v %v", changed, err)
 			}
@@ -209,12 +209,12 @@ func TestWait(t *testing.T) {
 		t.Run("wakes on change", func(t *testing.T) {
 			done := make(chan bool, 1)
 			go func() {
-				c, _ := e.svc.Wait(ctx, "profiles", "wp", tag, 10*time.Second)
+				c, _ := e.svc.Objects.Wait(ctx, "profiles", "wp", tag, 10*time.Second)
 				done <- c
 			}()
 			time.Sleep(100 * time.Millisecond)
 			start := time.Now()
-			if _, err := e.svc.SetParam(ctx, "profiles", "wp", "k1", 1); err != nil {
+			if _, err := e.params().SetParam(ctx, "profiles", "wp", "k1", 1); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -227,31 +227,31 @@ func TestWait(t *testing.T) {
 			}
 		})
 		t.Run("cancelled", func(t *testing.T) {
-			m, rev, _ := e.svc.Get(ctx, "profiles", "wp")
+			m, rev, _ := e.svc.Objects.Get(ctx, "profiles", "wp")
 			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			defer cancel()
-			_, err := e.svc.Wait(cctx, "profiles", "wp", ModelETag(m, rev), time.Minute)
+			_, err := e.svc.Objects.Wait(cctx, "profiles", "wp", backend.ModelETag(m, rev), time.Minute)
 			if err == nil {
 				t.Fatal("want ctx error")
 			}
 		})
 		t.Run("missing", func(t *testing.T) {
-			_, err := e.svc.Wait(ctx, "profiles", "ghost", tag, time.Second)
-			wantErr(t, err, backend.ENOTFOUND, "GET", "Not Found")
+			_, err := e.svc.Objects.Wait(ctx, "profiles", "ghost", tag, time.Second)
+			wantErr(t, err, backend.ENOTFOUND, "read", "Not Found")
 		})
 	})
 }
 
 func TestEventsAfterCommit(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := WithPrincipal(context.Background(), "user:rocketskates")
+		ctx := backend.WithPrincipal(context.Background(), "user:rocketskates")
 		sub := e.bus.Subscribe(16, func(ev backend.Event) bool { return ev.Type == "users" })
 		defer sub.Close()
-		if _, err := e.svc.Create(ctx, "users", []byte(`{"Name":"-bad"}`)); err == nil {
+		if _, err := e.svc.Objects.Create(ctx, "users", []byte(`{"Name":"-bad"}`)); err == nil {
 			t.Fatal("want validation error")
 		}
 		err := e.svc.InTx(ctx, func(ctx context.Context) error {
-			if _, err := e.svc.Create(ctx, "users", []byte(`{"Name":"rolled"}`)); err != nil {
+			if _, err := e.svc.Objects.Create(ctx, "users", []byte(`{"Name":"rolled"}`)); err != nil {
 				return err
 			}
 			return backend.Errorf(backend.EINTERNAL, "abort")
@@ -259,7 +259,7 @@ func TestEventsAfterCommit(t *testing.T) {
 		if err == nil {
 			t.Fatal("want abort")
 		}
-		if _, _, err := e.svc.Get(ctx, "users", "rolled"); !backend.IsCode(err, backend.ENOTFOUND) {
+		if _, _, err := e.svc.Objects.Get(ctx, "users", "rolled"); !backend.IsCode(err, backend.ENOTFOUND) {
 			t.Fatalf("rolled back user exists: %v", err)
 		}
 		mustCreate(t, e, "users", `{"Name":"ev1","Password":"pw"}`)
@@ -276,7 +276,7 @@ func TestEventsAfterCommit(t *testing.T) {
 			t.Fatalf("unexpected event %+v", ev)
 		default:
 		}
-		got, err := e.svc.Create(ctx, "users", []byte(`{"Name":"ev2"}`))
+		got, err := e.svc.Objects.Create(ctx, "users", []byte(`{"Name":"ev2"}`))
 		if err != nil {
 			t.Fatal(err)
 		}

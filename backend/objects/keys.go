@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/store"
 )
 
 // splitIndexKey recognises "<Index>:<value>" keys (docs/design.md §3.4). Only a
@@ -29,9 +28,9 @@ func splitIndexKey(key string) (index, value string, ok bool) {
 }
 
 // read loads the record addressed by key (native or "<Index>:<value>") and
-// decodes it. typ is the DRP error Type for failures (GET, PATCH, ...).
-func (s *Service) read(ctx context.Context, k *backend.Kind, key, typ string) (store.Record, backend.Model, error) {
-	rec, err := s.readRecord(ctx, k, key, typ)
+// decodes it. op is the operation failures report.
+func (s *core) read(ctx context.Context, k *backend.Kind, key string, op backend.Operation) (backend.Record, backend.Model, error) {
+	rec, err := s.readRecord(ctx, k, key, op)
 	if err != nil {
 		return rec, nil, err
 	}
@@ -42,19 +41,19 @@ func (s *Service) read(ctx context.Context, k *backend.Kind, key, typ string) (s
 	return rec, m, nil
 }
 
-func (s *Service) readRecord(ctx context.Context, k *backend.Kind, key, typ string) (store.Record, error) {
+func (s *core) readRecord(ctx context.Context, k *backend.Kind, key string, op backend.Operation) (backend.Record, error) {
 	var (
-		rec store.Record
+		rec backend.Record
 		err error
 	)
 	if index, value, ok := splitIndexKey(key); ok {
 		idx, known := k.Indexes[index]
 		switch {
 		case !known:
-			return rec, backend.NewError(backend.ENOTFOUND, typ, k.Prefix, key,
+			return rec, backend.OpError(backend.ENOTFOUND, op, k.Prefix, key,
 				"Not Found: "+k.Prefix+" has no index "+index)
 		case !idx.Unique:
-			return rec, backend.NewError(backend.EBADREQUEST, typ, k.Prefix, key,
+			return rec, backend.OpError(backend.EBADREQUEST, op, k.Prefix, key,
 				"Index "+index+" of "+k.Prefix+" is not unique and cannot address an object")
 		case idx.Field == k.KeyField:
 			rec, err = s.st.Get(ctx, k.Prefix, value)
@@ -63,13 +62,13 @@ func (s *Service) readRecord(ctx context.Context, k *backend.Kind, key, typ stri
 		}
 	} else {
 		if key == "" {
-			return rec, backend.NotFound(typ, k.Prefix, key)
+			return rec, backend.NotFound(op, k.Prefix, key)
 		}
 		rec, err = s.st.Get(ctx, k.Prefix, key)
 	}
 	if err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
-			return rec, backend.NotFound(typ, k.Prefix, key)
+			return rec, backend.NotFound(op, k.Prefix, key)
 		}
 		return rec, err
 	}
@@ -77,7 +76,7 @@ func (s *Service) readRecord(ctx context.Context, k *backend.Kind, key, typ stri
 }
 
 // exists reports whether prefix/key is stored.
-func (s *Service) exists(ctx context.Context, prefix, key string) (bool, error) {
+func (s *core) exists(ctx context.Context, prefix, key string) (bool, error) {
 	if key == "" {
 		return false, nil
 	}
@@ -92,7 +91,7 @@ func (s *Service) exists(ctx context.Context, prefix, key string) (bool, error) 
 }
 
 // load decodes prefix/key, or returns nil when it is absent.
-func (s *Service) load(ctx context.Context, prefix, key string) (backend.Model, error) {
+func (s *core) load(ctx context.Context, prefix, key string) (backend.Model, error) {
 	if key == "" {
 		return nil, nil
 	}
@@ -107,7 +106,7 @@ func (s *Service) load(ctx context.Context, prefix, key string) (backend.Model, 
 }
 
 // listAll decodes every object of prefix matching q's filters.
-func (s *Service) listAll(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, error) {
+func (s *core) listAll(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, error) {
 	q.Limit = -1
 	recs, _, _, err := s.st.List(ctx, prefix, q)
 	if err != nil {

@@ -8,8 +8,6 @@ package objects
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,18 +16,17 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/store"
 )
 
 // Store is the part of backend/store the service needs. Transactions travel
 // in ctx: calls made with the ctx InTx hands to fn join that transaction.
 type Store interface {
-	Get(ctx context.Context, prefix, key string) (store.Record, error)
-	GetBy(ctx context.Context, prefix, index, value string) (store.Record, error)
-	Create(ctx context.Context, prefix, key string, data []byte) (store.Record, error)
-	Update(ctx context.Context, prefix, key string, rev int64, data []byte) (store.Record, error)
-	Delete(ctx context.Context, prefix, key string) (store.Record, error)
-	List(ctx context.Context, prefix string, q backend.Query) ([]store.Record, int, int, error)
+	Get(ctx context.Context, prefix, key string) (backend.Record, error)
+	GetBy(ctx context.Context, prefix, index, value string) (backend.Record, error)
+	Create(ctx context.Context, prefix, key string, data []byte) (backend.Record, error)
+	Update(ctx context.Context, prefix, key string, rev int64, data []byte) (backend.Record, error)
+	Delete(ctx context.Context, prefix, key string) (backend.Record, error)
+	List(ctx context.Context, prefix string, q backend.Query) ([]backend.Record, int, int, error)
 	InTx(ctx context.Context, fn func(ctx context.Context) error) error
 }
 
@@ -79,8 +76,45 @@ type Options struct {
 	ViewCacheSize int
 }
 
-// Service is the object service. It is safe for concurrent use.
+// Service is the object service, in four parts over one store and one
+// event bus, each named for what it does:
+//
+//   - Objects creates, reads, lists, updates and deletes objects of every
+//     kind, keeping tenant membership in step (tenancy.go);
+//   - Params serves the params sub-resources and keeps Secure values
+//     sealed;
+//   - Jobs runs the job state machine and keeps job logs;
+//   - Accounts sets user passwords and token secrets and creates the first
+//     admin.
+//
+// The parts share validation, events and transactions: a change made in
+// one is seen by the others at once. All are safe for concurrent use.
 type Service struct {
+	Objects  *CRUD
+	Params   *Params
+	Jobs     *Jobs
+	Accounts *Accounts
+
+	c *core
+}
+
+// CRUD is the object part of the Service: the DRP CRUD routes.
+type CRUD struct{ *core }
+
+// Params is the params part of the Service: params sub-resources, the
+// aggregated params of machines and Secure values at rest.
+type Params struct{ *core }
+
+// Jobs is the job part of the Service: job creation, the job state machine
+// and job logs.
+type Jobs struct{ *core }
+
+// Accounts is the account part of the Service: passwords, token-revocation
+// secrets and the first admin.
+type Accounts struct{ *core }
+
+// core is the state the parts share.
+type core struct {
 	st          Store
 	bus         *backend.Bus
 	log         *slog.Logger
@@ -100,7 +134,19 @@ type Service struct {
 
 // New builds a Service over st.
 func New(st Store, o Options) *Service {
-	s := &Service{
+	c := newCore(st, o)
+	return &Service{Objects: &CRUD{c}, Params: &Params{c}, Jobs: &Jobs{c}, Accounts: &Accounts{c}, c: c}
+}
+
+// InTx runs fn in one store transaction. Calls to any part of the Service
+// made with fn's ctx join it, and their events are published after the
+// commit.
+func (s *Service) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return s.c.inTx(ctx, fn)
+}
+
+func newCore(st Store, o Options) *core {
+	s := &core{
 		st:          st,
 		bus:         o.Bus,
 		log:         o.Logger,
@@ -148,25 +194,6 @@ func New(st Store, o Options) *Service {
 	return s
 }
 
-// ETag is the entity tag of a stored object: a hash of its revision and JSON,
-// the same on every replica.
-func ETag(rev int64, data []byte) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%d\n", rev)
-	h.Write(data)
-	return `"` + hex.EncodeToString(h.Sum(nil)[:16]) + `"`
-}
-
-// ModelETag is the ETag of an object as Get returns it (sanitized, unshaped)
-// at revision rev. Wait compares against this value.
-func ModelETag(m backend.Model, rev int64) string {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return `""`
-	}
-	return ETag(rev, b)
-}
-
 const secretChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 func randomSecret() string {
@@ -186,35 +213,15 @@ func randomSecret() string {
 
 type ctxKey int
 
-const (
-	principalKey ctxKey = iota
-	tenantKey
-	eventsKey
-)
-
-// WithPrincipal records who makes the change ("user:bob", "runner:<uuid>");
-// it goes into the Principal of published events.
-func WithPrincipal(ctx context.Context, p string) context.Context {
-	return context.WithValue(ctx, principalKey, p)
-}
-
-// WithTenant records the caller's tenant: objects it creates in a scope the
-// tenant restricts are appended to the tenant's Members (docs/design.md §6).
-func WithTenant(ctx context.Context, tenant string) context.Context {
-	return context.WithValue(ctx, tenantKey, tenant)
-}
-
-func principal(ctx context.Context) string { p, _ := ctx.Value(principalKey).(string); return p }
-func tenantOf(ctx context.Context) string  { t, _ := ctx.Value(tenantKey).(string); return t }
+const eventsKey ctxKey = 0
 
 // pending collects the events of a transaction; they are published only once
-// the outermost Service transaction has committed, so subscribers never see
+// the outermost transaction has committed, so subscribers never see
 // a change that was rolled back.
 type pending struct{ events []backend.Event }
 
-// InTx runs fn in one store transaction. Service calls made with fn's ctx
-// join it, and their events are published after the commit.
-func (s *Service) InTx(ctx context.Context, fn func(ctx context.Context) error) error {
+// inTx runs fn in one store transaction; see Service.InTx.
+func (s *core) inTx(ctx context.Context, fn func(ctx context.Context) error) error {
 	if _, ok := ctx.Value(eventsKey).(*pending); ok {
 		return s.st.InTx(ctx, fn)
 	}
@@ -243,7 +250,7 @@ func emit(ctx context.Context, evs ...backend.Event) {
 	}
 }
 
-func (s *Service) publish(ctx context.Context, evs []backend.Event) {
+func (s *core) publish(ctx context.Context, evs []backend.Event) {
 	if s.bus == nil {
 		return
 	}
@@ -253,8 +260,8 @@ func (s *Service) publish(ctx context.Context, evs []backend.Event) {
 }
 
 // event builds a change event; obj and orig are sanitized copies.
-func (s *Service) event(ctx context.Context, action string, obj, orig backend.Model) backend.Event {
-	e := backend.Event{Time: s.now(), Action: action, Principal: principal(ctx)}
+func (s *core) event(ctx context.Context, action string, obj, orig backend.Model) backend.Event {
+	e := backend.Event{Time: s.now(), Action: action, Principal: backend.PrincipalFrom(ctx)}
 	if obj != nil {
 		e.Type, e.Key = obj.Prefix(), obj.Key()
 		e.Object = sanitizedJSON(obj)
@@ -301,13 +308,17 @@ func sanitizedJSON(m backend.Model) json.RawMessage {
 	return b
 }
 
-// bodyError turns a JSON decoding failure of a request body into DRP's 400
-// with the method as Type.
-func bodyError(method, prefix, key string, err error) error {
+// bodyError turns a JSON decoding failure of a request body into a bad
+// request of operation op.
+func bodyError(op backend.Operation, prefix, key string, err error) error {
 	msg := err.Error()
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		msg = fmt.Sprintf("json: cannot unmarshal %s into field %s of type %s", te.Value, te.Field, te.Type)
 	}
-	return &backend.Error{Code: backend.EBADREQUEST, Type: method, Model: prefix, Key: key, Messages: []string{msg}, Err: err}
+	return &backend.Error{Code: backend.EBADREQUEST, Op: op, Model: prefix, Key: key, Messages: []string{msg}, Err: err}
 }
+
+// objects is the object part over the same core, for the other parts'
+// writes of whole objects.
+func (s *core) objects() *CRUD { return &CRUD{s} }

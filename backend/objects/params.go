@@ -3,6 +3,7 @@ package objects
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -28,11 +29,11 @@ func paramsOf(m backend.Model) *map[string]any {
 
 // paramDefs caches Param definitions for the duration of one operation.
 type paramDefs struct {
-	s    *Service
+	s    *core
 	defs map[string]*backend.Param
 }
 
-func (s *Service) newParamDefs() *paramDefs {
+func (s *core) newParamDefs() *paramDefs {
 	return &paramDefs{s: s, defs: map[string]*backend.Param{}}
 }
 
@@ -70,7 +71,7 @@ func (d *paramDefs) get(ctx context.Context, name string) (*backend.Param, error
 // sealed envelopes must have been sealed for this very object and param,
 // whatever the param's definition: a sealed value cannot be carried to
 // another object and opened there.
-func (s *Service) prepareParams(ctx context.Context, m, old backend.Model, c *check) error {
+func (s *core) prepareParams(ctx context.Context, m, old backend.Model, c *check) error {
 	pp := paramsOf(m)
 	if pp == nil {
 		return nil
@@ -155,32 +156,41 @@ func (s *Service) prepareParams(ctx context.Context, m, old backend.Model, c *ch
 	return nil
 }
 
-func hasParams(k *backend.Kind, typ, key string) error {
+func hasParams(k *backend.Kind, op backend.Operation, key string) error {
 	if !k.HasParams {
-		return backend.NewError(backend.ENOTFOUND, typ, k.Prefix, key, k.Prefix+" have no params")
+		return backend.OpError(backend.ENOTFOUND, op, k.Prefix, key, k.Prefix+" have no params")
 	}
 	return nil
 }
 
 // Params returns the params of prefix/key (machines, profiles, stages,
-// plugins). aggregate merges in profiles, stage, global profile and schema
-// defaults; decode decrypts secure values (the caller checks getSecure).
-func (s *Service) Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
+// plugins) as JSON values. aggregate merges in profiles, stage, global
+// profile and schema defaults; decode decrypts secure values (the caller
+// checks getSecure).
+func (s *Params) Params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]json.RawMessage, error) {
+	p, err := s.params(ctx, prefix, key, aggregate, decode)
+	if err != nil {
+		return nil, err
+	}
+	return backend.EncodeParams(p)
+}
+
+func (s *core) params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
-	if err := hasParams(k, "GET", key); err != nil {
+	if err := hasParams(k, backend.ReadOp, key); err != nil {
 		return nil, err
 	}
-	_, m, err := s.read(ctx, k, key, "GET")
+	_, m, err := s.read(ctx, k, key, backend.ReadOp)
 	if err != nil {
 		return nil, err
 	}
 	return s.paramsView(ctx, m, aggregate, decode)
 }
 
-func (s *Service) paramsView(ctx context.Context, m backend.Model, aggregate, decode bool) (map[string]any, error) {
+func (s *core) paramsView(ctx context.Context, m backend.Model, aggregate, decode bool) (map[string]any, error) {
 	if aggregate {
 		return s.aggregate(ctx, m, decode)
 	}
@@ -194,23 +204,35 @@ func (s *Service) paramsView(ctx context.Context, m backend.Model, aggregate, de
 	return out, nil
 }
 
-// GetParam returns one param value of prefix/key, or nil (JSON null) when
-// it is not set (docs/design.md §3.9).
-func (s *Service) GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (any, error) {
-	params, err := s.Params(ctx, prefix, key, aggregate, decode)
+// GetParam returns one param value of prefix/key, JSON null when it is not
+// set (docs/design.md §3.9).
+func (s *Params) GetParam(ctx context.Context, prefix, key, name string, aggregate, decode bool) (json.RawMessage, error) {
+	params, err := s.params(ctx, prefix, key, aggregate, decode)
 	if err != nil {
 		return nil, err
 	}
-	return params[name], nil
+	return encodeValue(params[name])
 }
 
-// SetParam sets one param and returns its stored value (the encrypted
-// envelope for a secure param).
-func (s *Service) SetParam(ctx context.Context, prefix, key, name string, value any) (any, error) {
+// SetParam sets one param to the JSON value and returns its stored value
+// (the encrypted envelope for a secure param).
+func (s *Params) SetParam(ctx context.Context, prefix, key, name string, value json.RawMessage) (json.RawMessage, error) {
+	var v any
+	if err := json.Unmarshal(value, &v); err != nil {
+		return nil, bodyError(backend.ActionOp, prefix, key, err)
+	}
+	stored, err := s.setParam(ctx, prefix, key, name, v)
+	if err != nil {
+		return nil, err
+	}
+	return encodeValue(stored)
+}
+
+func (s *core) setParam(ctx context.Context, prefix, key, name string, value any) (any, error) {
 	if name == "" {
 		return nil, backend.NewError(backend.EINVALID, "ValidationError", prefix, key, "Invalid Param Name ``")
 	}
-	m, err := s.mutateParams(ctx, prefix, key, "POST", func(p map[string]any) (map[string]any, error) {
+	m, err := s.mutateParams(ctx, prefix, key, backend.ActionOp, func(p map[string]any) (map[string]any, error) {
 		p[name] = value
 		return p, nil
 	})
@@ -220,28 +242,33 @@ func (s *Service) SetParam(ctx context.Context, prefix, key, name string, value 
 	return (*paramsOf(m))[name], nil
 }
 
-// SetParams replaces all params of prefix/key and returns the stored map.
-func (s *Service) SetParams(ctx context.Context, prefix, key string, params map[string]any) (map[string]any, error) {
-	m, err := s.mutateParams(ctx, prefix, key, "POST", func(map[string]any) (map[string]any, error) {
-		if params == nil {
+// SetParams replaces all params of prefix/key with the JSON object params
+// (null for none) and returns the stored map.
+func (s *Params) SetParams(ctx context.Context, prefix, key string, params json.RawMessage) (map[string]json.RawMessage, error) {
+	var next map[string]any
+	if err := json.Unmarshal(params, &next); err != nil {
+		return nil, bodyError(backend.ActionOp, prefix, key, err)
+	}
+	m, err := s.mutateParams(ctx, prefix, key, backend.ActionOp, func(map[string]any) (map[string]any, error) {
+		if next == nil {
 			return map[string]any{}, nil
 		}
-		return params, nil
+		return next, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return *paramsOf(m), nil
+	return backend.EncodeParams(*paramsOf(m))
 }
 
 // PatchParams applies a JSON Patch to the params map of prefix/key (drpcli's
 // "add param" sends a whole-map test plus an add) and returns the new map.
-func (s *Service) PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]any, error) {
+func (s *Params) PatchParams(ctx context.Context, prefix, key string, patch []byte) (map[string]json.RawMessage, error) {
 	p, _, err := parsePatch(patch, prefix, key)
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.mutateParams(ctx, prefix, key, "PATCH", func(cur map[string]any) (map[string]any, error) {
+	m, err := s.mutateParams(ctx, prefix, key, backend.PatchOp, func(cur map[string]any) (map[string]any, error) {
 		if len(p) == 0 {
 			return cur, nil
 		}
@@ -262,17 +289,25 @@ func (s *Service) PatchParams(ctx context.Context, prefix, key string, patch []b
 	if err != nil {
 		return nil, err
 	}
-	return *paramsOf(m), nil
+	return backend.EncodeParams(*paramsOf(m))
 }
 
-// DeleteParam removes one param and returns its old (stored) value; 404
-// Type DELETE, Model params, Key name when it is not set.
-func (s *Service) DeleteParam(ctx context.Context, prefix, key, name string) (any, error) {
+// DeleteParam removes one param and returns its old (stored) value; not
+// found (a delete of Model params, Key name) when it is not set.
+func (s *Params) DeleteParam(ctx context.Context, prefix, key, name string) (json.RawMessage, error) {
+	old, err := s.deleteParam(ctx, prefix, key, name)
+	if err != nil {
+		return nil, err
+	}
+	return encodeValue(old)
+}
+
+func (s *core) deleteParam(ctx context.Context, prefix, key, name string) (any, error) {
 	var old any
-	_, err := s.mutateParams(ctx, prefix, key, "DELETE", func(p map[string]any) (map[string]any, error) {
+	_, err := s.mutateParams(ctx, prefix, key, backend.DeleteOp, func(p map[string]any) (map[string]any, error) {
 		v, ok := p[name]
 		if !ok {
-			return nil, backend.NotFound("DELETE", "params", name)
+			return nil, backend.NotFound(backend.DeleteOp, "params", name)
 		}
 		old = v
 		delete(p, name)
@@ -284,15 +319,24 @@ func (s *Service) DeleteParam(ctx context.Context, prefix, key, name string) (an
 	return old, nil
 }
 
-func (s *Service) mutateParams(ctx context.Context, prefix, key, typ string, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
+// encodeValue is one param value as JSON.
+func encodeValue(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("objects: encode param value: %w", err)
+	}
+	return b, nil
+}
+
+func (s *core) mutateParams(ctx context.Context, prefix, key string, op backend.Operation, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
-	if err := hasParams(k, typ, key); err != nil {
+	if err := hasParams(k, op, key); err != nil {
 		return nil, err
 	}
-	return s.mutate(ctx, k, key, typ, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	return s.mutate(ctx, k, key, op, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		m := clone(old)
 		pp := paramsOf(m)
 		cur := map[string]any{}
@@ -312,11 +356,15 @@ func (s *Service) mutateParams(ctx context.Context, prefix, key, typ string, fn 
 // the machine's own, its profiles in order (each followed by its nested
 // profiles), its stage's params and profiles, the global profile, then the
 // defaults of param Schemas. decode decrypts secure values.
-func (s *Service) Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error) {
-	return s.aggregate(ctx, m, decode)
+func (s *Params) Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]json.RawMessage, error) {
+	p, err := s.aggregate(ctx, m, decode)
+	if err != nil {
+		return nil, err
+	}
+	return backend.EncodeParams(p)
 }
 
-func (s *Service) aggregate(ctx context.Context, m backend.Model, decode bool) (map[string]any, error) {
+func (s *core) aggregate(ctx context.Context, m backend.Model, decode bool) (map[string]any, error) {
 	out := map[string]any{}
 	// from records where each value came from: a secure value opens only
 	// with the binding of the object that holds it.

@@ -13,57 +13,74 @@ func TestParamsSubresource(t *testing.T) {
 		ctx := context.Background()
 		m := mustCreate(t, e, "machines", `{"Name":"pm","Params":{"a":1}}`).(*backend.Machine)
 		t.Run("set and get", func(t *testing.T) {
-			v, err := e.svc.SetParam(ctx, "machines", m.Uuid, "foo/bar", "x")
+			v, err := e.params().SetParam(ctx, "machines", m.Uuid, "foo/bar", "x")
 			if err != nil || v != "x" {
 				t.Fatalf("got %v %v", v, err)
 			}
-			got, err := e.svc.GetParam(ctx, "machines", "Name:pm", "foo/bar", false, false)
+			got, err := e.params().GetParam(ctx, "machines", "Name:pm", "foo/bar", false, false)
 			if err != nil || got != "x" {
 				t.Fatalf("got %v %v", got, err)
 			}
 		})
+		t.Run("JSON in and out", func(t *testing.T) {
+			v, err := e.svc.Params.SetParam(ctx, "machines", m.Uuid, "j/son", []byte(` {"n": [1, 2.5, "<b>"]} `))
+			if err != nil || string(v) != `{"n":[1,2.5,"\u003cb\u003e"]}` {
+				t.Fatalf("got %s %v", v, err)
+			}
+			all, err := e.svc.Params.Params(ctx, "machines", m.Uuid, false, false)
+			if err != nil || string(all["j/son"]) != string(v) || string(all["a"]) != "1" {
+				t.Fatalf("got %s %v", all, err)
+			}
+			_, err = e.svc.Params.SetParam(ctx, "machines", m.Uuid, "j/son", []byte(`{"n":`))
+			wantErr(t, err, backend.EBADREQUEST, "action", "unexpected end of JSON input")
+			_, err = e.svc.Params.SetParams(ctx, "machines", m.Uuid, []byte(`[1]`))
+			wantErr(t, err, backend.EBADREQUEST, "action", "cannot unmarshal array")
+			if _, err := e.svc.Params.DeleteParam(ctx, "machines", m.Uuid, "j/son"); err != nil {
+				t.Fatal(err)
+			}
+		})
 		t.Run("absent is null", func(t *testing.T) {
-			got, err := e.svc.GetParam(ctx, "machines", m.Uuid, "nope", false, false)
+			got, err := e.params().GetParam(ctx, "machines", m.Uuid, "nope", false, false)
 			if err != nil || got != nil {
 				t.Fatalf("got %v %v", got, err)
 			}
 		})
 		t.Run("patch params like drpcli add", func(t *testing.T) {
-			cur, _ := e.svc.Params(ctx, "machines", m.Uuid, false, false)
+			cur, _ := e.params().Params(ctx, "machines", m.Uuid, false, false)
 			p := `[{"op":"test","path":"","from":"","value":` + toJSON(t, cur) + `},{"op":"add","path":"/newp","from":"","value":5}]`
-			got, err := e.svc.PatchParams(ctx, "machines", m.Uuid, []byte(p))
+			got, err := e.params().PatchParams(ctx, "machines", m.Uuid, []byte(p))
 			if err != nil || got["newp"] != float64(5) || got["a"] != float64(1) {
 				t.Fatalf("got %v %v", got, err)
 			}
-			_, err = e.svc.PatchParams(ctx, "machines", m.Uuid, []byte(`[{"op":"test","path":"/a","value":2}]`))
-			wantErr(t, err, backend.ECONFLICT, "PATCH", `"/a"`)
+			_, err = e.params().PatchParams(ctx, "machines", m.Uuid, []byte(`[{"op":"test","path":"/a","value":2}]`))
+			wantErr(t, err, backend.ECONFLICT, "patch", `"/a"`)
 		})
 		t.Run("delete", func(t *testing.T) {
-			old, err := e.svc.DeleteParam(ctx, "machines", m.Uuid, "newp")
+			old, err := e.params().DeleteParam(ctx, "machines", m.Uuid, "newp")
 			if err != nil || old != float64(5) {
 				t.Fatalf("got %v %v", old, err)
 			}
-			_, err = e.svc.DeleteParam(ctx, "machines", m.Uuid, "newp")
-			wantErr(t, err, backend.ENOTFOUND, "DELETE", "Not Found")
+			_, err = e.params().DeleteParam(ctx, "machines", m.Uuid, "newp")
+			wantErr(t, err, backend.ENOTFOUND, "delete", "Not Found")
 			if be := backend.AsError(err); be.Model != "params" || be.Key != "newp" {
 				t.Fatalf("got %+v", be)
 			}
 		})
 		t.Run("replace all", func(t *testing.T) {
-			got, err := e.svc.SetParams(ctx, "machines", m.Uuid, map[string]any{"z": true})
+			got, err := e.params().SetParams(ctx, "machines", m.Uuid, map[string]any{"z": true})
 			if err != nil || toJSON(t, got) != `{"z":true}` {
 				t.Fatalf("got %v %v", got, err)
 			}
 		})
 		t.Run("schema checked on set", func(t *testing.T) {
 			mustCreate(t, e, "params", `{"Name":"port","Schema":{"type":"integer"}}`)
-			_, err := e.svc.SetParam(ctx, "machines", m.Uuid, "port", "eighty")
+			_, err := e.params().SetParam(ctx, "machines", m.Uuid, "port", "eighty")
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Invalid value for param port")
 		})
 		t.Run("no params on roles", func(t *testing.T) {
 			mustCreate(t, e, "roles", `{"Name":"rr"}`)
-			_, err := e.svc.Params(ctx, "roles", "rr", false, false)
-			wantErr(t, err, backend.ENOTFOUND, "GET", "no params")
+			_, err := e.params().Params(ctx, "roles", "rr", false, false)
+			wantErr(t, err, backend.ENOTFOUND, "read", "no params")
 		})
 	})
 }
@@ -88,7 +105,7 @@ func TestAggregateOrder(t *testing.T) {
 			{"global", "in-global", "g"},
 			{"schema default", "only-default", "dflt"},
 		}
-		got, err := e.svc.Aggregate(ctx, m, false)
+		got, err := e.params().Aggregate(ctx, m, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,10 +117,10 @@ func TestAggregateOrder(t *testing.T) {
 			})
 		}
 		t.Run("stage over global", func(t *testing.T) {
-			if _, err := e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":[]}]`), false); err != nil {
+			if _, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":[]}]`), false); err != nil {
 				t.Fatal(err)
 			}
-			v, _ := e.svc.GetParam(ctx, "machines", m.Uuid, "level", true, false)
+			v, _ := e.params().GetParam(ctx, "machines", m.Uuid, "level", true, false)
 			if v != "stage" {
 				t.Fatalf("got %v", v)
 			}
@@ -125,44 +142,44 @@ func TestSecureParams(t *testing.T) {
 			}
 		})
 		t.Run("envelope unless decode", func(t *testing.T) {
-			v, _ := e.svc.GetParam(ctx, "machines", m.Uuid, "ipmi/password", false, false)
+			v, _ := e.params().GetParam(ctx, "machines", m.Uuid, "ipmi/password", false, false)
 			if _, ok := asSecureData(v); !ok {
 				t.Fatalf("got %v", v)
 			}
-			v, _ = e.svc.GetParam(ctx, "machines", m.Uuid, "ipmi/password", true, true)
+			v, _ = e.params().GetParam(ctx, "machines", m.Uuid, "ipmi/password", true, true)
 			if v != "hunter2" {
 				t.Fatalf("got %v", v)
 			}
-			got, _, _ := e.svc.Get(ctx, "machines", m.Uuid)
-			if err := e.svc.Shape(ctx, got, backend.Query{Decode: true}); err != nil || got.(*backend.Machine).Params["ipmi/password"] != "hunter2" {
+			got, _, _ := e.svc.Objects.Get(ctx, "machines", m.Uuid)
+			if err := e.svc.Objects.Shape(ctx, got, backend.Query{Decode: true}); err != nil || got.(*backend.Machine).Params["ipmi/password"] != "hunter2" {
 				t.Fatalf("got %v %v", got.(*backend.Machine).Params, err)
 			}
 		})
 		t.Run("round trip keeps envelope", func(t *testing.T) {
-			got, _, _ := e.svc.Get(ctx, "machines", m.Uuid)
+			got, _, _ := e.svc.Objects.Get(ctx, "machines", m.Uuid)
 			before := toJSON(t, got.(*backend.Machine).Params)
 			got.(*backend.Machine).Description = "rt"
-			after, err := e.svc.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, got)))
+			after, err := e.svc.Objects.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, got)))
 			if err != nil || toJSON(t, after.(*backend.Machine).Params) != before {
 				t.Fatalf("got %v %v", after, err)
 			}
 		})
 		t.Run("set param encrypts and validates", func(t *testing.T) {
-			v, err := e.svc.SetParam(ctx, "machines", m.Uuid, "ipmi/password", "s3cret")
+			v, err := e.params().SetParam(ctx, "machines", m.Uuid, "ipmi/password", "s3cret")
 			if _, ok := asSecureData(v); err != nil || !ok {
 				t.Fatalf("got %v %v", v, err)
 			}
-			_, err = e.svc.SetParam(ctx, "machines", m.Uuid, "ipmi/password", "no")
+			_, err = e.params().SetParam(ctx, "machines", m.Uuid, "ipmi/password", "no")
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Invalid value for param ipmi/password")
 		})
 		t.Run("foreign envelope refused", func(t *testing.T) {
-			_, err := e.svc.SetParam(ctx, "machines", m.Uuid, "ipmi/password", map[string]any{"Key": "x", "Nonce": "y", "Payload": "z"})
+			_, err := e.params().SetParam(ctx, "machines", m.Uuid, "ipmi/password", map[string]any{"Key": "x", "Nonce": "y", "Payload": "z"})
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Invalid secure value")
 		})
 		t.Run("envelope bound to param name", func(t *testing.T) {
 			mustCreate(t, e, "params", `{"Name":"other/secret","Secure":true}`)
-			v, _ := e.svc.GetParam(ctx, "machines", m.Uuid, "ipmi/password", false, false)
-			_, err := e.svc.SetParam(ctx, "machines", m.Uuid, "other/secret", v)
+			v, _ := e.params().GetParam(ctx, "machines", m.Uuid, "ipmi/password", false, false)
+			_, err := e.params().SetParam(ctx, "machines", m.Uuid, "other/secret", v)
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Invalid secure value")
 		})
 	})

@@ -9,17 +9,18 @@ import (
 
 // Get returns prefix/key, addressed by its native key or "<Index>:<value>"
 // for a unique index (Name:m1, Uuid:..., Key:...), sanitized, with its
-// revision. Secure params are the stored envelopes. 404 GET "Not Found".
-func (s *Service) Get(ctx context.Context, prefix, key string) (backend.Model, int64, error) {
+// revision. Secure params are the stored envelopes. A missing object is
+// not found ("Not Found", ReadOp).
+func (s *CRUD) Get(ctx context.Context, prefix, key string) (backend.Model, int64, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, 0, err
 	}
-	return s.getTyped(ctx, k, key, "GET")
+	return s.getTyped(ctx, k, key, backend.ReadOp)
 }
 
-func (s *Service) getTyped(ctx context.Context, k *backend.Kind, key, typ string) (backend.Model, int64, error) {
-	rec, m, err := s.read(ctx, k, key, typ)
+func (s *core) getTyped(ctx context.Context, k *backend.Kind, key string, op backend.Operation) (backend.Model, int64, error) {
+	rec, m, err := s.read(ctx, k, key, op)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -30,7 +31,7 @@ func (s *Service) getTyped(ctx context.Context, k *backend.Kind, key, typ string
 // List returns the page of prefix objects matching q (filters, sort and
 // paging run in the store) with the kind's total and matched counts, each
 // object sanitized and shaped by q (see Shape).
-func (s *Service) List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error) {
+func (s *CRUD) List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, 0, 0, err
@@ -58,7 +59,7 @@ func (s *Service) List(ctx context.Context, prefix string, q backend.Query) ([]b
 // and list: aggregate (effective params), decode (clear secure values; the
 // caller has checked getSecure), params (keep only those names) and slim
 // (empty Params and/or Meta). Partial is set when Params were cut.
-func (s *Service) Shape(ctx context.Context, m backend.Model, q backend.Query) error {
+func (s *CRUD) Shape(ctx context.Context, m backend.Model, q backend.Query) error {
 	pp := paramsOf(m)
 	partial := false
 	if pp != nil && (q.Aggregate || q.Decode) {

@@ -14,7 +14,7 @@ import (
 //
 //   - A reference the write adds must name an object the caller may see
 //     (backend.CanSee). A missing object and a hidden one are refused alike:
-//     422 ValidationError with the same message, so the answer never tells
+//     invalid (ValidationError) with the same message, so the answer never tells
 //     whether a hidden object exists.
 //   - A reference already stored is not checked against the caller, so an
 //     administrator's choice does not block its owner's unrelated edit; if
@@ -24,7 +24,7 @@ import (
 // refs checks the references of one write. old lists what is stored (nil on
 // create).
 type refs struct {
-	s   *Service
+	s   *core
 	ctx context.Context
 	c   *check
 }
@@ -109,7 +109,7 @@ func (r refs) tasks(names, old []string) error {
 }
 
 // checkStageRefs: a stage's tasks, profiles and bootenv.
-func (s *Service) checkStageRefs(ctx context.Context, st *backend.Stage, old backend.Model, c *check) error {
+func (s *core) checkStageRefs(ctx context.Context, st *backend.Stage, old backend.Model, c *check) error {
 	r := refs{s: s, ctx: ctx, c: c}
 	o, _ := old.(*backend.Stage)
 	var oldTasks, oldProfiles []string
@@ -143,7 +143,7 @@ func (s *Service) checkStageRefs(ctx context.Context, st *backend.Stage, old bac
 }
 
 // checkWorkflowRefs: a workflow's stages.
-func (s *Service) checkWorkflowRefs(ctx context.Context, wf *backend.Workflow, old backend.Model, c *check) error {
+func (s *core) checkWorkflowRefs(ctx context.Context, wf *backend.Workflow, old backend.Model, c *check) error {
 	r := refs{s: s, ctx: ctx, c: c}
 	var oldStages []string
 	if o, ok := old.(*backend.Workflow); ok {
@@ -166,7 +166,7 @@ func (s *Service) checkWorkflowRefs(ctx context.Context, wf *backend.Workflow, o
 }
 
 // checkProfileRefs: the profiles a profile nests.
-func (s *Service) checkProfileRefs(ctx context.Context, p *backend.Profile, old backend.Model, c *check) error {
+func (s *core) checkProfileRefs(ctx context.Context, p *backend.Profile, old backend.Model, c *check) error {
 	var oldProfiles []string
 	if o, ok := old.(*backend.Profile); ok {
 		oldProfiles = o.Profiles
@@ -180,7 +180,7 @@ func (s *Service) checkProfileRefs(ctx context.Context, p *backend.Profile, old 
 // its workflow, stage and bootenv first (messages without the key prefix),
 // then its profiles, tasks and pool. It returns the workflow to apply when
 // the write changes it (nil to apply none, or when it cannot be used).
-func (s *Service) checkMachineRefs(ctx context.Context, m *backend.Machine, o *backend.Machine, c *check) (*backend.Workflow, error) {
+func (s *core) checkMachineRefs(ctx context.Context, m *backend.Machine, o *backend.Machine, c *check) (*backend.Workflow, error) {
 	r := refs{s: s, ctx: ctx, c: c}
 	var oldProfiles, oldTasks []string
 	oldStage, oldBootEnv, oldWorkflow, oldPool := "", "", "", backend.DefaultPool

@@ -38,7 +38,7 @@ func wantMessages(t *testing.T, err error, msgs ...string) {
 func TestMachineReferencesAsDRP(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		ctx := context.Background()
-		if err := e.svc.InstallBuiltins(ctx); err != nil {
+		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
 			t.Fatal(err)
 		}
 		mustCreate(t, e, "profiles", `{"Name":"jill"}`)
@@ -69,7 +69,7 @@ func TestMachineReferencesAsDRP(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run("create "+c.name, func(t *testing.T) {
-				_, err := e.svc.Create(ctx, "machines", []byte(`{"Uuid":"`+id+`",`+c.fields+`}`))
+				_, err := e.svc.Objects.Create(ctx, "machines", []byte(`{"Uuid":"`+id+`",`+c.fields+`}`))
 				wantMessages(t, err, c.msgs...)
 			})
 		}
@@ -90,17 +90,17 @@ func TestMachineReferencesAsDRP(t *testing.T) {
 		}
 		for _, u := range updates {
 			t.Run("update "+u.name, func(t *testing.T) {
-				_, err := e.svc.Patch(ctx, "machines", id, []byte(u.patch), false)
+				_, err := e.svc.Objects.Patch(ctx, "machines", id, []byte(u.patch), false)
 				wantMessages(t, err, u.msgs...)
 			})
 		}
 		t.Run("stored reference whose object has gone", func(t *testing.T) {
 			// Tasks are not held by machines: one can be deleted under a
 			// machine, which is then saved but not available.
-			if _, err := e.svc.Delete(ctx, "tasks", "jamie"); err != nil {
+			if _, err := e.svc.Objects.Delete(ctx, "tasks", "jamie"); err != nil {
 				t.Fatal(err)
 			}
-			got, err := e.svc.Patch(ctx, "machines", id, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
+			got, err := e.svc.Objects.Patch(ctx, "machines", id, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func TestMachineReferencesAsDRP(t *testing.T) {
 func TestStageWorkflowProfileReferences(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		ctx := context.Background()
-		if err := e.svc.InstallBuiltins(ctx); err != nil {
+		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
 			t.Fatal(err)
 		}
 		mustCreate(t, e, "bootenvs", `{"Name":"netboot","Kernel":"k"}`)
@@ -132,7 +132,7 @@ func TestStageWorkflowProfileReferences(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				_, err := e.svc.Create(ctx, c.prefix, []byte(c.body))
+				_, err := e.svc.Objects.Create(ctx, c.prefix, []byte(c.body))
 				wantMessages(t, err, c.msgs...)
 			})
 		}
@@ -148,7 +148,7 @@ func TestStageWorkflowProfileReferences(t *testing.T) {
 func TestHiddenReferences(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		ctx := context.Background()
-		if err := e.svc.InstallBuiltins(ctx); err != nil {
+		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for _, b := range []struct{ prefix, body string }{
@@ -184,7 +184,7 @@ func TestHiddenReferences(t *testing.T) {
 				if field == "Profiles" || field == "Tasks" {
 					v = `["` + name + `"]`
 				}
-				_, err := e.svc.Create(uctx, "machines", []byte(`{"Uuid":"`+id+`","Name":"m1","`+field+`":`+v+`}`))
+				_, err := e.svc.Objects.Create(uctx, "machines", []byte(`{"Uuid":"`+id+`","Name":"m1","`+field+`":`+v+`}`))
 				return err
 			}
 		}
@@ -199,7 +199,7 @@ func TestHiddenReferences(t *testing.T) {
 			// refused like one in use: the answer cannot tell them apart.
 			same(t, create("Pool"), "pool-hidden", "pool-nobody")
 			for _, pool := range []string{"default", "pool-visible"} {
-				if _, err := e.svc.Create(uctx, "machines", []byte(`{"Name":"m-`+pool+`","Pool":"`+pool+`"}`)); err != nil {
+				if _, err := e.svc.Objects.Create(uctx, "machines", []byte(`{"Name":"m-`+pool+`","Pool":"`+pool+`"}`)); err != nil {
 					t.Fatalf("pool %s: %v", pool, err)
 				}
 			}
@@ -215,32 +215,32 @@ func TestHiddenReferences(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				same(t, func(name string) error {
-					_, err := e.svc.Create(uctx, c.prefix, []byte(strings.Replace(c.tmpl, "%s", name, 1)))
+					_, err := e.svc.Objects.Create(uctx, c.prefix, []byte(strings.Replace(c.tmpl, "%s", name, 1)))
 					return err
 				}, c.hidden, "nothing-here")
 			})
 		}
 		t.Run("stored references are not held against the caller", func(t *testing.T) {
 			mine := mustCreate(t, e, "machines", `{"Name":"mine","Profiles":["p-open","p-hidden"],"Stage":"s-hidden","BootEnv":"b-hidden","Tasks":["t-hidden"],"Pool":"pool-hidden"}`).(*backend.Machine)
-			if _, err := e.svc.Patch(uctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false); err != nil {
+			if _, err := e.svc.Objects.Patch(uctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false); err != nil {
 				t.Fatalf("unrelated edit: %v", err)
 			}
-			if _, err := e.svc.Patch(uctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":["p-hidden"]}]`), false); err != nil {
+			if _, err := e.svc.Objects.Patch(uctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":["p-hidden"]}]`), false); err != nil {
 				t.Fatalf("removing a profile: %v", err)
 			}
-			_, err := e.svc.Patch(uctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":["p-hidden","p-hidden"]}]`), false)
+			_, err := e.svc.Objects.Patch(uctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":["p-hidden","p-hidden"]}]`), false)
 			wantMessages(t, err, mine.Uuid+": Duplicate profile p-hidden: at 0 and 1")
 		})
 		t.Run("hidden param definition is absent", func(t *testing.T) {
 			m := mustCreate(t, e, "machines", `{"Name":"pm"}`).(*backend.Machine)
-			v, err := e.svc.SetParam(uctx, "machines", m.Uuid, "hidden/int", "not-an-int")
+			v, err := e.params().SetParam(uctx, "machines", m.Uuid, "hidden/int", "not-an-int")
 			if err != nil || v != "not-an-int" {
 				t.Fatalf("got %v %v, want the value stored as given", v, err)
 			}
 			// For a caller who sees it, the definition checks and seals.
-			_, err = e.svc.SetParam(ctx, "machines", m.Uuid, "hidden/int", "still-not-an-int")
+			_, err = e.params().SetParam(ctx, "machines", m.Uuid, "hidden/int", "still-not-an-int")
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Invalid value for param hidden/int")
-			v, err = e.svc.SetParam(ctx, "machines", m.Uuid, "hidden/int", 5)
+			v, err = e.params().SetParam(ctx, "machines", m.Uuid, "hidden/int", 5)
 			if _, sealed := asSecureData(v); err != nil || !sealed {
 				t.Fatalf("got %v %v, want a sealed value", v, err)
 			}
@@ -258,29 +258,29 @@ func TestMessagesNameOnlyVisibleObjects(t *testing.T) {
 		mustCreate(t, e, "profiles", `{"Name":"outer","Profiles":["shared"]}`)
 		uctx := as(hiding{"machines/" + b.Uuid: true, "machines/" + c.Uuid: true})
 		t.Run("in use", func(t *testing.T) {
-			_, err := e.svc.Delete(uctx, "profiles", "shared")
+			_, err := e.svc.Objects.Delete(uctx, "profiles", "shared")
 			be := backend.AsError(err)
 			want := []string{"In use by Machine ma", "In use by Profile outer", "In use by 2 other objects"}
 			if be.Code != backend.ECONFLICT || be.Type != "StillInUseError" || !reflect.DeepEqual(be.Messages, want) {
 				t.Fatalf("got %s %s %q, want %q", be.Code, be.Type, be.Messages, want)
 			}
-			_, err = e.svc.Delete(as(hiding{"machines/" + c.Uuid: true}), "profiles", "shared")
+			_, err = e.svc.Objects.Delete(as(hiding{"machines/" + c.Uuid: true}), "profiles", "shared")
 			got := backend.AsError(err).Messages
 			sort.Strings(got)
 			if !reflect.DeepEqual(got, []string{"In use by 1 other object", "In use by Machine ma", "In use by Machine mb", "In use by Profile outer"}) {
 				t.Fatalf("one hidden: %q", got)
 			}
-			_, err = e.svc.Delete(ctx, "profiles", "shared")
+			_, err = e.svc.Objects.Delete(ctx, "profiles", "shared")
 			if be := backend.AsError(err); len(be.Messages) != 4 || strings.Contains(strings.Join(be.Messages, " "), "other") {
 				t.Fatalf("server-internal caller: %q", be.Messages)
 			}
 		})
 		t.Run("name in use", func(t *testing.T) {
-			_, err := e.svc.Create(uctx, "machines", []byte(`{"Uuid":"6f2f1b1e-0000-4000-8000-000000000009","Name":"mb"}`))
+			_, err := e.svc.Objects.Create(uctx, "machines", []byte(`{"Uuid":"6f2f1b1e-0000-4000-8000-000000000009","Name":"mb"}`))
 			wantMessages(t, err, "6f2f1b1e-0000-4000-8000-000000000009: Name mb is already in use")
-			_, err = e.svc.Patch(uctx, "machines", a.Uuid, []byte(`[{"op":"replace","path":"/Name","value":"mc"}]`), false)
+			_, err = e.svc.Objects.Patch(uctx, "machines", a.Uuid, []byte(`[{"op":"replace","path":"/Name","value":"mc"}]`), false)
 			wantMessages(t, err, a.Uuid+": Name mc is already in use")
-			_, err = e.svc.Patch(ctx, "machines", a.Uuid, []byte(`[{"op":"replace","path":"/Name","value":"mc"}]`), false)
+			_, err = e.svc.Objects.Patch(ctx, "machines", a.Uuid, []byte(`[{"op":"replace","path":"/Name","value":"mc"}]`), false)
 			wantMessages(t, err, a.Uuid+": Name mc is already in use by machine "+c.Uuid)
 		})
 	})
@@ -292,13 +292,13 @@ func TestBuiltinBootEnvs(t *testing.T) {
 		// An older server let a client make a "local" of its own.
 		mustCreate(t, e, "bootenvs", `{"Name":"local","Description":"mine"}`)
 		for i := 0; i < 2; i++ {
-			if err := e.svc.InstallBuiltins(ctx); err != nil {
+			if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
 		revs := map[string]int64{}
 		for _, name := range []string{"local", "ignore"} {
-			m, rev, err := e.svc.Get(ctx, "bootenvs", name)
+			m, rev, err := e.svc.Objects.Get(ctx, "bootenvs", name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -309,24 +309,24 @@ func TestBuiltinBootEnvs(t *testing.T) {
 			}
 			revs[name] = rev
 		}
-		if err := e.svc.InstallBuiltins(ctx); err != nil {
+		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for name, rev := range revs {
-			if _, now, _ := e.svc.Get(ctx, "bootenvs", name); now != rev {
+			if _, now, _ := e.svc.Objects.Get(ctx, "bootenvs", name); now != rev {
 				t.Fatalf("installing again rewrote %s (rev %d to %d)", name, rev, now)
 			}
 		}
 		t.Run("writes are refused", func(t *testing.T) {
-			_, err := e.svc.Patch(ctx, "bootenvs", "local", []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
-			wantErr(t, err, backend.EBADREQUEST, "PATCH", "readonly: local")
-			_, err = e.svc.Patch(ctx, "bootenvs", "local", []byte(`[{"op":"replace","path":"/ReadOnly","value":false}]`), false)
-			wantErr(t, err, backend.EBADREQUEST, "PATCH", "readonly: local")
-			_, err = e.svc.Put(ctx, "bootenvs", "ignore", []byte(`{"Name":"ignore","OnlyUnknown":false}`))
-			wantErr(t, err, backend.EBADREQUEST, "PUT", "readonly: ignore")
-			_, err = e.svc.Delete(ctx, "bootenvs", "ignore")
-			wantErr(t, err, backend.EBADREQUEST, "DELETE", "readonly: ignore")
-			if m, rev, _ := e.svc.Get(ctx, "bootenvs", "ignore"); rev != revs["ignore"] || !m.(*backend.BootEnv).OnlyUnknown {
+			_, err := e.svc.Objects.Patch(ctx, "bootenvs", "local", []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
+			wantErr(t, err, backend.EBADREQUEST, "patch", "readonly: local")
+			_, err = e.svc.Objects.Patch(ctx, "bootenvs", "local", []byte(`[{"op":"replace","path":"/ReadOnly","value":false}]`), false)
+			wantErr(t, err, backend.EBADREQUEST, "patch", "readonly: local")
+			_, err = e.svc.Objects.Put(ctx, "bootenvs", "ignore", []byte(`{"Name":"ignore","OnlyUnknown":false}`))
+			wantErr(t, err, backend.EBADREQUEST, "replace", "readonly: ignore")
+			_, err = e.svc.Objects.Delete(ctx, "bootenvs", "ignore")
+			wantErr(t, err, backend.EBADREQUEST, "delete", "readonly: ignore")
+			if m, rev, _ := e.svc.Objects.Get(ctx, "bootenvs", "ignore"); rev != revs["ignore"] || !m.(*backend.BootEnv).OnlyUnknown {
 				t.Fatalf("ignore changed: %+v", m)
 			}
 		})
@@ -335,11 +335,11 @@ func TestBuiltinBootEnvs(t *testing.T) {
 			if m.Env().ReadOnly {
 				t.Fatal("created ReadOnly")
 			}
-			m, err := e.svc.Patch(ctx, "bootenvs", "mine", []byte(`[{"op":"replace","path":"/ReadOnly","value":true}]`), false)
+			m, err := e.svc.Objects.Patch(ctx, "bootenvs", "mine", []byte(`[{"op":"replace","path":"/ReadOnly","value":true}]`), false)
 			if err != nil || m.Env().ReadOnly {
 				t.Fatalf("patched ReadOnly: %v %v", m, err)
 			}
-			if _, err := e.svc.Delete(ctx, "bootenvs", "mine"); err != nil {
+			if _, err := e.svc.Objects.Delete(ctx, "bootenvs", "mine"); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -356,22 +356,22 @@ func TestJobMachineImmutable(t *testing.T) {
 		b := mustCreate(t, e, "machines", `{"Name":"jb","Workflow":"w1"}`).(*backend.Machine)
 		var job *backend.Job
 		for i := 0; i < 3 && job == nil; i++ {
-			_, j, err := e.svc.CreateJob(ctx, []byte(`{"Machine":"`+a.Uuid+`"}`))
+			_, j, err := e.svc.Jobs.CreateJob(ctx, []byte(`{"Machine":"`+a.Uuid+`"}`))
 			if err != nil {
 				t.Fatal(err)
 			}
 			job = j
 		}
-		_, err := e.svc.Patch(ctx, "jobs", job.Uuid, []byte(`[{"op":"replace","path":"/Machine","value":"`+b.Uuid+`"},{"op":"replace","path":"/State","value":"failed"}]`), false)
+		_, err := e.svc.Objects.Patch(ctx, "jobs", job.Uuid, []byte(`[{"op":"replace","path":"/Machine","value":"`+b.Uuid+`"},{"op":"replace","path":"/State","value":"failed"}]`), false)
 		wantMessages(t, err, "Machine cannot be changed")
 		moved := *job
 		moved.Machine = b.Uuid
-		_, err = e.svc.Put(ctx, "jobs", job.Uuid, []byte(toJSON(t, moved)))
+		_, err = e.svc.Objects.Put(ctx, "jobs", job.Uuid, []byte(toJSON(t, moved)))
 		wantMessages(t, err, "Machine cannot be changed")
 		if got := machineOf(t, e, b.Uuid); !got.Runnable {
 			t.Fatal("refused move made the other machine unrunnable")
 		}
-		if m, _, _ := e.svc.Get(ctx, "jobs", job.Uuid); m.(*backend.Job).Machine != a.Uuid || m.(*backend.Job).State != backend.JobCreated {
+		if m, _, _ := e.svc.Objects.Get(ctx, "jobs", job.Uuid); m.(*backend.Job).Machine != a.Uuid || m.(*backend.Job).State != backend.JobCreated {
 			t.Fatalf("job after refused moves: %+v", m)
 		}
 	})
@@ -386,10 +386,10 @@ func TestBuiltinSuperuserRole(t *testing.T) {
 		ctx := context.Background()
 		// An older server let the superuser role lose its claim.
 		mustCreate(t, e, "roles", `{"Name":"superuser","Claims":[{"scope":"machines","action":"get","specific":"*"}]}`)
-		if err := e.svc.InstallBuiltins(ctx); err != nil {
+		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
 			t.Fatal(err)
 		}
-		m, rev, err := e.svc.Get(ctx, "roles", "superuser")
+		m, rev, err := e.svc.Objects.Get(ctx, "roles", "superuser")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -397,20 +397,20 @@ func TestBuiltinSuperuserRole(t *testing.T) {
 		if !r.ReadOnly || !r.Available || len(r.Claims) != 1 || r.Claims[0] != (backend.Claim{Scope: "*", Action: "*", Specific: "*"}) {
 			t.Fatalf("superuser role %+v", r)
 		}
-		_, err = e.svc.Patch(ctx, "roles", "superuser", []byte(`[{"op":"replace","path":"/Claims","value":[]}]`), false)
-		wantErr(t, err, backend.EBADREQUEST, "PATCH", "readonly: superuser")
-		_, err = e.svc.Put(ctx, "roles", "superuser", []byte(`{"Name":"superuser","Claims":[]}`))
-		wantErr(t, err, backend.EBADREQUEST, "PUT", "readonly: superuser")
-		_, err = e.svc.Delete(ctx, "roles", "superuser")
-		wantErr(t, err, backend.EBADREQUEST, "DELETE", "readonly: superuser")
+		_, err = e.svc.Objects.Patch(ctx, "roles", "superuser", []byte(`[{"op":"replace","path":"/Claims","value":[]}]`), false)
+		wantErr(t, err, backend.EBADREQUEST, "patch", "readonly: superuser")
+		_, err = e.svc.Objects.Put(ctx, "roles", "superuser", []byte(`{"Name":"superuser","Claims":[]}`))
+		wantErr(t, err, backend.EBADREQUEST, "replace", "readonly: superuser")
+		_, err = e.svc.Objects.Delete(ctx, "roles", "superuser")
+		wantErr(t, err, backend.EBADREQUEST, "delete", "readonly: superuser")
 		// In use, the users are reported first (DRP's answer).
 		mustCreate(t, e, "users", `{"Name":"root","Roles":["superuser"]}`)
-		_, err = e.svc.Delete(ctx, "roles", "superuser")
+		_, err = e.svc.Objects.Delete(ctx, "roles", "superuser")
 		wantErr(t, err, backend.ECONFLICT, "StillInUseError", "In use by User root")
-		if err := e.svc.InstallBuiltins(ctx); err != nil {
+		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, now, _ := e.svc.Get(ctx, "roles", "superuser"); now != rev {
+		if _, now, _ := e.svc.Objects.Get(ctx, "roles", "superuser"); now != rev {
 			t.Fatalf("installing again rewrote the role (rev %d to %d)", rev, now)
 		}
 	})

@@ -149,7 +149,7 @@ func (b *secureBox) openAAD(sd SecureData, aad []byte) (any, error) {
 // round trip): then sealed is true and plain is its clear value, for schema
 // checks. refused is true for one of this server's envelopes made for
 // another place (another object or param, or the first seal form).
-func (s *Service) ownEnvelope(at binding, v any) (plain any, sealed, refused bool) {
+func (s *core) ownEnvelope(at binding, v any) (plain any, sealed, refused bool) {
 	sd, ok := asSecureData(v)
 	if !ok || s.sec == nil || !s.sec.ours(sd) {
 		return nil, false, false
@@ -165,7 +165,7 @@ func (s *Service) ownEnvelope(at binding, v any) (plain any, sealed, refused boo
 // other values are returned unchanged. A seal of this server's that does
 // not open at its place (a value written before seals were bound and never
 // migrated, or damaged data) stays sealed: it is logged, never opened.
-func (s *Service) openValue(at binding, v any) any {
+func (s *core) openValue(at binding, v any) any {
 	sd, ok := asSecureData(v)
 	if !ok || s.sec == nil || !s.sec.ours(sd) {
 		return v
@@ -184,7 +184,7 @@ func (s *Service) openValue(at binding, v any) any {
 // writers and other replicas running the same migration are safe; objects
 // without such values are not written, so a second run changes nothing. It
 // returns how many values were re-sealed.
-func (s *Service) MigrateSecureParams(ctx context.Context) (int, error) {
+func (s *Params) MigrateSecureParams(ctx context.Context) (int, error) {
 	if s.sec == nil {
 		return 0, nil
 	}
@@ -218,11 +218,11 @@ func (s *Service) MigrateSecureParams(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-func (s *Service) migrateObject(ctx context.Context, prefix, key string) (int, error) {
+func (s *core) migrateObject(ctx context.Context, prefix, key string) (int, error) {
 	k := backend.KindOf(prefix)
 	for attempt := 0; ; attempt++ {
 		n, stale := 0, false
-		err := s.InTx(ctx, func(ctx context.Context) error {
+		err := s.inTx(ctx, func(ctx context.Context) error {
 			n = 0
 			rec, err := s.st.Get(ctx, prefix, key)
 			if backend.IsCode(err, backend.ENOTFOUND) {

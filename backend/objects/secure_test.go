@@ -25,7 +25,7 @@ func TestSecureBinding(t *testing.T) {
 		mustCreate(t, e, "plugins", `{"Name":"plg","Provider":"callback","Params":{"sec/p":"from-plugin"}}`)
 		mine := mustCreate(t, e, "machines", `{"Name":"mine"}`).(*backend.Machine)
 		stored := func(prefix, key string) any {
-			v, err := e.svc.GetParam(ctx, prefix, key, "sec/p", false, false)
+			v, err := e.params().GetParam(ctx, prefix, key, "sec/p", false, false)
 			if _, ok := asSecureData(v); err != nil || !ok {
 				t.Fatalf("%s/%s sec/p not sealed: %v %v", prefix, key, v, err)
 			}
@@ -38,19 +38,19 @@ func TestSecureBinding(t *testing.T) {
 			t.Run("copied from "+src.prefix, func(t *testing.T) {
 				env := stored(src.prefix, src.key)
 				for _, write := range []func() error{
-					func() error { _, err := e.svc.SetParam(ctx, "machines", mine.Uuid, "sec/p", env); return err },
+					func() error { _, err := e.params().SetParam(ctx, "machines", mine.Uuid, "sec/p", env); return err },
 					func() error {
-						_, err := e.svc.SetParams(ctx, "machines", mine.Uuid, map[string]any{"sec/p": env})
+						_, err := e.params().SetParams(ctx, "machines", mine.Uuid, map[string]any{"sec/p": env})
 						return err
 					},
 					func() error {
 						m := machineOf(t, e, mine.Uuid)
 						m.Params = map[string]any{"sec/p": env}
-						_, err := e.svc.Put(ctx, "machines", mine.Uuid, []byte(toJSON(t, m)))
+						_, err := e.svc.Objects.Put(ctx, "machines", mine.Uuid, []byte(toJSON(t, m)))
 						return err
 					},
 					// Not a secure param on the target: still refused.
-					func() error { _, err := e.svc.SetParam(ctx, "machines", mine.Uuid, "plain/x", env); return err },
+					func() error { _, err := e.params().SetParam(ctx, "machines", mine.Uuid, "plain/x", env); return err },
 				} {
 					err := write()
 					wantErr(t, err, backend.EINVALID, "ValidationError", "it was not sealed for this object")
@@ -63,25 +63,25 @@ func TestSecureBinding(t *testing.T) {
 			})
 		}
 		t.Run("same object, other param", func(t *testing.T) {
-			_, err := e.svc.SetParam(ctx, "machines", victim.Uuid, "sec/q", stored("machines", victim.Uuid))
+			_, err := e.params().SetParam(ctx, "machines", victim.Uuid, "sec/q", stored("machines", victim.Uuid))
 			wantErr(t, err, backend.EINVALID, "ValidationError", "it was not sealed for this object")
 		})
 		t.Run("aggregate opens each value at its source", func(t *testing.T) {
-			if _, err := e.svc.Patch(ctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":["prof"]}]`), false); err != nil {
+			if _, err := e.svc.Objects.Patch(ctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":["prof"]}]`), false); err != nil {
 				t.Fatal(err)
 			}
-			agg, err := e.svc.Aggregate(ctx, machineOf(t, e, mine.Uuid), true)
+			agg, err := e.params().Aggregate(ctx, machineOf(t, e, mine.Uuid), true)
 			if err != nil || agg["sec/p"] != "from-profile" {
 				t.Fatalf("aggregate %v %v", agg, err)
 			}
-			if _, err := e.svc.Patch(ctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":[]},{"op":"replace","path":"/Stage","value":"stg"}]`), false); err != nil {
+			if _, err := e.svc.Objects.Patch(ctx, "machines", mine.Uuid, []byte(`[{"op":"replace","path":"/Profiles","value":[]},{"op":"replace","path":"/Stage","value":"stg"}]`), false); err != nil {
 				t.Fatal(err)
 			}
-			agg, _ = e.svc.Aggregate(ctx, machineOf(t, e, mine.Uuid), true)
+			agg, _ = e.params().Aggregate(ctx, machineOf(t, e, mine.Uuid), true)
 			if agg["sec/p"] != "from-stage" {
 				t.Fatalf("aggregate via stage %v", agg)
 			}
-			p, err := e.svc.Params(ctx, "plugins", "plg", false, true)
+			p, err := e.params().Params(ctx, "plugins", "plg", false, true)
 			if err != nil || p["sec/p"] != "from-plugin" {
 				t.Fatalf("plugin params %v %v", p, err)
 			}
@@ -100,7 +100,7 @@ func TestSecureBinding(t *testing.T) {
 			if _, err := e.st.Update(ctx, "machines", mine.Uuid, rec.Rev, []byte(toJSON(t, raw))); err != nil {
 				t.Fatal(err)
 			}
-			v, err := e.svc.GetParam(ctx, "machines", mine.Uuid, "sec/q", false, true)
+			v, err := e.params().GetParam(ctx, "machines", mine.Uuid, "sec/q", false, true)
 			if _, sealed := asSecureData(v); err != nil || !sealed {
 				t.Fatalf("got %v %v, want the envelope unopened", v, err)
 			}
@@ -144,18 +144,18 @@ func TestMigrateSecureParams(t *testing.T) {
 			}
 			var raw map[string]any
 			_ = json.Unmarshal(rec.Data, &raw)
-			env := legacySeal(t, e.svc.sec, "sec/p", o.clear)
+			env := legacySeal(t, e.svc.c.sec, "sec/p", o.clear)
 			legacy[o.prefix] = env
 			raw["Params"].(map[string]any)["sec/p"] = env
 			if _, err := e.st.Update(ctx, o.prefix, o.key, rec.Rev, []byte(toJSON(t, raw))); err != nil {
 				t.Fatal(err)
 			}
 			// Before migration the first form does not open: reads keep it.
-			if v, _ := e.svc.GetParam(ctx, o.prefix, o.key, "sec/p", false, true); v == o.clear {
+			if v, _ := e.params().GetParam(ctx, o.prefix, o.key, "sec/p", false, true); v == o.clear {
 				t.Fatalf("%s: first-form seal opened before migration", o.prefix)
 			}
 		}
-		n, err := e.svc.MigrateSecureParams(ctx)
+		n, err := e.svc.Params.MigrateSecureParams(ctx)
 		if err != nil || n != len(objs) {
 			t.Fatalf("migrated %d, %v; want %d", n, err, len(objs))
 		}
@@ -163,27 +163,27 @@ func TestMigrateSecureParams(t *testing.T) {
 		for _, o := range objs {
 			raw := rawRecord(t, e, o.prefix, o.key)
 			sd, ok := asSecureData(raw["Params"].(map[string]any)["sec/p"])
-			if !ok || sd.Key != e.svc.sec.keyID || strings.Contains(toJSON(t, raw), o.clear) {
+			if !ok || sd.Key != e.svc.c.sec.keyID || strings.Contains(toJSON(t, raw), o.clear) {
 				t.Fatalf("%s after migration: %v", o.prefix, raw["Params"])
 			}
-			if v, err := e.svc.GetParam(ctx, o.prefix, o.key, "sec/p", false, true); err != nil || v != o.clear {
+			if v, err := e.params().GetParam(ctx, o.prefix, o.key, "sec/p", false, true); err != nil || v != o.clear {
 				t.Fatalf("%s decodes to %v %v, want %s", o.prefix, v, err, o.clear)
 			}
-			_, rev, _ := e.svc.Get(ctx, o.prefix, o.key)
+			_, rev, _ := e.svc.Objects.Get(ctx, o.prefix, o.key)
 			revs[o.prefix] = rev
 		}
 		t.Run("idempotent", func(t *testing.T) {
-			if n, err := e.svc.MigrateSecureParams(ctx); err != nil || n != 0 {
+			if n, err := e.svc.Params.MigrateSecureParams(ctx); err != nil || n != 0 {
 				t.Fatalf("second run migrated %d, %v", n, err)
 			}
 			for _, o := range objs {
-				if _, rev, _ := e.svc.Get(ctx, o.prefix, o.key); rev != revs[o.prefix] {
+				if _, rev, _ := e.svc.Objects.Get(ctx, o.prefix, o.key); rev != revs[o.prefix] {
 					t.Fatalf("second run rewrote %s", o.prefix)
 				}
 			}
 		})
 		t.Run("first form refused from clients", func(t *testing.T) {
-			_, err := e.svc.SetParam(ctx, "machines", m.Uuid, "sec/p", legacy["machines"])
+			_, err := e.params().SetParam(ctx, "machines", m.Uuid, "sec/p", legacy["machines"])
 			wantErr(t, err, backend.EINVALID, "ValidationError", "it was not sealed for this object")
 		})
 	})

@@ -95,20 +95,20 @@ func (b *secureBox) openBoxed(prefix, key string, bv boxedValue) (any, error) {
 // PublicKey returns the curve25519 public key DRP clients seal secure param
 // values with for prefix/key (GET /<prefix>/<key>/pubkey). The object must
 // exist and have params.
-func (s *Service) PublicKey(ctx context.Context, prefix, key string) ([]byte, error) {
+func (s *Params) PublicKey(ctx context.Context, prefix, key string) ([]byte, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
-	if err := hasParams(k, "GET", key); err != nil {
+	if err := hasParams(k, backend.ReadOp, key); err != nil {
 		return nil, err
 	}
-	_, m, err := s.read(ctx, k, key, "GET")
+	_, m, err := s.read(ctx, k, key, backend.ReadOp)
 	if err != nil {
 		return nil, err
 	}
 	if s.sec == nil {
-		return nil, backend.NewError(backend.EUNAVAILABLE, "GET", prefix, key,
+		return nil, backend.OpError(backend.EUNAVAILABLE, backend.ReadOp, prefix, key,
 			"Secure params are not configured on this server")
 	}
 	priv, err := s.sec.transportKey(m.Prefix(), m.Key())

@@ -54,19 +54,19 @@ func TestPublicKeySealedParams(t *testing.T) {
 		m2 := mustCreate(t, e, "machines", `{"Name":"m2"}`).(*backend.Machine)
 		mustCreate(t, e, "profiles", `{"Name":"prof"}`)
 
-		pk1, err := e.svc.PublicKey(ctx, "machines", m1.Uuid)
+		pk1, err := e.svc.Params.PublicKey(ctx, "machines", m1.Uuid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, _ := e.svc.PublicKey(ctx, "machines", "Name:m1")
-		pk2, _ := e.svc.PublicKey(ctx, "machines", m2.Uuid)
-		pkProf, _ := e.svc.PublicKey(ctx, "profiles", "prof")
+		again, _ := e.svc.Params.PublicKey(ctx, "machines", "Name:m1")
+		pk2, _ := e.svc.Params.PublicKey(ctx, "machines", m2.Uuid)
+		pkProf, _ := e.svc.Params.PublicKey(ctx, "profiles", "prof")
 		if !bytes.Equal(pk1, again) || bytes.Equal(pk1, pk2) || bytes.Equal(pk1, pkProf) || len(pkProf) != 32 {
 			t.Fatalf("keys: same object by two keys must match, other objects must differ: %x %x %x %x", pk1, again, pk2, pkProf)
 		}
 
 		t.Run("set, stored sealed, decoded", func(t *testing.T) {
-			out, err := e.svc.SetParam(ctx, "machines", m1.Uuid, "sec/pw", clientSeal(t, pk1, "hunter2"))
+			out, err := e.params().SetParam(ctx, "machines", m1.Uuid, "sec/pw", clientSeal(t, pk1, "hunter2"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,28 +78,28 @@ func TestPublicKeySealedParams(t *testing.T) {
 			if strings.Contains(raw, "hunter2") {
 				t.Fatalf("clear value stored: %s", raw)
 			}
-			v, err := e.svc.GetParam(ctx, "machines", m1.Uuid, "sec/pw", false, true)
+			v, err := e.params().GetParam(ctx, "machines", m1.Uuid, "sec/pw", false, true)
 			if err != nil || v != "hunter2" {
 				t.Fatalf("decoded %v %v", v, err)
 			}
 		})
 		t.Run("patch of the params map (drpcli --ref)", func(t *testing.T) {
 			patch := toJSON(t, []map[string]any{{"op": "add", "path": "/sec~1pw", "value": clientSeal(t, pkProf, "pp")}})
-			if _, err := e.svc.PatchParams(ctx, "profiles", "prof", []byte(patch)); err != nil {
+			if _, err := e.params().PatchParams(ctx, "profiles", "prof", []byte(patch)); err != nil {
 				t.Fatal(err)
 			}
-			if v, _ := e.svc.GetParam(ctx, "profiles", "prof", "sec/pw", false, true); v != "pp" {
+			if v, _ := e.params().GetParam(ctx, "profiles", "prof", "sec/pw", false, true); v != "pp" {
 				t.Fatalf("decoded %v", v)
 			}
 		})
 		t.Run("schema checks the opened value", func(t *testing.T) {
-			_, err := e.svc.SetParam(ctx, "machines", m1.Uuid, "sec/pw", clientSeal(t, pk1, 42))
+			_, err := e.params().SetParam(ctx, "machines", m1.Uuid, "sec/pw", clientSeal(t, pk1, 42))
 			wantErr(t, err, backend.EINVALID, "ValidationError", "Invalid value for param sec/pw")
 		})
 		t.Run("sealed for another object", func(t *testing.T) {
-			_, err := e.svc.SetParam(ctx, "machines", m2.Uuid, "sec/pw", clientSeal(t, pk1, "stolen"))
+			_, err := e.params().SetParam(ctx, "machines", m2.Uuid, "sec/pw", clientSeal(t, pk1, "stolen"))
 			wantErr(t, err, backend.EINVALID, "ValidationError", "not sealed with this object's public key")
-			if v, _ := e.svc.GetParam(ctx, "machines", m2.Uuid, "sec/pw", false, true); v != nil {
+			if v, _ := e.params().GetParam(ctx, "machines", m2.Uuid, "sec/pw", false, true); v != nil {
 				t.Fatalf("m2 got %v", v)
 			}
 		})
@@ -108,13 +108,13 @@ func TestPublicKeySealedParams(t *testing.T) {
 			p, _ := base64.StdEncoding.DecodeString(sd["Payload"].(string))
 			p[0] ^= 1
 			sd["Payload"] = base64.StdEncoding.EncodeToString(p)
-			_, err := e.svc.SetParam(ctx, "machines", m1.Uuid, "sec/pw", sd)
+			_, err := e.params().SetParam(ctx, "machines", m1.Uuid, "sec/pw", sd)
 			wantErr(t, err, backend.EINVALID, "ValidationError", "not sealed with this object's public key")
 		})
 		t.Run("missing object and kinds without params", func(t *testing.T) {
-			_, err := e.svc.PublicKey(ctx, "machines", "Name:nope")
+			_, err := e.svc.Params.PublicKey(ctx, "machines", "Name:nope")
 			wantErr(t, err, backend.ENOTFOUND, "", "Not Found")
-			_, err = e.svc.PublicKey(ctx, "users", "rocketskates")
+			_, err = e.svc.Params.PublicKey(ctx, "users", "rocketskates")
 			wantErr(t, err, backend.ENOTFOUND, "", "have no params")
 		})
 	})

@@ -36,14 +36,14 @@ func PatchOps(patch []byte) ([]Op, error) {
 // "from":"" on every op.
 func parsePatch(patch []byte, prefix, key string) (jsonpatch.Patch, []Op, error) {
 	bad := func(msg string) error {
-		return backend.NewError(backend.EBADREQUEST, "PATCH", prefix, key, msg)
+		return backend.OpError(backend.EBADREQUEST, backend.PatchOp, prefix, key, msg)
 	}
 	if len(bytes.TrimSpace(patch)) == 0 {
 		return nil, nil, nil
 	}
 	var raw []map[string]json.RawMessage
 	if err := json.Unmarshal(patch, &raw); err != nil {
-		return nil, nil, bodyError("PATCH", prefix, key, err)
+		return nil, nil, bodyError(backend.PatchOp, prefix, key, err)
 	}
 	ops := make([]Op, 0, len(raw))
 	clean := make([]map[string]json.RawMessage, 0, len(raw))
@@ -85,7 +85,8 @@ func parsePatch(patch []byte, prefix, key string) (jsonpatch.Patch, []Op, error)
 }
 
 // applyPatch applies p op by op so that a failure names its line and path:
-// a failed test is 409 PATCH like DRP's "Patch failed to apply at line N".
+// a failed test is a conflict of PatchOp like DRP's "Patch failed to apply
+// at line N".
 func applyPatch(p jsonpatch.Patch, doc []byte, prefix, key string) ([]byte, error) {
 	opts := jsonpatch.NewApplyOptions()
 	opts.EscapeHTML = false
@@ -103,7 +104,7 @@ func applyPatch(p jsonpatch.Patch, doc []byte, prefix, key string) ([]byte, erro
 			default:
 				msg = fmt.Sprintf("%s op at %q failed: %s", op.Kind(), path, err.Error())
 			}
-			return nil, &backend.Error{Code: backend.ECONFLICT, Type: "PATCH", Model: prefix, Key: key,
+			return nil, &backend.Error{Code: backend.ECONFLICT, Op: backend.PatchOp, Model: prefix, Key: key,
 				Messages: []string{line, msg}, Err: err}
 		}
 		doc = out
@@ -138,7 +139,7 @@ func splitSecretOps(k *backend.Kind, p jsonpatch.Patch, prefix, key string) (jso
 		}
 		switch op.Kind() {
 		case "test":
-			return nil, se, backend.NewError(backend.ECONFLICT, "PATCH", prefix, key,
+			return nil, se, backend.OpError(backend.ECONFLICT, backend.PatchOp, prefix, key,
 				fmt.Sprintf("Patch failed to apply at line %d", i), fmt.Sprintf("Test op failed at %q", path))
 		case "add", "replace":
 			if field == "PasswordHash" {
@@ -161,7 +162,7 @@ func splitSecretOps(k *backend.Kind, p jsonpatch.Patch, prefix, key string) (jso
 			}
 			se.rotate = true
 		default:
-			return nil, se, backend.NewError(backend.ECONFLICT, "PATCH", prefix, key,
+			return nil, se, backend.OpError(backend.ECONFLICT, backend.PatchOp, prefix, key,
 				fmt.Sprintf("Patch failed to apply at line %d", i), fmt.Sprintf("%s op failed: path %q does not exist", op.Kind(), path))
 		}
 	}
@@ -198,7 +199,7 @@ func dropBlankSecret(op jsonpatch.Operation) jsonpatch.Operation {
 
 // keepSecrets carries the hidden fields of old into m (which came from a
 // sanitized document), applying requested rotations.
-func (s *Service) keepSecrets(old, m backend.Model, se secretEdits) {
+func (s *core) keepSecrets(old, m backend.Model, se secretEdits) {
 	switch v := m.(type) {
 	case *backend.User:
 		o := old.(*backend.User)
@@ -222,14 +223,14 @@ func (s *Service) keepSecrets(old, m backend.Model, se secretEdits) {
 }
 
 // Patch applies an RFC 6902 patch to prefix/key (native or "<Index>:<value>")
-// and returns the sanitized result. test ops are honoured (409 PATCH naming
+// and returns the sanitized result. test ops are honoured (a conflict naming
 // the path when one fails); an empty patch returns the object unchanged. The
 // patch sees the object as Get shows it, so Secret and PasswordHash can be
 // neither read nor tested; writing Secret rotates it. The write is optimistic
 // on the revision read and retried (patch re-applied to the fresh object) a
 // few times. force is accepted for drpcli's ?force=true and currently
 // relaxes nothing.
-func (s *Service) Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error) {
+func (s *CRUD) Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error) {
 	_ = force
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
@@ -244,10 +245,10 @@ func (s *Service) Patch(ctx context.Context, prefix, key string, patch []byte, f
 		return nil, err
 	}
 	if len(p) == 0 && !se.rotate {
-		m, _, err := s.getTyped(ctx, k, key, "PATCH")
+		m, _, err := s.getTyped(ctx, k, key, backend.PatchOp)
 		return m, err
 	}
-	m, err := s.mutate(ctx, k, key, "PATCH", "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	m, err := s.mutate(ctx, k, key, backend.PatchOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		view := clone(old)
 		backend.Sanitize(view)
 		doc, err := encode(view)
@@ -285,16 +286,16 @@ func resultError(prefix, key string, err error) error {
 // Patch: the key cannot change (an empty key in the body means the URL's),
 // Secret and PasswordHash are kept unless the body sets them (a new Secret
 // value rotates it to a fresh random one; a PasswordHash is taken as is).
-func (s *Service) Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error) {
+func (s *CRUD) Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return nil, err
 	}
 	nm := k.New()
 	if err := json.Unmarshal(body, nm); err != nil {
-		return nil, bodyError("PUT", prefix, key, err)
+		return nil, bodyError(backend.ReplaceOp, prefix, key, err)
 	}
-	m, err := s.mutate(ctx, k, key, "PUT", "save", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	m, err := s.mutate(ctx, k, key, backend.ReplaceOp, "save", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		m := clone(nm)
 		if m.Key() == "" {
 			m.SetKey(old.Key())
@@ -330,13 +331,13 @@ func (s *Service) Put(ctx context.Context, prefix, key string, body []byte) (bac
 // kind's side effects and queues the event. A write that lost a race
 // (stale revision) is retried from the read. internal skips the lock check
 // (job bookkeeping on a locked machine still happens).
-func (s *Service) mutate(ctx context.Context, k *backend.Kind, key, typ, action string, internal bool,
+func (s *core) mutate(ctx context.Context, k *backend.Kind, key string, op backend.Operation, action string, internal bool,
 	fn func(ctx context.Context, old backend.Model) (backend.Model, error)) (backend.Model, error) {
 	var out backend.Model
 	for attempt := 0; ; attempt++ {
 		stale := false
-		err := s.InTx(ctx, func(ctx context.Context) error {
-			rec, old, err := s.read(ctx, k, key, typ)
+		err := s.inTx(ctx, func(ctx context.Context) error {
+			rec, old, err := s.read(ctx, k, key, op)
 			if err != nil {
 				return err
 			}
@@ -346,14 +347,14 @@ func (s *Service) mutate(ctx context.Context, k *backend.Kind, key, typ, action 
 			}
 			m.Fill()
 			if m.Key() != old.Key() {
-				return backend.NewError(backend.EBADREQUEST, typ, k.Prefix, old.Key(),
+				return backend.OpError(backend.EBADREQUEST, op, k.Prefix, old.Key(),
 					fmt.Sprintf("Key change from %s to %s not allowed", old.Key(), m.Key()))
 			}
 			if old.Env().ReadOnly {
-				return readOnly(typ, k.Prefix, old.Key())
+				return readOnly(op, k.Prefix, old.Key())
 			}
 			if om, ok := old.(*backend.Machine); ok && !internal && om.Locked && m.(*backend.Machine).Locked {
-				return backend.NewError(backend.ECONFLICT, typ, k.Prefix, old.Key(), "Locked")
+				return backend.OpError(backend.ECONFLICT, op, k.Prefix, old.Key(), "Locked")
 			}
 			// ReadOnly marks built-in objects; a client's value is advisory.
 			m.Env().ReadOnly = false
@@ -372,7 +373,7 @@ func (s *Service) mutate(ctx context.Context, k *backend.Kind, key, typ, action 
 					if cur, gerr := s.st.Get(ctx, k.Prefix, rec.Key); gerr == nil && cur.Rev != rec.Rev {
 						stale = true
 					}
-					return backend.NewError(backend.ECONFLICT, typ, k.Prefix, rec.Key,
+					return backend.OpError(backend.ECONFLICT, op, k.Prefix, rec.Key,
 						"Object changed while being updated; try again")
 				}
 				return err
@@ -395,15 +396,15 @@ func (s *Service) mutate(ctx context.Context, k *backend.Kind, key, typ, action 
 
 // readOnly refuses a change to a built-in object (ReadOnly true), with the
 // words DRP uses for writes to its read-only content ("readonly: local").
-// DRP answers 400 to PUT and PATCH; provgate answers a DELETE the same way
-// rather than with DRP's 404, which would tell a client that an object it
+// DRP refuses PUT and PATCH as a bad request; provgate refuses a DELETE the
+// same way rather than as not found, as DRP does, which would tell a client that an object it
 // can still read has gone.
-func readOnly(typ, prefix, key string) error {
-	return backend.NewError(backend.EBADREQUEST, typ, prefix, key, "readonly: "+key)
+func readOnly(op backend.Operation, prefix, key string) error {
+	return backend.OpError(backend.EBADREQUEST, op, prefix, key, "readonly: "+key)
 }
 
 // afterUpdate runs the cross-object effects of an update.
-func (s *Service) afterUpdate(ctx context.Context, old, m backend.Model) error {
+func (s *core) afterUpdate(ctx context.Context, old, m backend.Model) error {
 	if j, ok := m.(*backend.Job); ok {
 		return s.jobChanged(ctx, old.(*backend.Job), j)
 	}

@@ -13,38 +13,38 @@ func TestPatch(t *testing.T) {
 		ctx := context.Background()
 		mustCreate(t, e, "stages", `{"Name":"john","Description":"x"}`)
 		t.Run("test and replace with from", func(t *testing.T) {
-			m, err := e.svc.Patch(ctx, "stages", "john", []byte(`[{"op":"test","path":"/Description","from":"","value":"x"},{"op":"replace","path":"/Description","from":"","value":"new"}]`), false)
+			m, err := e.svc.Objects.Patch(ctx, "stages", "john", []byte(`[{"op":"test","path":"/Description","from":"","value":"x"},{"op":"replace","path":"/Description","from":"","value":"new"}]`), false)
 			if err != nil || m.(*backend.Stage).Description != "new" {
 				t.Fatalf("got %v %v", m, err)
 			}
 		})
 		t.Run("params add with escaped pointer", func(t *testing.T) {
-			m, err := e.svc.Patch(ctx, "stages", "Name:john", []byte(`[{"op":"add","path":"/Params/callback~1action","from":"","value":"go"}]`), false)
+			m, err := e.svc.Objects.Patch(ctx, "stages", "Name:john", []byte(`[{"op":"add","path":"/Params/callback~1action","from":"","value":"go"}]`), false)
 			if err != nil || m.(*backend.Stage).Params["callback/action"] != "go" {
 				t.Fatalf("got %v %v", m, err)
 			}
 		})
 		t.Run("empty patch", func(t *testing.T) {
-			m, err := e.svc.Patch(ctx, "stages", "john", []byte(`[]`), false)
+			m, err := e.svc.Objects.Patch(ctx, "stages", "john", []byte(`[]`), false)
 			if err != nil || m.(*backend.Stage).Description != "new" {
 				t.Fatalf("got %v %v", m, err)
 			}
 		})
 		errs := []struct{ name, key, patch, code, typ, msg string }{
 			{"failed test", "john", `[{"op":"test","path":"/Description","from":"","value":"old"},{"op":"replace","path":"/Description","value":"z"}]`,
-				backend.ECONFLICT, "PATCH", `Test op failed at "/Description"`},
-			{"bad path", "john", `[{"op":"replace","path":"/Params/nope/deeper","value":1}]`, backend.ECONFLICT, "PATCH", `path "/Params/nope/deeper" does not exist`},
-			{"key change", "john", `[{"op":"replace","path":"/Name","value":"jane"}]`, backend.EBADREQUEST, "PATCH", "Key change from john to jane not allowed"},
-			{"bad op", "john", `[{"op":"frob","path":"/Name"}]`, backend.EBADREQUEST, "PATCH", "invalid op"},
-			{"not json", "john", `{`, backend.EBADREQUEST, "PATCH", "unexpected end"},
+				backend.ECONFLICT, "patch", `Test op failed at "/Description"`},
+			{"bad path", "john", `[{"op":"replace","path":"/Params/nope/deeper","value":1}]`, backend.ECONFLICT, "patch", `path "/Params/nope/deeper" does not exist`},
+			{"key change", "john", `[{"op":"replace","path":"/Name","value":"jane"}]`, backend.EBADREQUEST, "patch", "Key change from john to jane not allowed"},
+			{"bad op", "john", `[{"op":"frob","path":"/Name"}]`, backend.EBADREQUEST, "patch", "invalid op"},
+			{"not json", "john", `{`, backend.EBADREQUEST, "patch", "unexpected end"},
 			{"wrong type", "john", `[{"op":"replace","path":"/Reboot","value":"yes"}]`, backend.EINVALID, "ValidationError", "Reboot"},
 			{"missing task", "john", `[{"op":"replace","path":"/Tasks","value":["nosuch"]},{"op":"replace","path":"/Name","value":"john"}]`,
 				backend.EINVALID, "ValidationError", "john: Task nosuch (at 0) does not exist"},
-			{"missing", "ghost", `[]`, backend.ENOTFOUND, "PATCH", "Not Found"},
+			{"missing", "ghost", `[]`, backend.ENOTFOUND, "patch", "Not Found"},
 		}
 		for _, tc := range errs {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := e.svc.Patch(ctx, "stages", tc.key, []byte(tc.patch), false)
+				_, err := e.svc.Objects.Patch(ctx, "stages", tc.key, []byte(tc.patch), false)
 				if tc.code == "" {
 					if err != nil {
 						t.Fatal(err)
@@ -55,15 +55,15 @@ func TestPatch(t *testing.T) {
 			})
 		}
 		t.Run("a refused patch changes nothing", func(t *testing.T) {
-			m, _, _ := e.svc.Get(ctx, "stages", "john")
+			m, _, _ := e.svc.Objects.Get(ctx, "stages", "john")
 			if st := m.(*backend.Stage); len(st.Tasks) != 0 || !st.Available {
 				t.Fatalf("got Tasks %v Available %v", st.Tasks, st.Available)
 			}
 		})
 		t.Run("whole document test", func(t *testing.T) {
-			m, _, _ := e.svc.Get(ctx, "stages", "john")
+			m, _, _ := e.svc.Objects.Get(ctx, "stages", "john")
 			p := `[{"op":"test","path":"","value":` + toJSON(t, m) + `},{"op":"replace","path":"/Description","value":"w"}]`
-			if _, err := e.svc.Patch(ctx, "stages", "john", []byte(p), false); err != nil {
+			if _, err := e.svc.Objects.Patch(ctx, "stages", "john", []byte(p), false); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -76,11 +76,11 @@ func TestPatchSecrets(t *testing.T) {
 		mustCreate(t, e, "users", `{"Name":"sam","Password":"pw"}`)
 		secret := rawRecord(t, e, "users", "sam")["Secret"]
 		t.Run("test on secret fails", func(t *testing.T) {
-			_, err := e.svc.Patch(ctx, "users", "sam", []byte(`[{"op":"test","path":"/Secret","value":"`+secret.(string)+`"}]`), false)
-			wantErr(t, err, backend.ECONFLICT, "PATCH", "Test op failed")
+			_, err := e.svc.Objects.Patch(ctx, "users", "sam", []byte(`[{"op":"test","path":"/Secret","value":"`+secret.(string)+`"}]`), false)
+			wantErr(t, err, backend.ECONFLICT, "patch", "Test op failed")
 		})
 		t.Run("unrelated patch keeps secrets", func(t *testing.T) {
-			u, err := e.svc.Patch(ctx, "users", "sam", []byte(`[{"op":"replace","path":"/Description","value":"d"}]`), false)
+			u, err := e.svc.Objects.Patch(ctx, "users", "sam", []byte(`[{"op":"replace","path":"/Description","value":"d"}]`), false)
 			if err != nil || u.(*backend.User).Secret != "" {
 				t.Fatalf("got %v %v", u, err)
 			}
@@ -90,7 +90,7 @@ func TestPatchSecrets(t *testing.T) {
 			}
 		})
 		t.Run("writing secret rotates it", func(t *testing.T) {
-			if _, err := e.svc.Patch(ctx, "users", "sam", []byte(`[{"op":"replace","path":"/Secret","value":"chosen"}]`), false); err != nil {
+			if _, err := e.svc.Objects.Patch(ctx, "users", "sam", []byte(`[{"op":"replace","path":"/Secret","value":"chosen"}]`), false); err != nil {
 				t.Fatal(err)
 			}
 			got := rawRecord(t, e, "users", "sam")["Secret"]
@@ -100,10 +100,10 @@ func TestPatchSecrets(t *testing.T) {
 		})
 		t.Run("set password rotates secret", func(t *testing.T) {
 			before := rawRecord(t, e, "users", "sam")["Secret"]
-			if _, err := e.svc.SetPassword(ctx, "sam", "new"); err != nil {
+			if _, err := e.svc.Accounts.SetPassword(ctx, "sam", "new"); err != nil {
 				t.Fatal(err)
 			}
-			h, s, _ := e.svc.PasswordHash(ctx, "sam")
+			h, s, _ := e.svc.Accounts.PasswordHash(ctx, "sam")
 			if string(h) != "16384$8$1$73616c74$new" || s == before {
 				t.Fatalf("got %q %q", h, s)
 			}
@@ -115,13 +115,13 @@ func TestLockedMachine(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		m := mustCreate(t, e, "machines", `{"Name":"lk1","Locked":true}`).(*backend.Machine)
-		_, err := e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
-		wantErr(t, err, backend.ECONFLICT, "PATCH", "Locked")
-		_, err = e.svc.SetParam(ctx, "machines", m.Uuid, "foo", 1)
-		wantErr(t, err, backend.ECONFLICT, "POST", "Locked")
-		_, err = e.svc.Delete(ctx, "machines", m.Uuid)
-		wantErr(t, err, backend.ECONFLICT, "DELETE", "Locked")
-		got, err := e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Locked","value":false}]`), false)
+		_, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
+		wantErr(t, err, backend.ECONFLICT, "patch", "Locked")
+		_, err = e.params().SetParam(ctx, "machines", m.Uuid, "foo", 1)
+		wantErr(t, err, backend.ECONFLICT, "action", "Locked")
+		_, err = e.svc.Objects.Delete(ctx, "machines", m.Uuid)
+		wantErr(t, err, backend.ECONFLICT, "delete", "Locked")
+		got, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Locked","value":false}]`), false)
 		if err != nil || got.(*backend.Machine).Locked {
 			t.Fatalf("unlock: %v %v", got, err)
 		}
@@ -134,7 +134,7 @@ func TestPut(t *testing.T) {
 		m := mustCreate(t, e, "machines", `{"Name":"pm1"}`).(*backend.Machine)
 		secret := rawRecord(t, e, "machines", m.Uuid)["Secret"]
 		m.Description = "replaced"
-		got, err := e.svc.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, m)))
+		got, err := e.svc.Objects.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, m)))
 		if err != nil || got.(*backend.Machine).Description != "replaced" {
 			t.Fatalf("got %v %v", got, err)
 		}
@@ -143,12 +143,12 @@ func TestPut(t *testing.T) {
 		}
 		other := *m
 		other.Uuid = "3e7031fe-3062-45f1-835c-92541bc9cbd3"
-		_, err = e.svc.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, &other)))
-		wantErr(t, err, backend.EBADREQUEST, "PUT", "Key change from "+m.Uuid+" to 3e7031fe-3062-45f1-835c-92541bc9cbd3 not allowed")
-		_, err = e.svc.Put(ctx, "machines", "Name:nope", []byte(`{}`))
-		wantErr(t, err, backend.ENOTFOUND, "PUT", "Not Found")
-		_, err = e.svc.Put(ctx, "machines", m.Uuid, []byte(`{"Name":1}`))
-		wantErr(t, err, backend.EBADREQUEST, "PUT", "Name")
+		_, err = e.svc.Objects.Put(ctx, "machines", m.Uuid, []byte(toJSON(t, &other)))
+		wantErr(t, err, backend.EBADREQUEST, "replace", "Key change from "+m.Uuid+" to 3e7031fe-3062-45f1-835c-92541bc9cbd3 not allowed")
+		_, err = e.svc.Objects.Put(ctx, "machines", "Name:nope", []byte(`{}`))
+		wantErr(t, err, backend.ENOTFOUND, "replace", "Not Found")
+		_, err = e.svc.Objects.Put(ctx, "machines", m.Uuid, []byte(`{"Name":1}`))
+		wantErr(t, err, backend.EBADREQUEST, "replace", "Name")
 	})
 }
 
@@ -163,12 +163,12 @@ func TestWorkflowOnMachine(t *testing.T) {
 		if toJSON(t, m.Tasks) != `["stage:s1","bootenv:sledgehammer","t1"]` || m.CurrentTask != -1 || m.WorkflowComplete {
 			t.Fatalf("create: got %v %d %v", m.Tasks, m.CurrentTask, m.WorkflowComplete)
 		}
-		got, err := e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Workflow","value":""}]`), false)
+		got, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Workflow","value":""}]`), false)
 		gm := got.(*backend.Machine)
 		if err != nil || len(gm.Tasks) != 0 || !gm.WorkflowComplete {
 			t.Fatalf("clear: got %v %v", gm, err)
 		}
-		got, _ = e.svc.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Workflow","value":"w1"}]`), false)
+		got, _ = e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Workflow","value":"w1"}]`), false)
 		if len(got.(*backend.Machine).Tasks) != 3 {
 			t.Fatalf("set: got %v", got.(*backend.Machine).Tasks)
 		}
@@ -191,32 +191,32 @@ func TestDelete(t *testing.T) {
 			{"tenant with users", "tenants", "t1", backend.ECONFLICT, "StillInUseError", "Constraining Users: [bob rocketskates]"},
 			{"pool with machines", "pools", "p1", backend.ECONFLICT, "StillInUseError", "In use by Machine dm1"},
 			{"profile in use", "profiles", "pf", backend.ECONFLICT, "StillInUseError", "In use by Machine dm1"},
-			{"missing", "roles", "ghost", backend.ENOTFOUND, "DELETE", "Not Found"},
+			{"missing", "roles", "ghost", backend.ENOTFOUND, "delete", "Not Found"},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := e.svc.Delete(ctx, tc.prefix, tc.key)
+				_, err := e.svc.Objects.Delete(ctx, tc.prefix, tc.key)
 				wantErr(t, err, tc.code, tc.typ, tc.msg)
 			})
 		}
 		t.Run("machine removed from tenant members", func(t *testing.T) {
-			got, err := e.svc.Delete(ctx, "machines", "Name:dm1")
+			got, err := e.svc.Objects.Delete(ctx, "machines", "Name:dm1")
 			if err != nil || got.(*backend.Machine).Name != "dm1" || got.(*backend.Machine).Secret != "" {
 				t.Fatalf("got %v %v", got, err)
 			}
-			tn, _, _ := e.svc.Get(ctx, "tenants", "t2")
+			tn, _, _ := e.svc.Objects.Get(ctx, "tenants", "t2")
 			if toJSON(t, tn.(*backend.Tenant).Members) != `{"machines":[],"profiles":["pf","other"]}` {
 				t.Fatalf("got %v", tn.(*backend.Tenant).Members)
 			}
-			if _, err := e.svc.Delete(ctx, "pools", "p1"); err != nil {
+			if _, err := e.svc.Objects.Delete(ctx, "pools", "p1"); err != nil {
 				t.Fatal(err)
 			}
 		})
 		t.Run("user removed from tenant users", func(t *testing.T) {
-			if _, err := e.svc.Delete(ctx, "users", "bob"); err != nil {
+			if _, err := e.svc.Objects.Delete(ctx, "users", "bob"); err != nil {
 				t.Fatal(err)
 			}
-			tn, _, _ := e.svc.Get(ctx, "tenants", "t1")
+			tn, _, _ := e.svc.Objects.Get(ctx, "tenants", "t1")
 			if toJSON(t, tn.(*backend.Tenant).Users) != `["rocketskates"]` {
 				t.Fatalf("got %v", tn.(*backend.Tenant).Users)
 			}
@@ -227,14 +227,14 @@ func TestDelete(t *testing.T) {
 func TestTenantCreateMembership(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		mustCreate(t, e, "tenants", `{"Name":"t3","Members":{"profiles":[]}}`)
-		ctx := WithTenant(context.Background(), "t3")
-		if _, err := e.svc.Create(ctx, "profiles", []byte(`{"Name":"mine"}`)); err != nil {
+		ctx := backend.WithTenant(context.Background(), "t3")
+		if _, err := e.svc.Objects.Create(ctx, "profiles", []byte(`{"Name":"mine"}`)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.svc.Create(ctx, "stages", []byte(`{"Name":"unrestricted"}`)); err != nil {
+		if _, err := e.svc.Objects.Create(ctx, "stages", []byte(`{"Name":"unrestricted"}`)); err != nil {
 			t.Fatal(err)
 		}
-		tn, _, _ := e.svc.Get(ctx, "tenants", "t3")
+		tn, _, _ := e.svc.Objects.Get(ctx, "tenants", "t3")
 		if toJSON(t, tn.(*backend.Tenant).Members) != `{"profiles":["mine"]}` {
 			t.Fatalf("got %v", tn.(*backend.Tenant).Members)
 		}
@@ -249,7 +249,7 @@ func TestConcurrentPatchesRetry(t *testing.T) {
 		errs := make(chan error, n)
 		for i := 0; i < n; i++ {
 			go func(i int) {
-				_, err := e.svc.SetParam(ctx, "profiles", "busy", "k"+string(rune('a'+i)), i)
+				_, err := e.params().SetParam(ctx, "profiles", "busy", "k"+string(rune('a'+i)), i)
 				errs <- err
 			}(i)
 		}
@@ -260,7 +260,7 @@ func TestConcurrentPatchesRetry(t *testing.T) {
 				t.Logf("concurrent write: %v", err)
 			}
 		}
-		params, err := e.svc.Params(ctx, "profiles", "busy", false, false)
+		params, err := e.params().Params(ctx, "profiles", "busy", false, false)
 		if err != nil || len(params)+failed != n || failed > 0 {
 			t.Fatalf("got %d params, %d failures (%v)", len(params), failed, err)
 		}
@@ -280,7 +280,7 @@ func TestPatchWholeDocumentTest(t *testing.T) {
 		for _, c := range []struct{ prefix, key string }{{"users", "sam"}, {"machines", m.Uuid}} {
 			t.Run(c.prefix, func(t *testing.T) {
 				secret := rawRecord(t, e, c.prefix, c.key)["Secret"]
-				cur, _, err := e.svc.Get(ctx, c.prefix, c.key)
+				cur, _, err := e.svc.Objects.Get(ctx, c.prefix, c.key)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -290,7 +290,7 @@ func TestPatchWholeDocumentTest(t *testing.T) {
 				}
 				ref["Secret"] = ""
 				patch := func(ref map[string]any, desc string) error {
-					_, err := e.svc.Patch(ctx, c.prefix, c.key, []byte(toJSON(t, []map[string]any{
+					_, err := e.svc.Objects.Patch(ctx, c.prefix, c.key, []byte(toJSON(t, []map[string]any{
 						{"op": "test", "path": "", "from": "", "value": ref},
 						{"op": "replace", "path": "/Description", "from": "", "value": desc},
 					})), false)
@@ -304,10 +304,10 @@ func TestPatchWholeDocumentTest(t *testing.T) {
 					t.Fatalf("after patch: Description %v, Secret kept %v", raw["Description"], raw["Secret"] == secret)
 				}
 				// The reference is now stale (Description changed).
-				wantErr(t, patch(ref, "again"), backend.ECONFLICT, "PATCH", "Test op failed")
+				wantErr(t, patch(ref, "again"), backend.ECONFLICT, "patch", "Test op failed")
 				// The stored Secret is not what the test compares against.
 				ref["Description"], ref["Secret"] = "paranoid", secret
-				wantErr(t, patch(ref, "again"), backend.ECONFLICT, "PATCH", "Test op failed")
+				wantErr(t, patch(ref, "again"), backend.ECONFLICT, "patch", "Test op failed")
 			})
 		}
 	})
@@ -320,7 +320,7 @@ func TestBootEnvDRPShape(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		mustCreate(t, e, "bootenvs", `{"Name":"be1","OS":{"Name":"centos-8","Extra":"kept"}}`)
-		got, _, err := e.svc.Get(ctx, "bootenvs", "be1")
+		got, _, err := e.svc.Objects.Get(ctx, "bootenvs", "be1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +337,7 @@ func TestBootEnvDRPShape(t *testing.T) {
 			{"op": "test", "path": "", "from": "", "value": m},
 			{"op": "replace", "path": "/Description", "from": "", "value": "paranoid"},
 		})
-		if _, err := e.svc.Patch(ctx, "bootenvs", "be1", []byte(patch), false); err != nil {
+		if _, err := e.svc.Objects.Patch(ctx, "bootenvs", "be1", []byte(patch), false); err != nil {
 			t.Fatalf("whole-document test: %v", err)
 		}
 	})

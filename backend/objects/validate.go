@@ -13,7 +13,7 @@ import (
 )
 
 // check is the outcome of validating one object: hard problems reject the
-// write with 422 ValidationError; soft ones leave the object saved with
+// write as invalid (ValidationError); soft ones leave the object saved with
 // Available false and the messages in Errors, as DRP does for a user whose
 // role is missing, a plugin whose configuration is wrong, or a reference
 // that was valid when written and whose object has gone since.
@@ -41,7 +41,7 @@ func (c *check) warn(format string, args ...any) {
 // prepare fills, normalises and validates m before a write. old is the stored
 // version (nil on create). It seals secure params, rebuilds a machine's task
 // list when its workflow changes and sets Validated, Available and Errors.
-func (s *Service) prepare(ctx context.Context, m, old backend.Model) error {
+func (s *core) prepare(ctx context.Context, m, old backend.Model) error {
 	m.Fill()
 	c := &check{}
 	switch m.(type) {
@@ -147,7 +147,7 @@ func nameRule(c *check, name string, ok func(string) bool) {
 	}
 }
 
-func (s *Service) checkUser(ctx context.Context, u *backend.User, c *check) {
+func (s *core) checkUser(ctx context.Context, u *backend.User, c *check) {
 	nameRule(c, u.Name, backend.ValidUserName)
 	for _, r := range u.Roles {
 		role, err := s.load(ctx, "roles", r)
@@ -224,7 +224,7 @@ func anyScopeHas(action string) bool {
 	return false
 }
 
-func (s *Service) checkTenant(ctx context.Context, t *backend.Tenant, old backend.Model, c *check) error {
+func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, old backend.Model, c *check) error {
 	nameRule(c, t.Name, backend.ValidName)
 	keys := make([]string, 0, len(t.Members))
 	for k := range t.Members {
@@ -290,7 +290,7 @@ var archAliases = map[string]string{
 	"riscv64": "riscv64", "loong64": "loong64",
 }
 
-func (s *Service) checkMachine(ctx context.Context, m *backend.Machine, old backend.Model, c *check) error {
+func (s *core) checkMachine(ctx context.Context, m *backend.Machine, old backend.Model, c *check) error {
 	o, _ := old.(*backend.Machine)
 	wf, err := s.checkMachineRefs(ctx, m, o, c)
 	if err != nil {
@@ -357,7 +357,7 @@ func (s *Service) checkMachine(ctx context.Context, m *backend.Machine, old back
 // becomes "stage:<name>", its bootenv "bootenv:<name>", then its tasks. The
 // workflow's stages are the workflow's business: a stage that has gone since
 // is skipped, and noted.
-func (s *Service) applyWorkflow(ctx context.Context, m *backend.Machine, wf *backend.Workflow, c *check) error {
+func (s *core) applyWorkflow(ctx context.Context, m *backend.Machine, wf *backend.Workflow, c *check) error {
 	stages := map[string]*backend.Stage{}
 	for _, name := range wf.Stages {
 		st, err := s.load(ctx, "stages", name)
@@ -434,7 +434,7 @@ func checkJob(j *backend.Job, c *check) {
 	}
 }
 
-func (s *Service) checkPool(ctx context.Context, p *backend.Pool, old backend.Model, c *check) error {
+func (s *core) checkPool(ctx context.Context, p *backend.Pool, old backend.Model, c *check) error {
 	nameRule(c, p.Id, backend.ValidName)
 	if p.ParentPool != "" {
 		if !backend.ValidName(p.ParentPool) {
@@ -524,7 +524,7 @@ func (s *Service) checkPool(ctx context.Context, p *backend.Pool, old backend.Mo
 	return nil
 }
 
-func (s *Service) checkPlugin(p *backend.Plugin, c *check) {
+func (s *core) checkPlugin(p *backend.Plugin, c *check) {
 	nameRule(c, p.Name, backend.ValidName)
 	switch {
 	case !backend.ValidName(p.Provider):

@@ -14,16 +14,6 @@ import (
 // Options.ViewCacheSize is 0.
 const DefaultViewCacheSize = 4096
 
-// View is one object as a read without view options answers it: the
-// sanitized object, its revision, its ETag and its JSON encoding (the
-// reply body). A View may be shared with other readers: never modify it.
-type View struct {
-	Model backend.Model
-	Rev   int64
-	ETag  string
-	JSON  []byte
-}
-
 // RevReader reads one object's revision by native key; *store.Store
 // satisfies it. A Store without it gets no read cache.
 type RevReader interface {
@@ -53,7 +43,7 @@ type viewCache struct {
 	revs  RevReader
 	local bool
 	gen   atomic.Uint64 // committed writes seen (local)
-	items *lru.Cache[viewKey, View]
+	items *lru.Cache[viewKey, backend.View]
 }
 
 type viewKey struct{ prefix, key string }
@@ -68,7 +58,7 @@ func newViewCache(st Store, size int) *viewCache {
 	if size == 0 {
 		size = DefaultViewCacheSize
 	}
-	items, err := lru.New[viewKey, View](size)
+	items, err := lru.New[viewKey, backend.View](size)
 	if err != nil {
 		return nil
 	}
@@ -88,10 +78,10 @@ func newViewCache(st Store, size int) *viewCache {
 // changed: on PostgreSQL their revision is read from the store every time
 // (a lookup by primary key that returns one integer); on SQLite the store
 // tells the cache of every write.
-func (s *Service) View(ctx context.Context, prefix, key string) (View, error) {
+func (s *CRUD) View(ctx context.Context, prefix, key string) (backend.View, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
-		return View{}, err
+		return backend.View{}, err
 	}
 	c := s.views
 	if _, inTx := ctx.Value(eventsKey).(*pending); inTx {
@@ -112,24 +102,24 @@ func (s *Service) View(ctx context.Context, prefix, key string) (View, error) {
 	case !indexed && key != "":
 		rev, err := c.revs.Rev(ctx, k.Prefix, key)
 		if backend.IsCode(err, backend.ENOTFOUND) {
-			return View{}, backend.NotFound("GET", k.Prefix, key)
+			return backend.View{}, backend.NotFound(backend.ReadOp, k.Prefix, key)
 		}
 		if err != nil {
-			return View{}, err
+			return backend.View{}, err
 		}
 		if v, ok := c.items.Get(viewKey{k.Prefix, key}); ok && v.Rev == rev {
 			return v, nil
 		}
 	}
-	m, rev, err := s.getTyped(ctx, k, key, "GET")
+	m, rev, err := s.getTyped(ctx, k, key, backend.ReadOp)
 	if err != nil {
-		return View{}, err
+		return backend.View{}, err
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		return View{}, backend.NewError(backend.EINTERNAL, "GET", k.Prefix, key, "encode: "+err.Error())
+		return backend.View{}, backend.OpError(backend.EINTERNAL, backend.ReadOp, k.Prefix, key, "encode: "+err.Error())
 	}
-	v := View{Model: m, Rev: rev, ETag: ETag(rev, b), JSON: b}
+	v := backend.View{Model: m, Rev: rev, ETag: backend.ETag(rev, b), JSON: b}
 	if c != nil && (!c.local || c.gen.Load() == gen) {
 		c.items.Add(viewKey{k.Prefix, m.Key()}, v)
 	}
@@ -137,7 +127,7 @@ func (s *Service) View(ctx context.Context, prefix, key string) (View, error) {
 }
 
 // ViewCacheLen reports how many objects the read cache holds.
-func (s *Service) ViewCacheLen() int {
+func (s *CRUD) ViewCacheLen() int {
 	if s.views == nil {
 		return 0
 	}

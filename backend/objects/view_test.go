@@ -11,7 +11,7 @@ import (
 	"github.com/provgate/provgate/backend/store"
 )
 
-// countingStore counts full reads behind View, to tell a cache hit from a miss.
+// countingStore counts full reads behind backend.View, to tell a cache hit from a miss.
 type countingStore struct {
 	*store.Store
 	gets int
@@ -28,7 +28,7 @@ type revsOnly struct{ *countingStore }
 
 func (revsOnly) SoleWriter() bool { return false }
 
-// TestView: View answers what Get answers, encoded, from the cache while
+// TestView: backend.View answers what Get answers, encoded, from the cache while
 // the object stands still, and reads again as soon as anything (this
 // service, another service over the same database, a delete, a delete and
 // create again) changed it: by its revision (revsOnly, and PostgreSQL), or
@@ -57,18 +57,18 @@ func testView(t *testing.T, e env, cs *countingStore, reader *Service, suffix st
 		p1 := "p1-" + suffix
 		mustCreate(t, e, "profiles", `{"Name":"`+p1+`","Description":"one"}`)
 
-		view := func(key string) View {
+		view := func(key string) backend.View {
 			t.Helper()
-			v, err := reader.View(ctx, "profiles", key)
+			v, err := reader.Objects.View(ctx, "profiles", key)
 			if err != nil {
 				t.Fatalf("view %s: %v", key, err)
 			}
-			m, rev, err := reader.Get(ctx, "profiles", key)
+			m, rev, err := reader.Objects.Get(ctx, "profiles", key)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want, _ := json.Marshal(m)
-			if string(v.JSON) != string(want) || v.Rev != rev || v.ETag != ModelETag(m, rev) {
+			if string(v.JSON) != string(want) || v.Rev != rev || v.ETag != backend.ModelETag(m, rev) {
 				t.Fatalf("view %s = %s rev %d, Get = %s rev %d", key, v.JSON, v.Rev, want, rev)
 			}
 			return v
@@ -87,7 +87,7 @@ func testView(t *testing.T, e env, cs *countingStore, reader *Service, suffix st
 			t.Fatalf("a second view of an unchanged object read it again (%d)", n)
 		}
 		// A write through another service (another replica) is seen at once.
-		if _, err := e.svc.Patch(ctx, "profiles", p1, []byte(`[{"op":"replace","path":"/Description","value":"two"}]`), false); err != nil {
+		if _, err := e.svc.Objects.Patch(ctx, "profiles", p1, []byte(`[{"op":"replace","path":"/Description","value":"two"}]`), false); err != nil {
 			t.Fatal(err)
 		}
 		if n := misses(func() {
@@ -98,10 +98,10 @@ func testView(t *testing.T, e env, cs *countingStore, reader *Service, suffix st
 			t.Fatalf("view after a write read the store %d times", n)
 		}
 		// Deleted: not found, as Get.
-		if _, err := e.svc.Delete(ctx, "profiles", p1); err != nil {
+		if _, err := e.svc.Objects.Delete(ctx, "profiles", p1); err != nil {
 			t.Fatal(err)
 		}
-		_, err := reader.View(ctx, "profiles", p1)
+		_, err := reader.Objects.View(ctx, "profiles", p1)
 		wantErr(t, err, backend.ENOTFOUND, "", "Not Found")
 		// Created again with the very same body as before: a new revision,
 		// never the old entry.
@@ -110,10 +110,10 @@ func testView(t *testing.T, e env, cs *countingStore, reader *Service, suffix st
 			t.Fatalf("view of an object created again read the store %d times", n)
 		}
 		// Index keys are read, and answered, as Get does.
-		if v, err := reader.View(ctx, "profiles", "Name:"+p1); err != nil || v.Model.Key() != p1 {
+		if v, err := reader.Objects.View(ctx, "profiles", "Name:"+p1); err != nil || v.Model.Key() != p1 {
 			t.Fatalf("view by index: %+v %v", v, err)
 		}
-		_, err = reader.View(ctx, "profiles", "nosuch")
+		_, err = reader.Objects.View(ctx, "profiles", "nosuch")
 		wantErr(t, err, backend.ENOTFOUND, "", "Not Found")
 
 		// Bounded: least recently used objects leave first.
@@ -121,7 +121,7 @@ func testView(t *testing.T, e env, cs *countingStore, reader *Service, suffix st
 			mustCreate(t, e, "profiles", fmt.Sprintf(`{"Name":"q%d-%s"}`, i, suffix))
 			view(fmt.Sprintf("q%d-%s", i, suffix))
 		}
-		if n := reader.ViewCacheLen(); n != 3 {
+		if n := reader.Objects.ViewCacheLen(); n != 3 {
 			t.Fatalf("cache holds %d objects, bound is 3", n)
 		}
 		if n := misses(func() { view("q5-" + suffix) }); n != 0 {
@@ -135,7 +135,7 @@ func testView(t *testing.T, e env, cs *countingStore, reader *Service, suffix st
 		off := New(cs, Options{ViewCacheSize: -1})
 		for range 2 {
 			before := cs.gets
-			if _, err := off.View(ctx, "profiles", "q1-"+suffix); err != nil || cs.gets != before+1 {
+			if _, err := off.Objects.View(ctx, "profiles", "q1-"+suffix); err != nil || cs.gets != before+1 {
 				t.Fatalf("view without a cache: %v, %d reads", err, cs.gets-before)
 			}
 		}

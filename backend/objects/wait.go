@@ -12,18 +12,18 @@ import (
 // and false when d elapses first. It wakes on Bus events for the object, not
 // by polling the database, so changes made by another replica are seen only
 // when they reach this replica's Bus.
-func (s *Service) Wait(ctx context.Context, prefix, key, etag string, d time.Duration) (bool, error) {
+func (s *CRUD) Wait(ctx context.Context, prefix, key, etag string, d time.Duration) (bool, error) {
 	k, err := backend.LookupKind(prefix)
 	if err != nil {
 		return false, err
 	}
-	rec, err := s.readRecord(ctx, k, key, "GET")
+	rec, err := s.readRecord(ctx, k, key, backend.ReadOp)
 	if err != nil {
 		return false, err
 	}
 	native := rec.Key
 	changed := func() (bool, error) {
-		rec, m, err := s.read(ctx, k, native, "GET")
+		rec, m, err := s.read(ctx, k, native, backend.ReadOp)
 		if err != nil {
 			if backend.IsCode(err, backend.ENOTFOUND) {
 				return true, nil
@@ -31,7 +31,7 @@ func (s *Service) Wait(ctx context.Context, prefix, key, etag string, d time.Dur
 			return false, err
 		}
 		backend.Sanitize(m)
-		return ModelETag(m, rec.Rev) != etag, nil
+		return backend.ModelETag(m, rec.Rev) != etag, nil
 	}
 	if s.bus == nil || d <= 0 {
 		return changed()

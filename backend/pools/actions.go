@@ -34,7 +34,7 @@ type actionSet struct {
 // last group that names one; so on add and remove the enter workflow wins
 // over the exit workflow, which runs only when the destination has none.
 // A workflow or added profile that does not exist, or that the request body
-// names and the caller may not see, is a 422 and nothing changes.
+// names and the caller may not see, is invalid and nothing changes.
 func (s *Service) actions(ctx context.Context, v backend.PoolVerb, pool, from, to string, r *request) (*actionSet, error) {
 	var names []string
 	var pick []func(*backend.Pool) *backend.PoolTransitionActions
@@ -188,7 +188,7 @@ func (r *request) machineClaims(uuid string) []backend.Claim {
 
 // authorizeChanges checks, for the caller of ctx (backend.AccessFrom), the
 // claims the body's changes need on every machine the operation claimed.
-// A refusal is 403 naming the first missing claim (machines in key order);
+// A refusal is forbidden, naming the first missing claim (machines in key order);
 // the caller's transaction then rolls everything back. Server-internal work
 // (no Access) is not restricted.
 //

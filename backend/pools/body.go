@@ -56,12 +56,12 @@ func (r *request) overrides() *backend.PoolTransitionActions {
 	}
 }
 
-// parseBody decodes a manage body strictly: every error is a 400 naming the
-// key and the type it needs. An empty body is an empty object; JSON null for
-// a key means the key is absent.
+// parseBody decodes a manage body strictly: every error is a bad request
+// naming the key and the type it needs. An empty body is an empty object;
+// JSON null for a key means the key is absent.
 func parseBody(verb, pool string, body []byte) (*request, error) {
 	bad := func(format string, args ...any) error {
-		return backend.NewError(backend.EBADREQUEST, "POST", "pools", pool, fmt.Sprintf(format, args...))
+		return backend.OpError(backend.EBADREQUEST, backend.ActionOp, "pools", pool, fmt.Sprintf(format, args...))
 	}
 	r := &request{}
 	body = bytes.TrimSpace(body)
@@ -157,7 +157,7 @@ const maxAll = backend.MaxLimit
 //     no count); minimum defaults to that count, so a caller that gives
 //     neither (Terraform reads pr[0]) gets an error rather than an empty
 //     reply, and a smaller explicit minimum allows partial success. A
-//     minimum above the count is a 400.
+//     minimum above the count is a bad request.
 func (r *request) plan(pool string) (selection, error) {
 	switch {
 	case len(r.MachineList) > 0:
@@ -176,7 +176,7 @@ func (r *request) plan(pool string) (selection, error) {
 	sel.minimum = sel.count
 	if r.Minimum != nil {
 		if *r.Minimum > sel.count {
-			return sel, backend.NewError(backend.EBADREQUEST, "POST", "pools", pool,
+			return sel, backend.OpError(backend.EBADREQUEST, backend.ActionOp, "pools", pool,
 				fmt.Sprintf("%s (%d) cannot be greater than %s (%d)", keyMinimum, *r.Minimum, keyCount, sel.count))
 		}
 		sel.minimum = *r.Minimum

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/store"
 )
 
 // Op runs verb v on pool (POST /pools/<id>/<verb>); an unknown verb is
@@ -53,7 +52,7 @@ func (s *Service) ReleaseToPool(ctx context.Context, machineKey string) ([]backe
 	rec, err := s.lookupMachine(ctx, machineKey)
 	if err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
-			return nil, backend.NotFound("POST", "machines", machineKey)
+			return nil, backend.NotFound(backend.ActionOp, "machines", machineKey)
 		}
 		return nil, err
 	}
@@ -140,7 +139,7 @@ func (s *Service) run(ctx context.Context, v backend.PoolVerb, pool string, r *r
 	}
 	if err != nil {
 		if errors.Is(err, errStale) {
-			return nil, backend.NewError(backend.ECONFLICT, "POST", "pools", pool,
+			return nil, backend.OpError(backend.ECONFLICT, backend.ActionOp, "pools", pool,
 				"machines kept changing during the operation; try again")
 		}
 		return nil, err
@@ -279,7 +278,7 @@ func (s *Service) apply(ctx context.Context, v backend.PoolVerb, pool, from, to 
 				missing = append(missing, refs[u])
 			}
 		}
-		return nil, backend.NewError(backend.ECONFLICT, "POST", "pools", pool,
+		return nil, backend.OpError(backend.ECONFLICT, backend.ActionOp, "pools", pool,
 			fmt.Sprintf("%s: machines not eligible in pool %s (must be %s, match pool/filter and not be in another operation): %s",
 				v, from, describeEligible(v, opts.Force), strings.Join(missing, ", ")))
 	}
@@ -288,7 +287,7 @@ func (s *Service) apply(ctx context.Context, v backend.PoolVerb, pool, from, to 
 		if sel.all {
 			want = "all"
 		}
-		return nil, backend.NewError(backend.ECONFLICT, "POST", "pools", pool,
+		return nil, backend.OpError(backend.ECONFLICT, backend.ActionOp, "pools", pool,
 			fmt.Sprintf("%s: wanted %s machines (minimum %d) from pool %s, found %d that are %s",
 				v, want, sel.minimum, from, len(recs), describeEligible(v, opts.Force)))
 	}
@@ -323,7 +322,7 @@ func (s *Service) apply(ctx context.Context, v backend.PoolVerb, pool, from, to 
 	return changes, nil
 }
 
-// mustExist is a 404 for a pool with neither an object nor a machine.
+// mustExist refuses, as not found, a pool with neither an object nor a machine.
 func (s *Service) mustExist(ctx context.Context, pool string) error {
 	if pool == backend.DefaultPool {
 		return nil
@@ -338,7 +337,7 @@ func (s *Service) mustExist(ctx context.Context, pool string) error {
 		return err
 	}
 	if p == nil {
-		return backend.NotFound("POST", "pools", pool)
+		return backend.NotFound(backend.ActionOp, "pools", pool)
 	}
 	return nil
 }
@@ -346,7 +345,7 @@ func (s *Service) mustExist(ctx context.Context, pool string) error {
 // parseFilters turns pool/filter entries ("Runnable=Eq(true)", "Arch=amd64")
 // into machine list filters with the object API's parser, one entry at a
 // time so that two filters on one field are ANDed rather than the last one
-// winning. Unknown fields are 406, as on the object API.
+// winning. Unknown fields are not acceptable, as on the object API.
 func (s *Service) parseFilters(ctx context.Context, entries []string) ([]backend.Filter, error) {
 	isParam := func(name string) bool {
 		_, err := s.st.Get(ctx, "params", name)
@@ -356,11 +355,11 @@ func (s *Service) parseFilters(ctx context.Context, entries []string) ([]backend
 	for _, e := range entries {
 		k, val, ok := strings.Cut(e, "=")
 		if !ok || k == "" {
-			return nil, backend.NewError(backend.EBADREQUEST, "POST", "machines", "",
+			return nil, backend.OpError(backend.EBADREQUEST, backend.ActionOp, "machines", "",
 				fmt.Sprintf("%s: %q is not a <field>=<value> filter", keyFilter, e))
 		}
 		if backend.IsControlWord(k) {
-			return nil, backend.NewError(backend.EBADREQUEST, "POST", "machines", "",
+			return nil, backend.OpError(backend.EBADREQUEST, backend.ActionOp, "machines", "",
 				fmt.Sprintf("%s: %q is a list option, not a filter", keyFilter, k))
 		}
 		q, err := backend.ParseQuery(machineKind, url.Values{k: {val}}, isParam)
@@ -370,7 +369,7 @@ func (s *Service) parseFilters(ctx context.Context, entries []string) ([]backend
 			for i, m := range be.Messages {
 				msgs[i] = keyFilter + ": " + m
 			}
-			return nil, &backend.Error{Code: be.Code, Type: "POST", Model: "machines", Messages: msgs, Err: err}
+			return nil, &backend.Error{Code: be.Code, Op: backend.ActionOp, Model: "machines", Messages: msgs, Err: err}
 		}
 		out = append(out, q.Filters...)
 	}
@@ -406,7 +405,7 @@ func (s *Service) resolveList(ctx context.Context, entries []string, visible []s
 		}
 	}
 	if len(missing) > 0 {
-		return nil, nil, backend.NewError(backend.ENOTFOUND, "POST", "machines", "",
+		return nil, nil, backend.OpError(backend.ENOTFOUND, backend.ActionOp, "machines", "",
 			fmt.Sprintf("%s: machines not found: %s", keyMachineList, strings.Join(missing, ", ")))
 	}
 	return uuids, refs, nil
@@ -414,7 +413,7 @@ func (s *Service) resolveList(ctx context.Context, entries []string, visible []s
 
 // lookupMachine reads a machine by UUID or "<Index>:<value>" of a unique
 // index (Name:m1, Uuid:..., Key:...).
-func (s *Service) lookupMachine(ctx context.Context, ref string) (rec store.Record, err error) {
+func (s *Service) lookupMachine(ctx context.Context, ref string) (rec backend.Record, err error) {
 	idx, val, ok := strings.Cut(ref, ":")
 	if !ok {
 		return s.st.Get(ctx, "machines", ref)
@@ -422,10 +421,10 @@ func (s *Service) lookupMachine(ctx context.Context, ref string) (rec store.Reco
 	ix, known := machineKind.Indexes[idx]
 	switch {
 	case !known:
-		return rec, backend.NewError(backend.EBADREQUEST, "POST", "machines", "",
+		return rec, backend.OpError(backend.EBADREQUEST, backend.ActionOp, "machines", "",
 			fmt.Sprintf("%s: %q: no index %s", keyMachineList, ref, idx))
 	case !ix.Unique:
-		return rec, backend.NewError(backend.EBADREQUEST, "POST", "machines", "",
+		return rec, backend.OpError(backend.EBADREQUEST, backend.ActionOp, "machines", "",
 			fmt.Sprintf("%s: %q: index %s is not unique", keyMachineList, ref, idx))
 	case idx == "Uuid" || idx == "Key":
 		return s.st.Get(ctx, "machines", val)
@@ -434,7 +433,7 @@ func (s *Service) lookupMachine(ctx context.Context, ref string) (rec store.Reco
 }
 
 func badRequest(pool, format string, args ...any) error {
-	return backend.NewError(backend.EBADREQUEST, "POST", "pools", pool, fmt.Sprintf(format, args...))
+	return backend.OpError(backend.EBADREQUEST, backend.ActionOp, "pools", pool, fmt.Sprintf(format, args...))
 }
 
 // publish sends one machines "update" event per changed machine, after the

@@ -18,17 +18,16 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/backend/store"
 )
 
-// Store is what the pool service needs from storage. *store.Store satisfies it.
+// Store is what the pool service needs from storage; the store satisfies it.
 type Store interface {
-	Get(ctx context.Context, prefix, key string) (store.Record, error)
-	GetBy(ctx context.Context, prefix, index, value string) (store.Record, error)
-	Update(ctx context.Context, prefix, key string, rev int64, data []byte) (store.Record, error)
-	List(ctx context.Context, prefix string, q backend.Query) (recs []store.Record, total, matched int, err error)
+	Get(ctx context.Context, prefix, key string) (backend.Record, error)
+	GetBy(ctx context.Context, prefix, index, value string) (backend.Record, error)
+	Update(ctx context.Context, prefix, key string, rev int64, data []byte) (backend.Record, error)
+	List(ctx context.Context, prefix string, q backend.Query) (recs []backend.Record, total, matched int, err error)
 	InTx(ctx context.Context, fn func(ctx context.Context) error) error
-	ClaimForUpdate(ctx context.Context, prefix string, q backend.Query, n int) ([]store.Record, error)
+	ClaimForUpdate(ctx context.Context, prefix string, q backend.Query, n int) ([]backend.Record, error)
 }
 
 // Distincter is an optional store capability: the distinct values of one
@@ -153,11 +152,11 @@ func normalizePools(names []string) []string {
 // Status returns the machines of pool grouped by PoolStatus (GET
 // /pools/<id>/status). visible, when non-nil, restricts the machines to
 // those keys (tenant visibility). It works for pools without an object; a
-// pool with neither an object nor (visible) machines is 404.
+// pool with neither an object nor (visible) machines is not found.
 func (s *Service) Status(ctx context.Context, pool string, visible []string) (map[string][]backend.PoolResult, error) {
 	if strings.IndexByte(pool, 0) >= 0 {
 		// No pool id holds a NUL; PostgreSQL would refuse the query.
-		return nil, backend.NotFound("GET", "pools", pool)
+		return nil, backend.NotFound(backend.ReadOp, "pools", pool)
 	}
 	q := backend.Query{Limit: -1, Slim: slimMachines, Visible: visible,
 		Filters: []backend.Filter{indexFilter("Pool", backend.OpEq, pool)}}
@@ -172,7 +171,7 @@ func (s *Service) Status(ctx context.Context, pool string, visible []string) (ma
 			return nil, err
 		}
 		if p == nil {
-			return nil, backend.NotFound("GET", "pools", pool)
+			return nil, backend.NotFound(backend.ReadOp, "pools", pool)
 		}
 		return out, nil
 	}

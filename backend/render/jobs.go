@@ -2,32 +2,40 @@ package render
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 
 	"github.com/provgate/provgate/backend"
 )
 
-// JobObjects is what job actions are rendered from; the object service
-// implements it.
+// JobObjects is what job actions are rendered from: jobs, machines and
+// tasks; the object service's object part implements it.
 type JobObjects interface {
 	Get(ctx context.Context, prefix, key string) (backend.Model, int64, error)
+}
+
+// MachineParams gives the params templates see; the object service's
+// params part implements it.
+type MachineParams interface {
 	// Aggregate returns a machine's effective params; decode opens Secure
 	// values.
-	Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]any, error)
+	Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]json.RawMessage, error)
 }
 
 // JobActions renders the task templates of jobs for the agent that runs
 // them (GET /jobs/<id>/actions; docs/design.md §10.4).
 type JobActions struct {
 	o      JobObjects
+	params MachineParams
 	tokens TokenMinter
 	info   func() Info
 }
 
-// NewJobActions returns the job action renderer; tokens mints the machine
-// tokens templates ask for, info describes the server's endpoint.
-func NewJobActions(o JobObjects, tokens TokenMinter, info func() Info) *JobActions {
-	return &JobActions{o: o, tokens: tokens, info: info}
+// NewJobActions returns the job action renderer; params are the machines'
+// params, tokens mints the machine tokens templates ask for, info describes
+// the server's endpoint.
+func NewJobActions(o JobObjects, params MachineParams, tokens TokenMinter, info func() Info) *JobActions {
+	return &JobActions{o: o, params: params, tokens: tokens, info: info}
 }
 
 // JobActions renders job key's task templates for the agent's OS goos (""
@@ -54,7 +62,11 @@ func (j *JobActions) JobActions(ctx context.Context, key, goos string) ([]backen
 		return nil, err
 	}
 	task := tm.(*backend.Task)
-	agg, err := j.o.Aggregate(ctx, m, true)
+	raw, err := j.params.Aggregate(ctx, m, true)
+	if err != nil {
+		return nil, err
+	}
+	agg, err := backend.DecodeParams(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +85,7 @@ func (j *JobActions) JobActions(ctx context.Context, key, goos string) ([]backen
 		}
 		text, err := Render(ctx, Task, t.Name, t.Contents, env, Limits{})
 		if err != nil {
-			return nil, backend.NewError(backend.ECONFLICT, "GET", backend.PrefixJobs, key, "template "+t.Name+": "+err.Error())
+			return nil, backend.OpError(backend.ECONFLICT, backend.ReadOp, backend.PrefixJobs, key, "template "+t.Name+": "+err.Error())
 		}
 		meta := t.Meta
 		if meta == nil {

@@ -19,26 +19,26 @@ func (s *Store) AppendJobLog(ctx context.Context, jobUUID string, chunk []byte) 
 		return nil
 	}
 	err := s.conn(ctx).Exec(`INSERT INTO job_logs (job, chunk) VALUES (?, ?)`, jobUUID, chunk).Error
-	return s.dbErr("PUT", "jobs", jobUUID, err)
+	return s.dbErr(backend.ReplaceOp, "jobs", jobUUID, err)
 }
 
 // JobLog returns a job's whole log (empty when nothing was appended).
 func (s *Store) JobLog(ctx context.Context, jobUUID string) ([]byte, error) {
 	rows, err := s.conn(ctx).Raw(`SELECT chunk FROM job_logs WHERE job = ? ORDER BY id`, jobUUID).Rows()
 	if err != nil {
-		return nil, s.dbErr("GET", "jobs", jobUUID, err)
+		return nil, s.dbErr(backend.ReadOp, "jobs", jobUUID, err)
 	}
 	defer rows.Close()
 	out := []byte{}
 	for rows.Next() {
 		var c []byte
 		if err := rows.Scan(&c); err != nil {
-			return nil, s.dbErr("GET", "jobs", jobUUID, err)
+			return nil, s.dbErr(backend.ReadOp, "jobs", jobUUID, err)
 		}
 		out = append(out, c...)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.dbErr("GET", "jobs", jobUUID, err)
+		return nil, s.dbErr(backend.ReadOp, "jobs", jobUUID, err)
 	}
 	return out, nil
 }
@@ -46,7 +46,7 @@ func (s *Store) JobLog(ctx context.Context, jobUUID string) ([]byte, error) {
 // DeleteJobLog removes a job's log (no error when there is none).
 func (s *Store) DeleteJobLog(ctx context.Context, jobUUID string) error {
 	err := s.conn(ctx).Exec(`DELETE FROM job_logs WHERE job = ?`, jobUUID).Error
-	return s.dbErr("DELETE", "jobs", jobUUID, err)
+	return s.dbErr(backend.DeleteOp, "jobs", jobUUID, err)
 }
 
 func micros(t time.Time) int64 {
@@ -73,12 +73,12 @@ func (s *Store) now(ctx context.Context) (time.Time, error) {
 	var us int64
 	rows, err := s.conn(ctx).Raw(`SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint`).Rows()
 	if err != nil {
-		return time.Time{}, s.dbErr("GET", "deliveries", "", err)
+		return time.Time{}, s.dbErr(backend.ReadOp, "deliveries", "", err)
 	}
 	defer rows.Close()
 	if rows.Next() {
 		if err := rows.Scan(&us); err != nil {
-			return time.Time{}, s.dbErr("GET", "deliveries", "", err)
+			return time.Time{}, s.dbErr(backend.ReadOp, "deliveries", "", err)
 		}
 	}
 	return time.UnixMicro(us), rows.Err()
@@ -110,17 +110,17 @@ func (s *Store) EnqueueDelivery(ctx context.Context, d backend.Delivery) (int64,
 		d.Plugin, d.Callback, d.Machine, d.Job, nonNilBytes(d.Payload), d.Attempts, string(d.State), d.LastError,
 		micros(d.NextAt), micros(d.LeaseUntil), micros(d.CreatedAt), micros(now)).Rows()
 	if err != nil {
-		return 0, s.dbErr("CREATE", "deliveries", "", err)
+		return 0, s.dbErr(backend.CreateOp, "deliveries", "", err)
 	}
 	defer rows.Close()
 	var id int64
 	if rows.Next() {
 		if err := rows.Scan(&id); err != nil {
-			return 0, s.dbErr("CREATE", "deliveries", "", err)
+			return 0, s.dbErr(backend.CreateOp, "deliveries", "", err)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return 0, s.dbErr("CREATE", "deliveries", "", err)
+		return 0, s.dbErr(backend.CreateOp, "deliveries", "", err)
 	}
 	return id, nil
 }
@@ -145,7 +145,7 @@ const deliveryCols = `id, plugin, callback, machine, job, payload, attempts, sta
 func (s *Store) scanDeliveries(db *gorm.DB) ([]backend.Delivery, error) {
 	rows, err := db.Rows()
 	if err != nil {
-		return nil, s.dbErr("GET", "deliveries", "", err)
+		return nil, s.dbErr(backend.ReadOp, "deliveries", "", err)
 	}
 	defer rows.Close()
 	var out []backend.Delivery
@@ -154,13 +154,13 @@ func (s *Store) scanDeliveries(db *gorm.DB) ([]backend.Delivery, error) {
 		var next, lease, created, updated int64
 		if err := rows.Scan(&d.ID, &d.Plugin, &d.Callback, &d.Machine, &d.Job, &d.Payload, &d.Attempts, &d.State,
 			&d.LastError, &next, &lease, &created, &updated); err != nil {
-			return nil, s.dbErr("GET", "deliveries", "", err)
+			return nil, s.dbErr(backend.ReadOp, "deliveries", "", err)
 		}
 		d.NextAt, d.LeaseUntil, d.CreatedAt, d.UpdatedAt = fromMicros(next), fromMicros(lease), fromMicros(created), fromMicros(updated)
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.dbErr("GET", "deliveries", "", err)
+		return nil, s.dbErr(backend.ReadOp, "deliveries", "", err)
 	}
 	return out, nil
 }
@@ -226,10 +226,10 @@ func (s *Store) FinishDelivery(ctx context.Context, id int64, state backend.Deli
 	res := s.conn(ctx).Exec(`UPDATE callback_deliveries SET state = ?, last_error = ?, next_at_us = ?, lease_until_us = 0, updated_at_us = ? WHERE id = ?`,
 		string(state), lastErr, micros(nextAt), micros(now), id)
 	if res.Error != nil {
-		return s.dbErr("PUT", "deliveries", "", res.Error)
+		return s.dbErr(backend.ReplaceOp, "deliveries", "", res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return backend.NotFound("PUT", "deliveries", strconv.FormatInt(id, 10))
+		return backend.NotFound(backend.ReplaceOp, "deliveries", strconv.FormatInt(id, 10))
 	}
 	return nil
 }
@@ -259,7 +259,7 @@ func (s *Store) RecordAttempt(ctx context.Context, a backend.CallbackAttempt) er
 	err := s.conn(ctx).Exec(`INSERT INTO callback_attempts (plugin, callback, machine, source, attempt, status, duration_ms, error, at_us)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.Plugin, a.Callback, a.Machine, string(a.Source), a.Attempt, a.Status, a.DurationMs, a.Error, micros(a.At)).Error
-	return s.dbErr("CREATE", "attempts", "", err)
+	return s.dbErr(backend.CreateOp, "attempts", "", err)
 }
 
 // ListAttempts returns the attempts q selects, newest first (by At, then
@@ -291,7 +291,7 @@ func (s *Store) ListAttempts(ctx context.Context, q backend.AttemptQuery) ([]bac
 	}
 	rows, err := s.conn(ctx).Raw(sql, args...).Rows()
 	if err != nil {
-		return nil, s.dbErr("GET", "attempts", "", err)
+		return nil, s.dbErr(backend.ReadOp, "attempts", "", err)
 	}
 	defer rows.Close()
 	var out []backend.CallbackAttempt
@@ -299,13 +299,13 @@ func (s *Store) ListAttempts(ctx context.Context, q backend.AttemptQuery) ([]bac
 		var a backend.CallbackAttempt
 		var at int64
 		if err := rows.Scan(&a.ID, &a.Plugin, &a.Callback, &a.Machine, &a.Source, &a.Attempt, &a.Status, &a.DurationMs, &a.Error, &at); err != nil {
-			return nil, s.dbErr("GET", "attempts", "", err)
+			return nil, s.dbErr(backend.ReadOp, "attempts", "", err)
 		}
 		a.At = fromMicros(at)
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.dbErr("GET", "attempts", "", err)
+		return nil, s.dbErr(backend.ReadOp, "attempts", "", err)
 	}
 	return out, nil
 }
@@ -318,12 +318,12 @@ func (s *Store) PruneCallbackHistory(ctx context.Context, before time.Time) (int
 	err := s.InTx(ctx, func(ctx context.Context) error {
 		r := s.conn(ctx).Exec(`DELETE FROM callback_attempts WHERE at_us < ?`, micros(before))
 		if r.Error != nil {
-			return s.dbErr("DELETE", "attempts", "", r.Error)
+			return s.dbErr(backend.DeleteOp, "attempts", "", r.Error)
 		}
 		n += r.RowsAffected
 		r = s.conn(ctx).Exec(`DELETE FROM callback_deliveries WHERE state IN ('done', 'failed') AND updated_at_us < ?`, micros(before))
 		if r.Error != nil {
-			return s.dbErr("DELETE", "deliveries", "", r.Error)
+			return s.dbErr(backend.DeleteOp, "deliveries", "", r.Error)
 		}
 		n += r.RowsAffected
 		return nil

@@ -27,7 +27,7 @@ const (
 
 // dbErr translates a driver failure into a domain error at the store
 // boundary. The cause is kept in Err (for logs), never in Messages.
-func (s *Store) dbErr(typ, model, key string, err error) error {
+func (s *Store) dbErr(op backend.Operation, model, key string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -36,7 +36,7 @@ func (s *Store) dbErr(typ, model, key string, err error) error {
 		return err
 	}
 	mk := func(code, msg string) error {
-		return &backend.Error{Code: code, Type: typ, Model: model, Key: key, Messages: []string{msg}, Err: err}
+		return &backend.Error{Code: code, Op: op, Model: model, Key: key, Messages: []string{msg}, Err: err}
 	}
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"sort"
 	"time"
+
+	"github.com/provgate/provgate/backend"
 )
 
 // Failed logins are kept in the table login_failures, one row per failure
@@ -43,7 +45,7 @@ SELECT kind, at_us FROM (SELECT kind, at_us FROM login_failures
 	WHERE kind = ? AND key_hash = ? AND at_us > ? ORDER BY at_us DESC LIMIT ?) i`,
 		failUser, failKey(user), after, userLimit, failIP, failKey(ip), after, ipLimit).Rows()
 	if err != nil {
-		return nil, nil, s.dbErr("GET", "login_failures", "", err)
+		return nil, nil, s.dbErr(backend.ReadOp, "login_failures", "", err)
 	}
 	defer rows.Close()
 	var us, is []time.Time
@@ -51,7 +53,7 @@ SELECT kind, at_us FROM (SELECT kind, at_us FROM login_failures
 		var kind string
 		var at int64
 		if err := rows.Scan(&kind, &at); err != nil {
-			return nil, nil, s.dbErr("GET", "login_failures", "", err)
+			return nil, nil, s.dbErr(backend.ReadOp, "login_failures", "", err)
 		}
 		if kind == failUser {
 			us = append(us, fromMicros(at))
@@ -60,7 +62,7 @@ SELECT kind, at_us FROM (SELECT kind, at_us FROM login_failures
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, s.dbErr("GET", "login_failures", "", err)
+		return nil, nil, s.dbErr(backend.ReadOp, "login_failures", "", err)
 	}
 	newestFirst := func(ts []time.Time) {
 		sort.Slice(ts, func(i, j int) bool { return ts[i].After(ts[j]) })
@@ -84,11 +86,11 @@ func (s *Store) AddLoginFailure(ctx context.Context, user, ip string, t time.Tim
 	case ip != "":
 		err = s.conn(ctx).Exec(`INSERT INTO login_failures (kind, key_hash, at_us) VALUES (?, ?, ?)`, failIP, failKey(ip), at).Error
 	}
-	return s.dbErr("POST", "login_failures", "", err)
+	return s.dbErr(backend.ActionOp, "login_failures", "", err)
 }
 
 // PruneLoginFailures deletes the failures at or before t.
 func (s *Store) PruneLoginFailures(ctx context.Context, t time.Time) error {
 	err := s.conn(ctx).Exec(`DELETE FROM login_failures WHERE at_us <= ?`, t.UnixMicro()).Error
-	return s.dbErr("DELETE", "login_failures", "", err)
+	return s.dbErr(backend.DeleteOp, "login_failures", "", err)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgxlisten"
+
+	"github.com/provgate/provgate/backend"
 )
 
 // notifyChannel names the NOTIFY channel of this store: one per schema, so
@@ -20,16 +22,16 @@ func (s *Store) notifyChannel(ctx context.Context) (string, error) {
 	var schema string
 	rows, err := s.db.WithContext(ctx).Raw(`SELECT current_schema()`).Rows()
 	if err != nil {
-		return "", s.dbErr("GET", "schema", "", err)
+		return "", s.dbErr(backend.ReadOp, "schema", "", err)
 	}
 	defer rows.Close()
 	if rows.Next() {
 		if err := rows.Scan(&schema); err != nil {
-			return "", s.dbErr("GET", "schema", "", err)
+			return "", s.dbErr(backend.ReadOp, "schema", "", err)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return "", s.dbErr("GET", "schema", "", err)
+		return "", s.dbErr(backend.ReadOp, "schema", "", err)
 	}
 	sum := sha256.Sum256([]byte(schema))
 	return "provgate_" + hex.EncodeToString(sum[:8]), nil
@@ -48,7 +50,7 @@ func (s *Store) Notify(ctx context.Context, payload string) error {
 		return nil
 	}
 	if err := s.conn(ctx).Exec(`SELECT pg_notify(?, ?)`, s.channel, payload).Error; err != nil {
-		return s.dbErr("POST", "notify", "", err)
+		return s.dbErr(backend.ActionOp, "notify", "", err)
 	}
 	return nil
 }

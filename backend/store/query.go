@@ -92,7 +92,7 @@ func (s *Store) newBuilder(k *backend.Kind) *builder { return &builder{s: s, kin
 
 func notAcceptable(prefix, format string, args ...any) error {
 	e := backend.Errorf(backend.ENOTACCEPTABLE, format, args...)
-	e.Type, e.Model = "GET", prefix
+	e.Op, e.Model = backend.ReadOp, prefix
 	return e
 }
 
@@ -629,16 +629,16 @@ func (s *Store) count(ctx context.Context, prefix string, where frag) (int, erro
 	var n int64
 	rows, err := s.conn(ctx).Raw(`SELECT count(*) FROM `+tableName(prefix)+whereClause(where).sql, whereClause(where).args...).Rows()
 	if err != nil {
-		return 0, s.dbErr("GET", prefix, "", err)
+		return 0, s.dbErr(backend.ReadOp, prefix, "", err)
 	}
 	defer rows.Close()
 	if rows.Next() {
 		if err := rows.Scan(&n); err != nil {
-			return 0, s.dbErr("GET", prefix, "", err)
+			return 0, s.dbErr(backend.ReadOp, prefix, "", err)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return 0, s.dbErr("GET", prefix, "", err)
+		return 0, s.dbErr(backend.ReadOp, prefix, "", err)
 	}
 	return int(n), nil
 }
@@ -721,7 +721,7 @@ func (s *Store) ClaimForUpdate(ctx context.Context, prefix string, q backend.Que
 		return nil, err
 	}
 	if s.txFrom(ctx) == nil {
-		return nil, backend.NewError(backend.EINTERNAL, "PUT", prefix, "", "ClaimForUpdate must run inside InTx")
+		return nil, backend.OpError(backend.EINTERNAL, backend.ReplaceOp, prefix, "", "ClaimForUpdate must run inside InTx")
 	}
 	if n <= 0 {
 		return nil, nil

@@ -206,13 +206,13 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) er
 	if fnErr != nil {
 		return fnErr
 	}
-	return s.dbErr("TX", "", "", err)
+	return s.dbErr(backend.CommitOp, "", "", err)
 }
 
 func (s *Store) kind(prefix string) (*backend.Kind, error) {
 	k := backend.KindOf(prefix)
 	if k == nil {
-		return nil, backend.NewError(backend.EINTERNAL, "GET", prefix, "", "unknown object kind")
+		return nil, backend.OpError(backend.EINTERNAL, backend.ReadOp, prefix, "", "unknown object kind")
 	}
 	return k, nil
 }
@@ -234,7 +234,7 @@ func (s *Store) bumpRevision(ctx context.Context, prefix, key string) error {
 	var rev int64
 	rows, err := s.conn(ctx).Raw(`UPDATE revision SET value = value + 1 WHERE id = 1 RETURNING value`).Rows()
 	if err != nil {
-		return s.dbErr("PUT", "revision", "", err)
+		return s.dbErr(backend.ReplaceOp, "revision", "", err)
 	}
 	if rows.Next() {
 		err = rows.Scan(&rev)
@@ -243,14 +243,14 @@ func (s *Store) bumpRevision(ctx context.Context, prefix, key string) error {
 		err = cerr
 	}
 	if err != nil {
-		return s.dbErr("PUT", "revision", "", err)
+		return s.dbErr(backend.ReplaceOp, "revision", "", err)
 	}
 	if err := s.conn(ctx).Exec(`INSERT INTO revision_changes (rev, prefix, "key") VALUES (?, ?, ?)`, rev, prefix, key).Error; err != nil {
-		return s.dbErr("PUT", "revision", "", err)
+		return s.dbErr(backend.ReplaceOp, "revision", "", err)
 	}
 	if rev%100 == 0 {
 		if err := s.conn(ctx).Exec(`DELETE FROM revision_changes WHERE rev <= ?`, rev-ChangeLogKeep).Error; err != nil {
-			return s.dbErr("PUT", "revision", "", err)
+			return s.dbErr(backend.ReplaceOp, "revision", "", err)
 		}
 	}
 	// Other replicas reload at once, not only on their next request
@@ -264,19 +264,19 @@ func (s *Store) bumpRevision(ctx context.Context, prefix, key string) error {
 func (s *Store) Changes(ctx context.Context, after, upto int64) ([]backend.Change, error) {
 	rows, err := s.conn(ctx).Raw(`SELECT rev, prefix, "key" FROM revision_changes WHERE rev > ? AND rev <= ? ORDER BY rev`, after, upto).Rows()
 	if err != nil {
-		return nil, s.dbErr("GET", "revision", "", err)
+		return nil, s.dbErr(backend.ReadOp, "revision", "", err)
 	}
 	defer rows.Close()
 	var out []backend.Change
 	for rows.Next() {
 		var c backend.Change
 		if err := rows.Scan(&c.Rev, &c.Prefix, &c.Key); err != nil {
-			return nil, s.dbErr("GET", "revision", "", err)
+			return nil, s.dbErr(backend.ReadOp, "revision", "", err)
 		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.dbErr("GET", "revision", "", err)
+		return nil, s.dbErr(backend.ReadOp, "revision", "", err)
 	}
 	return out, nil
 }
@@ -298,19 +298,19 @@ func (s *Store) write(ctx context.Context, prefix, key string, fn func(ctx conte
 func (s *Store) scanRecords(db *gorm.DB, model string) ([]Record, error) {
 	rows, err := db.Rows()
 	if err != nil {
-		return nil, s.dbErr("GET", model, "", err)
+		return nil, s.dbErr(backend.ReadOp, model, "", err)
 	}
 	defer rows.Close()
 	var out []Record
 	for rows.Next() {
 		var r Record
 		if err := rows.Scan(&r.Key, &r.Rev, &r.Data); err != nil {
-			return nil, s.dbErr("GET", model, "", err)
+			return nil, s.dbErr(backend.ReadOp, model, "", err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.dbErr("GET", model, "", err)
+		return nil, s.dbErr(backend.ReadOp, model, "", err)
 	}
 	return out, nil
 }
@@ -323,14 +323,14 @@ func (s *Store) Get(ctx context.Context, prefix, key string) (Record, error) {
 	if strings.IndexByte(key, 0) >= 0 {
 		// No stored key holds a NUL (PostgreSQL text cannot), so it names
 		// nothing on either database, rather than failing on one of them.
-		return Record{}, backend.NotFound("GET", prefix, key)
+		return Record{}, backend.NotFound(backend.ReadOp, prefix, key)
 	}
 	recs, err := s.scanRecords(s.conn(ctx).Raw(`SELECT "key", rev, data FROM `+tableName(prefix)+` WHERE "key" = ?`, key), prefix)
 	if err != nil {
 		return Record{}, err
 	}
 	if len(recs) == 0 {
-		return Record{}, backend.NotFound("GET", prefix, key)
+		return Record{}, backend.NotFound(backend.ReadOp, prefix, key)
 	}
 	return recs[0], nil
 }
@@ -344,12 +344,12 @@ func (s *Store) GetBy(ctx context.Context, prefix, index, value string) (Record,
 	}
 	idx, ok := k.Indexes[index]
 	if !ok || !idx.Unique || strings.IndexByte(value, 0) >= 0 {
-		return Record{}, backend.NotFound("GET", prefix, index+":"+value)
+		return Record{}, backend.NotFound(backend.ReadOp, prefix, index+":"+value)
 	}
 	if idx.Field == k.KeyField {
 		r, err := s.Get(ctx, prefix, value)
 		if err != nil {
-			return Record{}, backend.NotFound("GET", prefix, index+":"+value)
+			return Record{}, backend.NotFound(backend.ReadOp, prefix, index+":"+value)
 		}
 		return r, nil
 	}
@@ -363,14 +363,14 @@ func (s *Store) GetBy(ctx context.Context, prefix, index, value string) (Record,
 		return Record{}, err
 	}
 	if len(recs) == 0 {
-		return Record{}, backend.NotFound("GET", prefix, index+":"+value)
+		return Record{}, backend.NotFound(backend.ReadOp, prefix, index+":"+value)
 	}
 	return recs[0], nil
 }
 
-func checkJSON(typ, prefix, key string, data []byte) error {
+func checkJSON(op backend.Operation, prefix, key string, data []byte) error {
 	if !json.Valid(data) {
-		return backend.NewError(backend.EINVALID, typ, prefix, key, "object is not valid JSON")
+		return backend.OpError(backend.EINVALID, op, prefix, key, "object is not valid JSON")
 	}
 	return nil
 }
@@ -381,9 +381,9 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 		return Record{}, err
 	}
 	if key == "" {
-		return Record{}, backend.NewError(backend.EBADREQUEST, "CREATE", prefix, "", "Empty key not allowed")
+		return Record{}, backend.OpError(backend.EBADREQUEST, backend.CreateOp, prefix, "", "Empty key not allowed")
 	}
-	if err := checkJSON("CREATE", prefix, key, data); err != nil {
+	if err := checkJSON(backend.CreateOp, prefix, key, data); err != nil {
 		return Record{}, err
 	}
 	// ON CONFLICT DO NOTHING covers the primary key and every unique index
@@ -393,17 +393,17 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
 		expr, revArgs, err := s.nextRev(ctx)
 		if err != nil {
-			return s.dbErr("CREATE", prefix, key, err)
+			return s.dbErr(backend.CreateOp, prefix, key, err)
 		}
 		sql := `INSERT INTO ` + tableName(prefix) + ` ("key", rev, data) VALUES (?, ` + expr + `, ` + s.jsonParam() +
 			`) ON CONFLICT DO NOTHING RETURNING rev`
 		args := append(append([]any{key}, revArgs...), string(data))
 		found, err := s.scanRev(s.conn(ctx), sql, args, &rev)
 		if err != nil {
-			return s.dbErr("CREATE", prefix, key, err)
+			return s.dbErr(backend.CreateOp, prefix, key, err)
 		}
 		if !found {
-			return backend.NewError(backend.ECONFLICT, "CREATE", prefix, key, "already exists")
+			return backend.OpError(backend.ECONFLICT, backend.CreateOp, prefix, key, "already exists")
 		}
 		return nil
 	})
@@ -459,30 +459,30 @@ func (s *Store) Rev(ctx context.Context, prefix, key string) (int64, error) {
 		return 0, err
 	}
 	if strings.IndexByte(key, 0) >= 0 {
-		return 0, backend.NotFound("GET", prefix, key)
+		return 0, backend.NotFound(backend.ReadOp, prefix, key)
 	}
 	sql := `SELECT rev FROM ` + tableName(prefix) + ` WHERE "key" = ?`
 	var rev int64
 	if s.txFrom(ctx) == nil {
 		stmt, err := s.revStmt(ctx, prefix, sql)
 		if err != nil {
-			return 0, s.dbErr("GET", prefix, key, err)
+			return 0, s.dbErr(backend.ReadOp, prefix, key, err)
 		}
 		err = stmt.QueryRowContext(ctx, key).Scan(&rev)
 		if errors.Is(err, stdsql.ErrNoRows) {
-			return 0, backend.NotFound("GET", prefix, key)
+			return 0, backend.NotFound(backend.ReadOp, prefix, key)
 		}
 		if err != nil {
-			return 0, s.dbErr("GET", prefix, key, err)
+			return 0, s.dbErr(backend.ReadOp, prefix, key, err)
 		}
 		return rev, nil
 	}
 	found, err := s.scanRev(s.conn(ctx), sql, []any{key}, &rev)
 	if err != nil {
-		return 0, s.dbErr("GET", prefix, key, err)
+		return 0, s.dbErr(backend.ReadOp, prefix, key, err)
 	}
 	if !found {
-		return 0, backend.NotFound("GET", prefix, key)
+		return 0, backend.NotFound(backend.ReadOp, prefix, key)
 	}
 	return rev, nil
 }
@@ -523,14 +523,14 @@ func (s *Store) Update(ctx context.Context, prefix, key string, rev int64, data 
 	if _, err := s.kind(prefix); err != nil {
 		return Record{}, err
 	}
-	if err := checkJSON("PUT", prefix, key, data); err != nil {
+	if err := checkJSON(backend.ReplaceOp, prefix, key, data); err != nil {
 		return Record{}, err
 	}
 	var newRev int64
 	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
 		expr, revArgs, err := s.nextRev(ctx)
 		if err != nil {
-			return s.dbErr("PUT", prefix, key, err)
+			return s.dbErr(backend.ReplaceOp, prefix, key, err)
 		}
 		sql := `UPDATE ` + tableName(prefix) + ` SET data = ` + s.jsonParam() + `, rev = ` + expr + ` WHERE "key" = ?`
 		args := append(append([]any{string(data)}, revArgs...), key)
@@ -546,17 +546,17 @@ func (s *Store) Update(ctx context.Context, prefix, key string, rev int64, data 
 			return err
 		})
 		if err != nil {
-			return s.dbErr("PUT", prefix, key, err)
+			return s.dbErr(backend.ReplaceOp, prefix, key, err)
 		}
 		if found {
 			return nil
 		}
 		if rev > 0 {
 			if _, gerr := s.Get(ctx, prefix, key); gerr == nil {
-				return backend.NewError(backend.ECONFLICT, "PUT", prefix, key, "object was modified (revision mismatch)")
+				return backend.OpError(backend.ECONFLICT, backend.ReplaceOp, prefix, key, "object was modified (revision mismatch)")
 			}
 		}
-		return backend.NotFound("PUT", prefix, key)
+		return backend.NotFound(backend.ReplaceOp, prefix, key)
 	})
 	if err != nil {
 		return Record{}, err
@@ -598,7 +598,7 @@ func (s *Store) Delete(ctx context.Context, prefix, key string) (Record, error) 
 			return err
 		}
 		if len(recs) == 0 {
-			return backend.NotFound("DELETE", prefix, key)
+			return backend.NotFound(backend.DeleteOp, prefix, key)
 		}
 		rec = recs[0]
 		return nil
@@ -613,18 +613,18 @@ func (s *Store) Delete(ctx context.Context, prefix, key string) (Record, error) 
 func (s *Store) GetSetting(ctx context.Context, name string) (string, bool, error) {
 	rows, err := s.conn(ctx).Raw(`SELECT value FROM settings WHERE name = ?`, name).Rows()
 	if err != nil {
-		return "", false, s.dbErr("GET", "settings", name, err)
+		return "", false, s.dbErr(backend.ReadOp, "settings", name, err)
 	}
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return "", false, s.dbErr("GET", "settings", name, err)
+			return "", false, s.dbErr(backend.ReadOp, "settings", name, err)
 		}
 		return "", false, nil
 	}
 	var v string
 	if err := rows.Scan(&v); err != nil {
-		return "", false, s.dbErr("GET", "settings", name, err)
+		return "", false, s.dbErr(backend.ReadOp, "settings", name, err)
 	}
 	return v, true, nil
 }
@@ -634,7 +634,7 @@ func (s *Store) SetSetting(ctx context.Context, name, value string) error {
 	return s.InTx(ctx, func(ctx context.Context) error {
 		err := s.conn(ctx).Exec(`INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`, name, value).Error
 		if err != nil {
-			return s.dbErr("PUT", "settings", name, err)
+			return s.dbErr(backend.ReplaceOp, "settings", name, err)
 		}
 		return s.bumpRevision(ctx, backend.PrefixSettings, name)
 	})
@@ -656,7 +656,7 @@ func (s *Store) EnsureSetting(ctx context.Context, name string, mk func() string
 	err = s.InTx(ctx, func(ctx context.Context) error {
 		err := s.conn(ctx).Exec(`INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, mk()).Error
 		if err != nil {
-			return s.dbErr("PUT", "settings", name, err)
+			return s.dbErr(backend.ReplaceOp, "settings", name, err)
 		}
 		return s.bumpRevision(ctx, backend.PrefixSettings, name)
 	})
@@ -673,16 +673,16 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 	var v int64
 	rows, err := s.conn(ctx).Raw(`SELECT value FROM revision WHERE id = 1`).Rows()
 	if err != nil {
-		return 0, s.dbErr("GET", "revision", "", err)
+		return 0, s.dbErr(backend.ReadOp, "revision", "", err)
 	}
 	defer rows.Close()
 	if rows.Next() {
 		if err := rows.Scan(&v); err != nil {
-			return 0, s.dbErr("GET", "revision", "", err)
+			return 0, s.dbErr(backend.ReadOp, "revision", "", err)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return 0, s.dbErr("GET", "revision", "", err)
+		return 0, s.dbErr(backend.ReadOp, "revision", "", err)
 	}
 	return v, nil
 }

@@ -71,7 +71,7 @@ func TestCRUD(t *testing.T) {
 		t.Run("conflicts", func(t *testing.T) {
 			_, err := s.Create(ctx, "machines", "u1", mustJSON(t, map[string]any{"Uuid": "u1", "Name": "other"}))
 			e := wantCode(t, err, backend.ECONFLICT)
-			if e.Type != "CREATE" || e.Model != "machines" || e.Key != "u1" || len(e.Messages) != 1 || e.Messages[0] != "already exists" {
+			if e.Op != backend.CreateOp || e.Model != "machines" || e.Key != "u1" || len(e.Messages) != 1 || e.Messages[0] != "already exists" {
 				t.Fatalf("conflict error = %+v", e)
 			}
 			_, err = s.Create(ctx, "machines", "u2", mustJSON(t, map[string]any{"Uuid": "u2", "Name": "m1"}))
@@ -90,7 +90,7 @@ func TestCRUD(t *testing.T) {
 
 		t.Run("not found", func(t *testing.T) {
 			_, err := s.Get(ctx, "machines", "nope")
-			if e := wantCode(t, err, backend.ENOTFOUND); e.Type != "GET" || e.Key != "nope" || e.Model != "machines" {
+			if e := wantCode(t, err, backend.ENOTFOUND); e.Op != backend.ReadOp || e.Key != "nope" || e.Model != "machines" {
 				t.Fatalf("not found = %+v", e)
 			}
 			_, err = s.GetBy(ctx, "machines", "Name", "nope")
@@ -102,7 +102,7 @@ func TestCRUD(t *testing.T) {
 			_, err = s.Update(ctx, "machines", "nope", 3, []byte(`{}`))
 			wantCode(t, err, backend.ENOTFOUND)
 			_, err = s.Delete(ctx, "machines", "nope")
-			if e := wantCode(t, err, backend.ENOTFOUND); e.Type != "DELETE" {
+			if e := wantCode(t, err, backend.ENOTFOUND); e.Op != backend.DeleteOp {
 				t.Fatalf("delete not found = %+v", e)
 			}
 			_, err = s.Get(ctx, "nokind", "x")

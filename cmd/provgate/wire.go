@@ -112,7 +112,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		Notify:      notify, ViewCacheSize: viewCacheSize(cfg.ObjectCacheSize),
 	})
 	cb = callback.New(callback.Options{Logger: logger, ExecDir: cfg.CallbackExecDir, Info: info, Debug: prf.Debug,
-		Store: st, Objects: obj, DeliveryLease: cfg.CallbackDeliveryLease})
+		Store: st, Objects: obj.Objects, Params: obj.Params, DeliveryLease: cfg.CallbackDeliveryLease})
 
 	secrets := auth.NewSecretCache(st)
 	// Failed logins are counted in the store, so replicas sharing it share
@@ -126,19 +126,19 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	// streams authenticate again.
 	fresh.OnReload(hub.Recheck)
 
-	if _, err = obj.Bootstrap(ctx, func() (string, error) {
+	if _, err = obj.Accounts.Bootstrap(ctx, func() (string, error) {
 		pw, _, err := initialAdminPassword(cfg, stdout)
 		return pw, err
 	}); err != nil {
 		return nil, nil, err
 	}
-	if err = obj.InstallBuiltins(ctx); err != nil {
+	if err = obj.Objects.InstallBuiltins(ctx); err != nil {
 		return nil, nil, err
 	}
-	if err = obj.MigrateSecureParamsOnce(ctx, st); err != nil {
+	if err = obj.Params.MigrateSecureParamsOnce(ctx, st); err != nil {
 		return nil, nil, err
 	}
-	if err = callback.InstallContent(ctx, obj); err != nil {
+	if err = callback.InstallContent(ctx, obj.Objects, obj.Params); err != nil {
 		return nil, nil, err
 	}
 	if err = fresh.Refresh(ctx); err != nil {
@@ -152,17 +152,18 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		Deps: gateway.Deps{
 			Auth:       tokens,
 			Policy:     engine,
-			Resolver:   claims.ObjectResolver{Objects: obj},
+			Resolver:   claims.ObjectResolver{Objects: obj.Objects},
 			License:    lic,
-			Objects:    obj,
+			Objects:    obj.Objects,
+			Params:     obj.Params,
 			Sync:       fresh,
 			Fresh:      fresh,
-			Users:      auth.NewAccounts(authn, secrets, engine, obj, fresh.Refresh),
+			Users:      auth.NewAccounts(authn, secrets, engine, obj.Accounts, fresh.Refresh),
 			Pools:      pools.New(st, pools.Options{Bus: bus, Logger: logger, Notify: notify}),
 			Actions:    cb.Actions(),
-			Jobs:       obj,
-			JobTokens:  auth.NewJobTokens(authn, obj, prf),
-			JobActions: render.NewJobActions(obj, auth.NewMachineTokens(authn, prf), info),
+			Jobs:       obj.Jobs,
+			JobTokens:  auth.NewJobTokens(authn, obj.Objects, prf),
+			JobActions: render.NewJobActions(obj.Objects, obj.Params, auth.NewMachineTokens(authn, prf), info),
 			Prefs:      prf,
 			Events:     events,
 			Streams:    hub,

@@ -62,13 +62,13 @@ func (a *Accounts) Token(ctx context.Context, name string, grantor *Principal, r
 	rec, err := a.secrets.User(ctx, name)
 	if err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
-			return "", backend.NotFound("GET", "users", name)
+			return "", backend.NotFound(backend.ReadOp, "users", name)
 		}
 		return "", err
 	}
 	ttl, err := a.authn.ParseTTL(req.TTL)
 	if err != nil {
-		return "", backend.NewError(backend.EBADREQUEST, "GET", "users", name, backend.AsError(err).Messages...)
+		return "", backend.OpError(backend.EBADREQUEST, backend.ReadOp, "users", name, backend.AsError(err).Messages...)
 	}
 	var roles []string
 	if req.Roles != nil {

@@ -91,7 +91,7 @@ func TestAccountsToken(t *testing.T) {
 	})
 	t.Run("unknown user", func(t *testing.T) {
 		_, err := acc.Token(ctx, "ghost", admin, TokenRequest{})
-		if e := backend.AsError(err); !backend.IsCode(err, backend.ENOTFOUND) || e.Type != "GET" || e.Model != "users" || e.Key != "ghost" {
+		if e := backend.AsError(err); !backend.IsCode(err, backend.ENOTFOUND) || e.Op != backend.ReadOp || e.Model != "users" || e.Key != "ghost" {
 			t.Fatalf("err %v", err)
 		}
 	})

@@ -44,7 +44,7 @@ func (f *fakeSecrets) JobState(_ context.Context, uuid string) (string, string, 
 	}
 	j, ok := f.jobs[uuid]
 	if !ok {
-		return "", "", backend.NotFound("GET", "jobs", uuid)
+		return "", "", backend.NotFound(backend.ReadOp, "jobs", uuid)
 	}
 	return j[0], j[1], nil
 }
@@ -69,7 +69,7 @@ func (f *fakeSecrets) User(_ context.Context, name string) (UserRecord, error) {
 	}
 	u, ok := f.users[name]
 	if !ok {
-		return UserRecord{}, backend.NotFound("GET", "users", name)
+		return UserRecord{}, backend.NotFound(backend.ReadOp, "users", name)
 	}
 	return u, nil
 }
@@ -82,7 +82,7 @@ func (f *fakeSecrets) MachineSecret(_ context.Context, uuid string) (string, err
 	}
 	s, ok := f.machines[uuid]
 	if !ok {
-		return "", backend.NotFound("GET", "machines", uuid)
+		return "", backend.NotFound(backend.ReadOp, "machines", uuid)
 	}
 	return s, nil
 }

@@ -66,7 +66,7 @@ func (s *slowStore) Get(_ context.Context, prefix, key string) (backend.Record, 
 	s.reads++
 	s.mu.Unlock()
 	if prefix != backend.PrefixUsers || !ok {
-		return backend.Record{}, backend.NotFound("GET", prefix, key)
+		return backend.Record{}, backend.NotFound(backend.ReadOp, prefix, key)
 	}
 	data, err := json.Marshal(u)
 	if err != nil {

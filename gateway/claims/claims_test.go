@@ -53,7 +53,7 @@ func (f *fakeResolver) NativeKey(_ context.Context, prefix, key string) (string,
 	if v, ok := indexKeys[prefix+"|"+key]; ok {
 		return v, nil
 	}
-	return "", backend.NotFound("GET", prefix, key)
+	return "", backend.NotFound(backend.ReadOp, prefix, key)
 }
 
 func (f *fakeResolver) JobMachine(_ context.Context, job string) (string, error) {
@@ -61,7 +61,7 @@ func (f *fakeResolver) JobMachine(_ context.Context, job string) (string, error)
 	if job == j1 {
 		return m1, nil
 	}
-	return "", backend.NotFound("GET", "jobs", job)
+	return "", backend.NotFound(backend.ReadOp, "jobs", job)
 }
 
 func (f *fakeResolver) Current(_ context.Context, prefix, key string) ([]byte, error) {
@@ -74,7 +74,7 @@ func (f *fakeResolver) Current(_ context.Context, prefix, key string) ([]byte, e
 	}
 	k := backend.KindOf(prefix)
 	if k == nil {
-		return nil, backend.NotFound("GET", prefix, key)
+		return nil, backend.NotFound(backend.ReadOp, prefix, key)
 	}
 	b, _ := json.Marshal(map[string]any{k.KeyField: key, "Description": "old", "Meta": map[string]string{}})
 	return b, nil

@@ -1,0 +1,83 @@
+package objects
+
+import (
+	"context"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// Tenancy: objects a tenant user creates join its tenant, and a deleted
+// object leaves every tenant (docs/design.md §6). The object part keeps
+// Members in step on every create and delete.
+
+// addToTenant appends key to tenant's Members[prefix] when the tenant
+// restricts that scope (docs/design.md §6).
+func (s *core) addToTenant(ctx context.Context, tenant, prefix, key string) error {
+	if tenant == "" {
+		return nil
+	}
+	rec, err := s.st.Get(ctx, "tenants", tenant)
+	if err != nil {
+		if backend.IsCode(err, backend.ENOTFOUND) {
+			return nil
+		}
+		return err
+	}
+	tm, err := decodeRecord(backend.KindOf("tenants"), rec.Data)
+	if err != nil {
+		return err
+	}
+	t := tm.(*backend.Tenant)
+	list, ok := t.Members[prefix]
+	if !ok || contains(list, key) {
+		return nil
+	}
+	old := clone(t)
+	t.Members[prefix] = append(list, key)
+	return s.writeTenant(ctx, rec.Key, rec.Rev, old, t)
+}
+
+func (s *core) writeTenant(ctx context.Context, key string, rev int64, old, t backend.Model) error {
+	data, err := encode(t)
+	if err != nil {
+		return err
+	}
+	if _, err := s.st.Update(ctx, "tenants", key, rev, data); err != nil {
+		return err
+	}
+	emit(ctx, s.event(ctx, "update", t, old))
+	return nil
+}
+
+// dropFromTenants removes a deleted key from every tenant's Members, and a
+// deleted user from every tenant's Users.
+func (s *core) dropFromTenants(ctx context.Context, prefix, key string) error {
+	recs, _, _, err := s.st.List(ctx, "tenants", backend.Query{Limit: -1})
+	if err != nil {
+		return err
+	}
+	tk := backend.KindOf("tenants")
+	for _, rec := range recs {
+		tm, err := decodeRecord(tk, rec.Data)
+		if err != nil {
+			return err
+		}
+		t := tm.(*backend.Tenant)
+		old := clone(t)
+		changed := false
+		if list, ok := t.Members[prefix]; ok && contains(list, key) {
+			t.Members[prefix] = without(list, key)
+			changed = true
+		}
+		if prefix == "users" && contains(t.Users, key) {
+			t.Users = without(t.Users, key)
+			changed = true
+		}
+		if changed {
+			if err := s.writeTenant(ctx, rec.Key, rec.Rev, old, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
