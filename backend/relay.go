@@ -168,13 +168,16 @@ func (r *Relay) Receive(payload string) {
 // again: notices sent meanwhile are gone, so cached authorization data is
 // reloaded as if it had changed.
 func (r *Relay) Resync(ctx context.Context) {
+	ctx = WithSystem(ctx)
 	if r.onRev != nil {
 		r.onRev(ctx)
 	}
 }
 
-// Run handles queued payloads until ctx ends.
+// Run handles queued payloads until ctx ends. Reading other replicas'
+// objects back is the server's own work (docs/design.md §2.3).
 func (r *Relay) Run(ctx context.Context) {
+	ctx = WithSystem(ctx)
 	for {
 		select {
 		case <-ctx.Done():

@@ -75,18 +75,17 @@ func (s *Service) run(ctx context.Context, st *pluginState, name string, cb *Cal
 // could not read itself: configuration secrets without "plugins getSecure
 // <plugin>", the machine's decoded secure values without "machines
 // getSecure <machine>" (the claims that govern ?decode=true on GET of the
-// plugin and of the machine). A ctx without an Access is server-internal
-// work (jobfail), whose result goes back to no one. A policy error masks.
+// plugin and of the machine). System work (jobfail) returns its result to
+// no one; a policy error, or a ctx that declares no access, masks.
 func (s *Service) callerRedactor(ctx context.Context, r *request) *redactor {
-	a := backend.AccessFrom(ctx)
-	if a == nil {
+	if backend.IsSystem(ctx) {
 		return newRedactor()
 	}
 	may := func(c secretClass, claim backend.Claim) bool {
 		if !r.red.has(c) {
 			return true
 		}
-		ok, err := a.Can(ctx, claim)
+		ok, err := backend.Can(ctx, claim)
 		if err != nil {
 			s.log.Warn("callback: checking getSecure failed; the reply is masked", "plugin", r.st.name, "err", err)
 			return false
