@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -205,6 +206,8 @@ func newEnv(t *testing.T, mutate func(*Options)) *env {
 	}
 	opts := Options{
 		Store: e.store, Machines: e.machines, Plugins: e.plugins,
+		// The receivers are httptest servers on the loopback address.
+		Destinations: Destinations{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 		Info: func() render.Info { return render.Info{Address: "10.0.0.1", ApiPort: 8092, FilePort: 8091} },
 	}
 	if mutate != nil {

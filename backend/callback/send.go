@@ -41,8 +41,9 @@ type request struct {
 type outcome struct {
 	status int
 	body   []byte
-	err    string // transport or read failure, redacted
-	tooBig bool
+	err     string // transport or read failure, redacted
+	tooBig  bool
+	refused bool // the destination is one Destinations refuses
 
 	retryAfter time.Duration
 }
@@ -266,7 +267,7 @@ func (s *Service) send(ctx context.Context, r *request) (*outcome, error) {
 			last = out
 			switch {
 			case out.err != "":
-				if out.tooBig {
+				if out.tooBig || out.refused {
 					return out, backoff.Permanent(errFinal)
 				}
 				return out, errors.New(out.err)
@@ -307,6 +308,8 @@ func (s *Service) send(ctx context.Context, r *request) (*outcome, error) {
 	switch {
 	case last.tooBig:
 		return nil, invokeError(backend.ECONFLICT, r.st.name, fmt.Sprintf("Callback %q: response exceeds %d bytes", name, s.opts.MaxResponseBytes))
+	case last.refused:
+		return nil, invokeError(backend.ECONFLICT, r.st.name, fmt.Sprintf("Callback %q: %s", name, last.err))
 	case last.err != "":
 		msg := "Failed to callback API"
 		if ctx.Err() != nil {
@@ -393,6 +396,10 @@ func (s *Service) exchange(ctx context.Context, r *request, cr credential) *outc
 			"method", r.method, "url", safeURL(r.url), "headers", headerLog(req.Header, r.cb.Headers), "body", s.bodyLog(r, r.body))
 	}
 	resp, err := s.client(r.cb.InsecureSkipVerify, r.cb.Headers).Do(req)
+	if de, ok := refusedDestination(err); ok {
+		// Not retried: the same address is refused again.
+		return &outcome{err: "callback " + de.Error(), refused: true}
+	}
 	if err != nil {
 		return &outcome{err: r.red.String(transportError(err))}
 	}
@@ -440,6 +447,11 @@ func (s *Service) client(insecure bool, configured map[string]string) *http.Clie
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= max {
 				return fmt.Errorf("stopped after %d redirects", max)
+			}
+			// An address literal is refused here, with the redirect named;
+			// every dial is checked as well (docs/design.md §12.6).
+			if err := s.opts.Destinations.checkHost(req.URL.Hostname()); err != nil {
+				return err
 			}
 			orig := via[0].URL
 			if req.URL.Host != orig.Host || req.URL.Scheme != orig.Scheme {

@@ -526,7 +526,7 @@ func TestE2ECallback(t *testing.T) {
 			}
 			s.Must(200, "POST", "/prefs", map[string]any{"rs-debug-enable": "false"}, admin())
 		})
-	}, "--callback-exec-dir", execDir)
+	}, append([]string{"--callback-exec-dir", execDir}, receiverArgs...)...)
 }
 
 func firstKey(m map[string]any) string {
@@ -590,7 +590,7 @@ func TestE2ECallbackJobfail(t *testing.T) {
 			if n := len(rc.on("/jobfail")); n != 1 {
 				t.Fatalf("jobfail sent %d times, want 1", n)
 			}
-		})
+		}, receiverArgs...)
 	})
 
 	t.Run("across_restart", func(t *testing.T) {
@@ -615,7 +615,7 @@ func TestE2ECallbackJobfail(t *testing.T) {
 					return false
 				})
 				dir := t.TempDir()
-				s := startE2EIn(t, db, dir)
+				s := startE2EIn(t, db, dir, receiverArgs...)
 				jobfailPlugin(t, s, rc)
 				u := jobMachine(t, s, "jf-restart")
 				failJob(t, s, u)
@@ -625,7 +625,7 @@ func TestE2ECallbackJobfail(t *testing.T) {
 					t.Fatal("the jobfail delivery never started")
 				}
 				s.Stop()
-				s2 := startE2EIn(t, db, dir)
+				s2 := startE2EIn(t, db, dir, receiverArgs...)
 				delivered := func() int {
 					n := 0
 					for _, h := range rc.on("/jobfail") {
@@ -659,12 +659,12 @@ func TestE2ECallbackJobfail(t *testing.T) {
 				t.Parallel()
 				rc := newReceiver(t)
 				dir := t.TempDir()
-				s := startE2EIn(t, db, dir)
+				s := startE2EIn(t, db, dir, receiverArgs...)
 				jobfailPlugin(t, s, rc)
 				u := jobMachine(t, s, "jf-stop")
 				failJob(t, s, u)
 				s.Stop()
-				startE2EIn(t, db, dir)
+				startE2EIn(t, db, dir, receiverArgs...)
 				rc.waitFor(t, "/jobfail", 1, 10*time.Second)
 				time.Sleep(2500 * time.Millisecond)
 				if n := len(rc.on("/jobfail")); n != 1 {
@@ -685,8 +685,8 @@ func TestE2ECallbackJobfail(t *testing.T) {
 			t.Skip("PROVGATE_TEST_DATABASE not set")
 		}
 		rc := newReceiver(t)
-		s1 := startE2E(t, *pg)
-		s2 := startE2E(t, *pg)
+		s1 := startE2E(t, *pg, receiverArgs...)
+		s2 := startE2E(t, *pg, receiverArgs...)
 		jobfailPlugin(t, s1, rc)
 		const n = 6
 		jobs := map[string]bool{}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/provgate/provgate/backend/callback"
 	"github.com/provgate/provgate/backend/objects"
 )
 
@@ -42,6 +43,11 @@ type Config struct {
 	PolicyBundlePublicKey string
 	DecisionLog           string        // file receiving JSON-lines decision logs
 	CallbackExecDir       string        // only executables under it may run as callback exec auth
+	// CallbackAllow and CallbackDeny are comma-separated CIDR prefixes or
+	// addresses: destinations callbacks may reach although refused by
+	// default (loopback, link-local, ...), and more to refuse.
+	CallbackAllow string
+	CallbackDeny  string
 	LogLevel              string        // debug, info, warn or error
 	BodyLimit             int64         // largest request body in bytes
 	MaxTokenTTL           time.Duration // upper bound for a requested token ttl
@@ -102,6 +108,8 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.PolicyWatchInterval, "policy-watch-interval", c.PolicyWatchInterval, "how often --policy-dir or --policy-bundle is checked for changes (SIGHUP reloads at once)")
 	fs.StringVar(&c.DecisionLog, "decision-log", c.DecisionLog, "file that receives policy decisions as JSON lines")
 	fs.StringVar(&c.CallbackExecDir, "callback-exec-dir", c.CallbackExecDir, "directory whose executables callback exec auth may run; empty disables exec auth")
+	fs.StringVar(&c.CallbackAllow, "callback-allow", c.CallbackAllow, "comma-separated CIDR prefixes or addresses callbacks may reach although refused by default (loopback, link-local, unspecified, multicast)")
+	fs.StringVar(&c.CallbackDeny, "callback-deny", c.CallbackDeny, "comma-separated CIDR prefixes or addresses callbacks may never reach (wins over --callback-allow)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.Var((*byteSize)(&c.BodyLimit), "body-limit", "largest request body in `bytes` (suffixes KiB, MiB, GiB accepted)")
 	fs.DurationVar(&c.MaxTokenTTL, "max-token-ttl", c.MaxTokenTTL, "longest token lifetime a client may request")
@@ -193,6 +201,14 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	for _, f := range []struct{ flag, list string }{
+		{"--callback-allow", c.CallbackAllow},
+		{"--callback-deny", c.CallbackDeny},
+	} {
+		if _, err := callback.ParsePrefixes(f.list); err != nil {
+			return fmt.Errorf("%s: %w", f.flag, err)
+		}
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
@@ -282,6 +298,8 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("policy_watch_interval", c.PolicyWatchInterval.String()),
 		slog.String("decision_log", c.DecisionLog),
 		slog.String("callback_exec_dir", c.CallbackExecDir),
+		slog.String("callback_allow", c.CallbackAllow),
+		slog.String("callback_deny", c.CallbackDeny),
 		slog.String("log_level", c.LogLevel),
 		slog.Int64("body_limit", c.BodyLimit),
 		slog.String("max_token_ttl", c.MaxTokenTTL.String()),
@@ -420,4 +438,12 @@ func (b *byteSize) String() string {
 		return "0"
 	}
 	return strconv.FormatInt(int64(*b), 10)
+}
+
+// callbackDestinations are --callback-allow and --callback-deny parsed;
+// call it on a validated Config.
+func (c Config) callbackDestinations() callback.Destinations {
+	allow, _ := callback.ParsePrefixes(c.CallbackAllow)
+	deny, _ := callback.ParsePrefixes(c.CallbackDeny)
+	return callback.Destinations{Allow: allow, Deny: deny}
 }

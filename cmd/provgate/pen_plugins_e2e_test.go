@@ -41,7 +41,7 @@ func TestE2EPenPlugins(t *testing.T) {
 		t.Run("finding_12_attempts_follow_machine_visibility", func(t *testing.T) { penAttempts(t, s.On(t)) })
 		t.Run("finding_18_callback_secrets_need_getSecure", func(t *testing.T) { penCallbackSecrets(t, s.On(t)) })
 		t.Run("finding_20_exec_path_errors_are_one_message", func(t *testing.T) { penExecPaths(t, s.On(t), execDir, outside) })
-	}, append(licenseArgs(t), "--callback-exec-dir", execDir)...)
+	}, append(append(licenseArgs(t), "--callback-exec-dir", execDir), receiverArgs...)...)
 	t.Run("finding_18_older_data_dirs_are_sealed_on_start", penSealOnUpgrade)
 }
 
@@ -515,7 +515,7 @@ func penSealOnUpgrade(t *testing.T) {
 			t.Parallel()
 			rc := newReceiver(t)
 			dir := t.TempDir()
-			s := startE2EIn(t, db, dir)
+			s := startE2EIn(t, db, dir, receiverArgs...)
 			callbacks := map[string]any{"keyed": map[string]any{"Url": rc.URL + "/keyed", "Headers": map[string]any{"X-Api-Key": apiKey}}}
 			mkPlugin(t, s, "pen18-old", callbacks, nil)
 			m := s.On(t).AddMachine("pen18-old-m", nil)
@@ -555,7 +555,7 @@ func penSealOnUpgrade(t *testing.T) {
 			}
 			_ = st.Close()
 
-			s = startE2EIn(t, db, dir)
+			s = startE2EIn(t, db, dir, receiverArgs...)
 			if r := s.Must(200, "GET", "/params/callback/callbacks", nil, admin()).Map(t); r["Secure"] != true {
 				t.Fatalf("definition after the start: %v", r)
 			}

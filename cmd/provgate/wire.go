@@ -112,7 +112,8 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		Notify:      notify, ViewCacheSize: viewCacheSize(cfg.ObjectCacheSize),
 	})
 	cb = callback.New(callback.Options{Logger: logger, ExecDir: cfg.CallbackExecDir, Info: info, Debug: prf.Debug,
-		Store: st, Objects: obj.Objects, Params: obj.Params, DeliveryLease: cfg.CallbackDeliveryLease})
+		Store: st, Objects: obj.Objects, Params: obj.Params, DeliveryLease: cfg.CallbackDeliveryLease,
+		Destinations: cfg.callbackDestinations()})
 
 	secrets := auth.NewSecretCache(st)
 	// Failed logins are counted in the store, so replicas sharing it share
