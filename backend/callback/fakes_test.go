@@ -206,10 +206,10 @@ func newEnv(t *testing.T, mutate func(*Options)) *env {
 	}
 	opts := Options{
 		Store: e.store, Machines: e.machines, Plugins: e.plugins,
-		// The receivers are httptest servers on the loopback address.
-		Destinations: Destinations{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 		Info: func() render.Info { return render.Info{Address: "10.0.0.1", ApiPort: 8092, FilePort: 8091} },
 	}
+	// The receivers are httptest servers on the loopback address.
+	opts.Destinations = Destinations{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 	if mutate != nil {
 		mutate(&opts)
 	}

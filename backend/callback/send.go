@@ -41,9 +41,10 @@ type request struct {
 type outcome struct {
 	status int
 	body   []byte
-	err     string // transport or read failure, redacted
-	tooBig  bool
-	refused bool // the destination is one Destinations refuses
+	err    string // transport or read failure, redacted
+	tooBig bool
+	// refused: the destination is one Destinations refuses.
+	refused bool
 
 	retryAfter time.Duration
 }

@@ -36,11 +36,7 @@ type Options struct {
 	// of it with verification off, when it is an *http.Transport. An
 	// *http.Transport is cloned and dials only what Destinations allows;
 	// another RoundTripper is used as it is.
-	Transport http.RoundTripper
-	// Destinations are the addresses callbacks and token requests may
-	// reach; the zero value refuses loopback, link-local, unspecified and
-	// multicast addresses (docs/design.md §12.6).
-	Destinations Destinations
+	Transport   http.RoundTripper
 	ExecDir     string        // --callback-exec-dir; empty disables exec auths
 	ExecTimeout time.Duration // bound of one exec auth run
 	Store       Store         // attempts and the delivery queue; nil records nothing
@@ -62,6 +58,11 @@ type Options struct {
 	DeliveryLease       time.Duration
 	MaxDeliveryAttempts int
 	WorkerBatch         int
+
+	// Destinations are the addresses callbacks and token requests may
+	// reach; the zero value refuses loopback, link-local, unspecified and
+	// multicast addresses (docs/design.md §12.6).
+	Destinations Destinations
 }
 
 // Service runs callbacks for every plugin whose Provider is "callback".

@@ -43,11 +43,6 @@ type Config struct {
 	PolicyBundlePublicKey string
 	DecisionLog           string        // file receiving JSON-lines decision logs
 	CallbackExecDir       string        // only executables under it may run as callback exec auth
-	// CallbackAllow and CallbackDeny are comma-separated CIDR prefixes or
-	// addresses: destinations callbacks may reach although refused by
-	// default (loopback, link-local, ...), and more to refuse.
-	CallbackAllow string
-	CallbackDeny  string
 	LogLevel              string        // debug, info, warn or error
 	BodyLimit             int64         // largest request body in bytes
 	MaxTokenTTL           time.Duration // upper bound for a requested token ttl
@@ -68,6 +63,12 @@ type Config struct {
 	// ObjectCacheSize bounds the read cache of encoded objects (objects
 	// held); 0 turns it off.
 	ObjectCacheSize int
+
+	// CallbackAllow and CallbackDeny are comma-separated CIDR prefixes or
+	// addresses: destinations callbacks may reach although refused by
+	// default (loopback, link-local, ...), and more to refuse.
+	CallbackAllow string
+	CallbackDeny  string
 }
 
 func defaultConfig() Config {
