@@ -69,6 +69,8 @@ type Config struct {
 	// default (loopback, link-local, ...), and more to refuse.
 	CallbackAllow string
 	CallbackDeny  string
+	// PolicyBundleAllowHTTP lets --policy-bundle be a plain http:// URL.
+	PolicyBundleAllowHTTP bool
 }
 
 func defaultConfig() Config {
@@ -106,6 +108,7 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "directory of Rego policies: provgate.ext extensions of the embedded policy, or a policy replacing it")
 	fs.StringVar(&c.PolicyBundle, "policy-bundle", c.PolicyBundle, "OPA bundle (directory, .tar.gz from opa build, or http(s) URL) serving the policy")
 	fs.StringVar(&c.PolicyBundlePublicKey, "policy-bundle-public-key", c.PolicyBundlePublicKey, "PEM public key (RS256, opa sign) the --policy-bundle must be signed with")
+	fs.BoolVar(&c.PolicyBundleAllowHTTP, "policy-bundle-allow-http", c.PolicyBundleAllowHTTP, "let --policy-bundle be a plain http:// URL, which anyone on the way can read or replace (prefer https)")
 	fs.DurationVar(&c.PolicyWatchInterval, "policy-watch-interval", c.PolicyWatchInterval, "how often --policy-dir or --policy-bundle is checked for changes (SIGHUP reloads at once)")
 	fs.StringVar(&c.DecisionLog, "decision-log", c.DecisionLog, "file that receives policy decisions as JSON lines")
 	fs.StringVar(&c.CallbackExecDir, "callback-exec-dir", c.CallbackExecDir, "directory whose executables callback exec auth may run; empty disables exec auth")
@@ -177,6 +180,9 @@ func (c Config) Validate() error {
 	}
 	if c.PolicyBundlePublicKey != "" && c.PolicyBundle == "" {
 		return errors.New("--policy-bundle-public-key needs --policy-bundle")
+	}
+	if strings.HasPrefix(c.PolicyBundle, "http://") && !c.PolicyBundleAllowHTTP {
+		return errors.New("--policy-bundle: a plain http:// URL can be read and replaced by anyone on the way; use https, or allow it with --policy-bundle-allow-http")
 	}
 	if b := c.PolicyBundle; b != "" && !strings.HasPrefix(b, "http://") && !strings.HasPrefix(b, "https://") {
 		if _, err := os.Stat(b); err != nil {
@@ -297,6 +303,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("policy_dir", c.PolicyDir),
 		slog.String("policy_bundle", redactDSN(c.PolicyBundle)),
 		slog.String("policy_watch_interval", c.PolicyWatchInterval.String()),
+		slog.Bool("policy_bundle_allow_http", c.PolicyBundleAllowHTTP),
 		slog.String("decision_log", c.DecisionLog),
 		slog.String("callback_exec_dir", c.CallbackExecDir),
 		slog.String("callback_allow", c.CallbackAllow),
