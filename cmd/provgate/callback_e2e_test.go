@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -34,9 +35,19 @@ type receiver struct {
 	handlers map[string]func(w http.ResponseWriter, r *http.Request) bool
 }
 
-func newReceiver(t testing.TB) *receiver {
+func newReceiver(t testing.TB) *receiver { return newReceiverOn(t, "127.0.0.1") }
+
+// newReceiverOn is newReceiver listening on ip (any of 127.0.0.0/8 on
+// Linux), for tests that tell allowed and refused callback destinations
+// apart.
+func newReceiverOn(t testing.TB, ip string) *receiver {
+	t.Helper()
 	rc := &receiver{handlers: map[string]func(http.ResponseWriter, *http.Request) bool{}}
-	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatalf("listen on %s: %v", ip, err)
+	}
+	rc.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
 		h := rc.handlers[r.URL.Path]
@@ -53,6 +64,8 @@ func newReceiver(t testing.TB) *receiver {
 			Header: r.Header.Clone(), Body: b, Aborted: aborted})
 		rc.mu.Unlock()
 	}))
+	rc.Server.Listener = l
+	rc.Server.Start()
 	t.Cleanup(rc.Close)
 	return rc
 }
