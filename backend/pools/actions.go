@@ -154,11 +154,11 @@ func (s *Service) actions(ctx context.Context, v backend.PoolVerb, pool, from, t
 const maxParamClaims = 100
 
 // machineClaims are the claims the operation's changes need on the machine
-// uuid: what a PATCH of the same fields needs (docs/design.md §11.4). Every
-// group counts, the pools' configured ones as much as the body's: a pool
-// applies only what the caller of the operation could change by hand, so
-// writing a pool's groups never lends its writer's rights to whoever
-// moves machines through it (docs/design.md D17).
+// uuid: what a PATCH of the same fields needs. Every group counts, the
+// pools' configured ones as much as the body's: a pool applies only what
+// the caller of the operation could change by hand, so writing a pool's
+// groups never lends its writer's rights to whoever moves machines through
+// it (docs/design.md §11.4).
 func (a *actionSet) machineClaims(uuid string) []backend.Claim {
 	var params []string
 	profiles := false
