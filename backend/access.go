@@ -1,6 +1,9 @@
 package backend
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Access answers, for the caller of the current request, questions the
 // backend must ask about objects the request did not name itself: the
@@ -8,8 +11,10 @@ import "context"
 // machines a pool operation picks. The gateway builds it from the same
 // policies that authorized the request and puts it in the request's ctx.
 //
-// A ctx without an Access is server-internal work (bootstrap, job
-// bookkeeping, background workers) and is not restricted.
+// Every check fails closed (docs/design.md §2.3): a ctx that carries no
+// Access is refused with ErrNoAccess, never allowed. Server-internal work
+// (bootstrap, job bookkeeping, background workers) declares itself with
+// WithSystem.
 type Access interface {
 	// CanSee reports whether the caller may see scope/key: its tenant shows
 	// it and one of its claims grants get on it. A hidden object must be
@@ -26,19 +31,67 @@ func WithAccess(ctx context.Context, a Access) context.Context {
 	return context.WithValue(ctx, accessKey{}, a)
 }
 
-// AccessFrom returns the caller's Access, or nil for server-internal work.
+// AccessFrom returns the Access ctx carries: the request's caller, the
+// system Access of WithSystem, or nil when nothing was declared (which every
+// check refuses).
 func AccessFrom(ctx context.Context) Access {
 	a, _ := ctx.Value(accessKey{}).(Access)
 	return a
 }
 
-// CanSee is AccessFrom(ctx).CanSee, true when ctx carries no Access.
+// system is the Access of server-internal work: it sees every object and
+// holds every claim.
+type system struct{}
+
+func (system) CanSee(context.Context, string, string) (bool, error) { return true, nil }
+func (system) Can(context.Context, ...Claim) (bool, error)          { return true, nil }
+
+// WithSystem declares ctx as server-internal work (bootstrap, workers, job
+// bookkeeping, relays): its checks are not restricted to any caller. Only
+// work no request drives may declare it; a request's ctx already carries its
+// caller's Access, which this replaces.
+func WithSystem(ctx context.Context) context.Context {
+	return WithAccess(ctx, system{})
+}
+
+// IsSystem reports whether ctx was declared with WithSystem.
+func IsSystem(ctx context.Context) bool {
+	_, ok := AccessFrom(ctx).(system)
+	return ok
+}
+
+// ErrNoAccess is the refusal of a check whose ctx declares neither a
+// caller's Access nor system work: a code path that lost (or never set) its
+// declaration. It is an internal error (500), so that tests find the path.
+var ErrNoAccess = errors.New("no access declared: neither a request's caller nor system work")
+
+func noAccess(what string) error {
+	return &Error{Code: EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"},
+		Err: errors.Join(ErrNoAccess, errors.New(what))}
+}
+
+// CanSee is AccessFrom(ctx).CanSee; false with ErrNoAccess when ctx
+// carries no Access.
 func CanSee(ctx context.Context, scope, key string) (bool, error) {
 	a := AccessFrom(ctx)
 	if a == nil {
-		return true, nil
+		return false, noAccess("may see " + scope + "/" + key)
 	}
 	return a.CanSee(ctx, scope, key)
+}
+
+// Can is AccessFrom(ctx).Can; false with ErrNoAccess when ctx carries no
+// Access.
+func Can(ctx context.Context, claims ...Claim) (bool, error) {
+	a := AccessFrom(ctx)
+	if a == nil {
+		what := "holds claims"
+		if len(claims) > 0 {
+			what = "holds " + claims[0].String()
+		}
+		return false, noAccess(what)
+	}
+	return a.Can(ctx, claims...)
 }
 
 type principalKey struct{}

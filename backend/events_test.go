@@ -81,3 +81,59 @@ func receive(t *testing.T, s *Subscription) Event {
 		return Event{}
 	}
 }
+
+// TestPostedStoreChangesRefused: a client may not post what looks like a
+// change of a stored object (a stored kind with a store action, in any
+// case): it is invalid and reaches no subscriber, on the bus or through
+// the relay. Other posted events pass, a kind's Type written in its own
+// case.
+func TestPostedStoreChangesRefused(t *testing.T) {
+	ctx := context.Background()
+	bus := NewBus()
+	stream := bus.SubscribeAll(16, nil)
+	defer stream.Close()
+	var sent []string
+	relay := NewRelay(RelayOptions{Bus: bus, Send: func(_ context.Context, p string) error {
+		sent = append(sent, p)
+		return nil
+	}})
+	for _, e := range []Event{
+		{Type: "machines", Action: "update", Key: "m1", Object: json.RawMessage(`{"WorkflowComplete":true}`)},
+		{Type: "machines", Action: "save", Key: "m1"},
+		{Type: "Machines", Action: "UPDATE", Key: "m1"},
+		{Type: " jobs", Action: "create ", Key: "j1"},
+		{Type: "jobs", Action: "delete", Key: "j1"},
+		{Type: "users", Action: "create", Key: "u1"},
+	} {
+		for name, post := range map[string]func(context.Context, Event) error{"bus": bus.PostEvent, "relay": relay.PostEvent} {
+			err := post(ctx, e)
+			if ErrorCode(err) != EINVALID {
+				t.Errorf("%s: posting %s %s: %v, want invalid", name, e.Type, e.Action, err)
+			}
+		}
+	}
+	select {
+	case e := <-stream.C:
+		t.Fatalf("a refused event reached a stream: %+v", e)
+	default:
+	}
+	if len(sent) != 0 {
+		t.Fatalf("a refused event was relayed: %v", sent)
+	}
+
+	for _, tc := range []struct{ in, want Event }{
+		{Event{Type: "custom", Action: "update", Key: "k"}, Event{Type: "custom", Action: "update", Key: "k"}},
+		{Event{Type: "machines", Action: "note", Key: "m1"}, Event{Type: "machines", Action: "note", Key: "m1"}},
+		{Event{Type: "MACHINES", Action: "note", Key: "m1"}, Event{Type: "machines", Action: "note", Key: "m1"}},
+	} {
+		if err := bus.PostEvent(ctx, tc.in); err != nil {
+			t.Fatalf("posting %+v: %v", tc.in, err)
+		}
+		if e := receive(t, stream); e.Type != tc.want.Type || e.Action != tc.want.Action || !e.Posted() {
+			t.Errorf("posted %+v arrived as %+v (posted %v), want %+v", tc.in, e, e.Posted(), tc.want)
+		}
+	}
+	if _, err := CheckPosted(Event{Type: "machines"}); ErrorCode(err) != EBADREQUEST {
+		t.Errorf("an event without Action: %v", err)
+	}
+}

@@ -168,13 +168,16 @@ func (r *Relay) Receive(payload string) {
 // again: notices sent meanwhile are gone, so cached authorization data is
 // reloaded as if it had changed.
 func (r *Relay) Resync(ctx context.Context) {
+	ctx = WithSystem(ctx)
 	if r.onRev != nil {
 		r.onRev(ctx)
 	}
 }
 
-// Run handles queued payloads until ctx ends.
+// Run handles queued payloads until ctx ends. Reading other replicas'
+// objects back is the server's own work (docs/design.md §2.3).
 func (r *Relay) Run(ctx context.Context) {
+	ctx = WithSystem(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -209,7 +212,11 @@ func (r *Relay) handle(ctx context.Context, payload string) {
 		case n.Origin == r.origin:
 			// This replica published it on its own bus already.
 		case n.Posted != nil:
-			r.bus.PublishPosted(ctx, *n.Posted)
+			// Checked where it was posted; checked again, so that no notice
+			// turns a posted event into a store change here.
+			if e, err := CheckPosted(*n.Posted); err == nil {
+				r.bus.PublishPosted(ctx, e)
+			}
 		default:
 			e, ok, err := r.event(ctx, n)
 			if err != nil {
@@ -264,6 +271,10 @@ func (r *Relay) event(ctx context.Context, n notice) (Event, bool, error) {
 // PostEvent publishes an event a client posted on this replica's bus,
 // marked as posted, and relays it to the others (POST /events).
 func (r *Relay) PostEvent(ctx context.Context, e Event) error {
+	e, err := CheckPosted(e)
+	if err != nil {
+		return err
+	}
 	r.bus.PublishPosted(ctx, e)
 	return r.SendPosted(ctx, e)
 }

@@ -77,9 +77,16 @@ func TestRequestAccess(t *testing.T) {
 		t.Errorf("Can on engine error = %v, %v", ok, err)
 	}
 
-	// Server-internal work carries no Access and sees everything.
-	if ok, err := backend.CanSee(ctx, "profiles", "p2"); !ok || err != nil {
-		t.Errorf("backend.CanSee without Access = %v, %v", ok, err)
+	// A ctx that declares no Access is refused with an error; declared
+	// system work sees everything.
+	if ok, err := backend.CanSee(ctx, "profiles", "p2"); ok || !errors.Is(err, backend.ErrNoAccess) {
+		t.Errorf("backend.CanSee without Access = %v, %v; want refused with ErrNoAccess", ok, err)
+	}
+	if ok, err := backend.Can(ctx, c); ok || !errors.Is(err, backend.ErrNoAccess) {
+		t.Errorf("backend.Can without Access = %v, %v; want refused with ErrNoAccess", ok, err)
+	}
+	if ok, err := backend.CanSee(backend.WithSystem(ctx), "profiles", "p2"); !ok || err != nil {
+		t.Errorf("backend.CanSee for system work = %v, %v", ok, err)
 	}
 	if ok, _ := backend.CanSee(backend.WithAccess(ctx, a), "profiles", "p2"); ok {
 		t.Error("backend.CanSee ignored the Access in ctx")

@@ -231,8 +231,10 @@ func (s *Server) handlePostEvent(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &e); err != nil {
 		return err
 	}
-	if e.Type == "" || e.Action == "" {
-		return backend.NewError(backend.EBADREQUEST, "POST", "events", "", "event needs Type and Action")
+	// Store changes are the server's to report (docs/design.md §13.1).
+	e, err := backend.CheckPosted(e)
+	if err != nil {
+		return err
 	}
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()

@@ -92,12 +92,21 @@ func TestAttemptsFollowMachineVisibility(t *testing.T) {
 		}
 	})
 	t.Run("server-internal work sees everything", func(t *testing.T) {
-		got, err := e.svc.Attempts(context.Background(), "cb", "", MaxAttemptsLimit)
+		sys := backend.WithSystem(context.Background())
+		got, err := e.svc.Attempts(sys, "cb", "", MaxAttemptsLimit)
 		if err != nil || len(got) != 403 {
 			t.Fatalf("got %d attempts, %v; want 403", len(got), err)
 		}
-		if got, _ := e.svc.Attempts(context.Background(), "cb", "", MaxAttemptsLimit+1); len(got) != DefaultAttemptsLimit {
+		if got, _ := e.svc.Attempts(sys, "cb", "", MaxAttemptsLimit+1); len(got) != DefaultAttemptsLimit {
 			t.Fatalf("a limit above the maximum gave %d attempts, want the default %d", len(got), DefaultAttemptsLimit)
+		}
+	})
+	t.Run("no declared access fails closed", func(t *testing.T) {
+		for _, m := range []string{"", "seen"} {
+			got, err := e.svc.Attempts(context.Background(), "cb", m, 10)
+			if !errors.Is(err, backend.ErrNoAccess) || len(got) != 0 {
+				t.Errorf("machine %q: %d attempts, err %v; want ErrNoAccess", m, len(got), err)
+			}
 		}
 	})
 	t.Run("visibility errors fail closed", func(t *testing.T) {

@@ -165,6 +165,9 @@ func (s *Service) fetchToken(ctx context.Context, st *pluginState, name string, 
 				"url", safeURL(u), "headers", headerLog(req.Header, nil), "data", maskedIf(a.Data))
 		}
 		resp, err := client.Do(req)
+		if de, ok := refusedDestination(err); ok {
+			return result{}, backoff.Permanent(fmt.Errorf("auth %q: token request %s", name, de))
+		}
 		if err != nil {
 			return result{}, fmt.Errorf("auth %q: token request failed: %s", name, red.String(transportError(err)))
 		}

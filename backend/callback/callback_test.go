@@ -26,7 +26,7 @@ import (
 func do(t *testing.T, e *env, p *backend.Plugin, params map[string]any) (json.RawMessage, error) {
 	t.Helper()
 	m, _ := e.machines.GetMachine(context.Background(), testMachine().Uuid)
-	return e.svc.Do(context.Background(), p, m, params, "")
+	return e.svc.Do(backend.WithSystem(context.Background()), p, m, params, "")
 }
 
 func act(name string) map[string]any { return map[string]any{ParamAction: name} }

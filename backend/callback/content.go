@@ -30,6 +30,7 @@ type ParamSealer interface {
 // credentials) may still hold it in the clear. It runs on every start, so
 // a start interrupted halfway finishes the work on the next.
 func InstallContent(ctx context.Context, o ContentStore, sealer ParamSealer) error {
+	ctx = backend.WithSystem(ctx) // start-up work: no caller (docs/design.md §2.3)
 	tasks, params, stages := Content()
 	create := func(m backend.Model) error {
 		if _, _, err := o.Get(ctx, m.Prefix(), m.Key()); err == nil {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -207,6 +208,8 @@ func newEnv(t *testing.T, mutate func(*Options)) *env {
 		Store: e.store, Machines: e.machines, Plugins: e.plugins,
 		Info: func() render.Info { return render.Info{Address: "10.0.0.1", ApiPort: 8092, FilePort: 8091} },
 	}
+	// The receivers are httptest servers on the loopback address.
+	opts.Destinations = Destinations{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 	if mutate != nil {
 		mutate(&opts)
 	}

@@ -106,6 +106,8 @@ func (s *Service) RunWorker(ctx context.Context, interval time.Duration) {
 // WorkOnce claims one batch of due deliveries, sends them concurrently and
 // finishes each; it returns how many it claimed.
 func (s *Service) WorkOnce(ctx context.Context) (int, error) {
+	// Deliveries are the server's own work, for no caller (docs/design.md §2.3).
+	ctx = backend.WithSystem(ctx)
 	if s.opts.Store == nil {
 		return 0, errors.New("callback: no delivery store configured")
 	}

@@ -77,7 +77,7 @@ func TestRepliesHideSecretsFromCallers(t *testing.T) {
 	}
 	tests := []struct {
 		name          string
-		access        backend.Access // nil: server-internal work
+		access        backend.Access // nil: server-internal work (backend.WithSystem)
 		seesMachine   bool
 		seesConfigure bool
 	}{
@@ -91,7 +91,7 @@ func TestRepliesHideSecretsFromCallers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, nil)
-			ctx := context.Background()
+			ctx := backend.WithSystem(context.Background())
 			if tt.access != nil {
 				ctx = backend.WithAccess(ctx, tt.access)
 			}

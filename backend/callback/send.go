@@ -43,6 +43,8 @@ type outcome struct {
 	body   []byte
 	err    string // transport or read failure, redacted
 	tooBig bool
+	// refused: the destination is one Destinations refuses.
+	refused bool
 
 	retryAfter time.Duration
 }
@@ -75,18 +77,17 @@ func (s *Service) run(ctx context.Context, st *pluginState, name string, cb *Cal
 // could not read itself: configuration secrets without "plugins getSecure
 // <plugin>", the machine's decoded secure values without "machines
 // getSecure <machine>" (the claims that govern ?decode=true on GET of the
-// plugin and of the machine). A ctx without an Access is server-internal
-// work (jobfail), whose result goes back to no one. A policy error masks.
+// plugin and of the machine). System work (jobfail) returns its result to
+// no one; a policy error, or a ctx that declares no access, masks.
 func (s *Service) callerRedactor(ctx context.Context, r *request) *redactor {
-	a := backend.AccessFrom(ctx)
-	if a == nil {
+	if backend.IsSystem(ctx) {
 		return newRedactor()
 	}
 	may := func(c secretClass, claim backend.Claim) bool {
 		if !r.red.has(c) {
 			return true
 		}
-		ok, err := a.Can(ctx, claim)
+		ok, err := backend.Can(ctx, claim)
 		if err != nil {
 			s.log.Warn("callback: checking getSecure failed; the reply is masked", "plugin", r.st.name, "err", err)
 			return false
@@ -267,7 +268,7 @@ func (s *Service) send(ctx context.Context, r *request) (*outcome, error) {
 			last = out
 			switch {
 			case out.err != "":
-				if out.tooBig {
+				if out.tooBig || out.refused {
 					return out, backoff.Permanent(errFinal)
 				}
 				return out, errors.New(out.err)
@@ -308,6 +309,8 @@ func (s *Service) send(ctx context.Context, r *request) (*outcome, error) {
 	switch {
 	case last.tooBig:
 		return nil, invokeError(backend.ECONFLICT, r.st.name, fmt.Sprintf("Callback %q: response exceeds %d bytes", name, s.opts.MaxResponseBytes))
+	case last.refused:
+		return nil, invokeError(backend.ECONFLICT, r.st.name, fmt.Sprintf("Callback %q: %s", name, last.err))
 	case last.err != "":
 		msg := "Failed to callback API"
 		if ctx.Err() != nil {
@@ -394,6 +397,10 @@ func (s *Service) exchange(ctx context.Context, r *request, cr credential) *outc
 			"method", r.method, "url", safeURL(r.url), "headers", headerLog(req.Header, r.cb.Headers), "body", s.bodyLog(r, r.body))
 	}
 	resp, err := s.client(r.cb.InsecureSkipVerify, r.cb.Headers).Do(req)
+	if de, ok := refusedDestination(err); ok {
+		// Not retried: the same address is refused again.
+		return &outcome{err: "callback " + de.Error(), refused: true}
+	}
 	if err != nil {
 		return &outcome{err: r.red.String(transportError(err))}
 	}
@@ -441,6 +448,11 @@ func (s *Service) client(insecure bool, configured map[string]string) *http.Clie
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= max {
 				return fmt.Errorf("stopped after %d redirects", max)
+			}
+			// An address literal is refused here, with the redirect named;
+			// every dial is checked as well (docs/design.md §12.6).
+			if err := s.opts.Destinations.checkHost(req.URL.Hostname()); err != nil {
+				return err
 			}
 			orig := via[0].URL
 			if req.URL.Host != orig.Host || req.URL.Scheme != orig.Scheme {

@@ -33,7 +33,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Transport sends every request (nil: a clone of http.DefaultTransport,
 	// TLS verified). A callback or auth with InsecureSkipVerify gets a clone
-	// of it with verification off, when it is an *http.Transport.
+	// of it with verification off, when it is an *http.Transport. An
+	// *http.Transport is cloned and dials only what Destinations allows;
+	// another RoundTripper is used as it is.
 	Transport   http.RoundTripper
 	ExecDir     string        // --callback-exec-dir; empty disables exec auths
 	ExecTimeout time.Duration // bound of one exec auth run
@@ -56,6 +58,11 @@ type Options struct {
 	DeliveryLease       time.Duration
 	MaxDeliveryAttempts int
 	WorkerBatch         int
+
+	// Destinations are the addresses callbacks and token requests may
+	// reach; the zero value refuses loopback, link-local, unspecified and
+	// multicast addresses (docs/design.md §12.6).
+	Destinations Destinations
 }
 
 // Service runs callbacks for every plugin whose Provider is "callback".
@@ -124,6 +131,11 @@ func New(opts Options) *Service {
 		// TLS handshake) for most calls.
 		t.MaxIdleConnsPerHost = 64
 		t.MaxIdleConns = 256
+		s.secure = t
+	}
+	if t, ok := s.secure.(*http.Transport); ok {
+		t = t.Clone()
+		opts.Destinations.guard(t)
 		s.secure = t
 	}
 	if t, ok := s.secure.(*http.Transport); ok {

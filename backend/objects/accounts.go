@@ -16,6 +16,7 @@ const AdminUser = "rocketskates"
 // (docs/design.md §15.2). It does nothing when any user exists, so later
 // starts never touch them; password is called only when the user is made.
 func (s *Accounts) Bootstrap(ctx context.Context, password func() (string, error)) (created bool, err error) {
+	ctx = backend.WithSystem(ctx) // first start: no caller (docs/design.md §2.3)
 	_, total, _, err := s.st.List(ctx, backend.PrefixUsers, backend.Query{Limit: 1})
 	if err != nil {
 		return false, err

@@ -62,6 +62,7 @@ func builtins() []backend.Model {
 // edit a bootenv of that name, or change the superuser role). It is
 // idempotent and safe for several replicas starting together.
 func (s *CRUD) InstallBuiltins(ctx context.Context) error {
+	ctx = backend.WithSystem(ctx) // start-up work: no caller (docs/design.md §2.3)
 	for _, b := range builtins() {
 		b.Fill()
 		b.Env().ReadOnly = true

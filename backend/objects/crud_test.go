@@ -1,7 +1,6 @@
 package objects
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -10,7 +9,7 @@ import (
 
 func TestCreateDefaults(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		t.Run("machine from drpcli body", func(t *testing.T) {
 			m := mustCreate(t, e, "machines", drpcliMachine("m1")).(*backend.Machine)
 			if m.Uuid == "" || m.Secret != "" {
@@ -77,7 +76,7 @@ func TestCreateDefaults(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		m := mustCreate(t, e, "machines", `{"Name":"m2"}`).(*backend.Machine)
 		for _, key := range []string{m.Uuid, "Name:m2", "Uuid:" + m.Uuid, "Key:" + m.Uuid} {
 			t.Run("get "+key, func(t *testing.T) {
@@ -104,7 +103,7 @@ func TestKeys(t *testing.T) {
 
 func TestValidation(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "users", `{"Name":"u1"}`)
 		mustCreate(t, e, "users", `{"Name":"u2"}`)
 		mustCreate(t, e, "tenants", `{"Name":"t1","Users":["u1"]}`)
@@ -205,7 +204,7 @@ func TestPluginHook(t *testing.T) {
 
 func TestList(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "profiles", `{"Name":"l1","Params":{"a":1,"b":2},"Meta":{"color":"red"}}`)
 		mustCreate(t, e, "profiles", `{"Name":"l2"}`)
 		tests := []struct {

@@ -65,7 +65,7 @@ func FuzzPatch(f *testing.F) {
 		SecureKey:    testKey,
 		Now:          func() time.Time { return time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC) },
 	})
-	ctx := context.Background()
+	ctx := sys()
 	keys := make([]string, len(fuzzObjects))
 	for i, o := range fuzzObjects {
 		m, err := svc.Objects.Create(ctx, o.prefix, []byte(o.body))

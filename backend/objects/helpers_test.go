@@ -12,6 +12,11 @@ import (
 	"github.com/provgate/provgate/backend/store/storetest"
 )
 
+// sys is the ctx of the tests' own writes and reads: server-internal work,
+// unrestricted (backend.WithSystem); tests of a caller's limits install
+// that caller's Access instead.
+func sys() context.Context { return backend.WithSystem(context.Background()) }
+
 var testKey = []byte("0123456789abcdef0123456789abcdef")
 
 // env is one service over one real store dialect.
@@ -53,7 +58,7 @@ func each(t *testing.T, f func(t *testing.T, e env), tune ...func(*Options)) {
 
 func mustCreate(t *testing.T, e env, prefix, body string) backend.Model {
 	t.Helper()
-	m, err := e.svc.Objects.Create(context.Background(), prefix, []byte(body))
+	m, err := e.svc.Objects.Create(sys(), prefix, []byte(body))
 	if err != nil {
 		t.Fatalf("create %s %s: %v", prefix, body, err)
 	}
@@ -85,7 +90,7 @@ func wantErr(t *testing.T, err error, code, typ, msg string) {
 
 func rawRecord(t *testing.T, e env, prefix, key string) map[string]any {
 	t.Helper()
-	rec, err := e.st.Get(context.Background(), prefix, key)
+	rec, err := e.st.Get(sys(), prefix, key)
 	if err != nil {
 		t.Fatalf("raw get %s/%s: %v", prefix, key, err)
 	}

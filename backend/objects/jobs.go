@@ -297,6 +297,9 @@ func (s *core) beforeJobWrite(old, j *backend.Job) {
 // PoolStatus to its Hold status; the current job of the last task finishing
 // completes the workflow.
 func (s *core) jobChanged(ctx context.Context, old, j *backend.Job) error {
+	// Job bookkeeping is the server's own work, whoever changed the job
+	// (docs/design.md §2.3).
+	ctx = backend.WithSystem(ctx)
 	if old.State != j.State && s.onJobChange != nil {
 		// Inside the job's own transaction: what the hook records (the
 		// jobfail delivery) commits or rolls back with the job itself.

@@ -12,7 +12,7 @@ import (
 
 func machineOf(t *testing.T, e env, uuid string) *backend.Machine {
 	t.Helper()
-	m, _, err := e.svc.Objects.Get(context.Background(), "machines", uuid)
+	m, _, err := e.svc.Objects.Get(sys(), "machines", uuid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func machineOf(t *testing.T, e env, uuid string) *backend.Machine {
 func setJobState(t *testing.T, e env, id string, states ...string) {
 	t.Helper()
 	for _, s := range states {
-		if _, err := e.svc.Objects.Patch(context.Background(), "jobs", id, []byte(`[{"op":"replace","path":"/State","value":"`+s+`"}]`), false); err != nil {
+		if _, err := e.svc.Objects.Patch(sys(), "jobs", id, []byte(`[{"op":"replace","path":"/State","value":"`+s+`"}]`), false); err != nil {
 			t.Fatalf("job %s to %s: %v", id, s, err)
 		}
 	}
@@ -30,7 +30,7 @@ func setJobState(t *testing.T, e env, id string, states ...string) {
 
 func TestJobLifecycle(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "tasks", `{"Name":"t1"}`)
 		mustCreate(t, e, "tasks", `{"Name":"t2"}`)
 		mustCreate(t, e, "bootenvs", `{"Name":"be1"}`)
@@ -177,11 +177,11 @@ func TestJobContextMismatch(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		mustCreate(t, e, "tasks", `{"Name":"t1"}`)
 		m := mustCreate(t, e, "machines", `{"Name":"cm","Tasks":["t1"],"CurrentTask":-1}`).(*backend.Machine)
-		st, j, err := e.svc.Jobs.CreateJob(context.Background(), []byte(`{"Machine":"`+m.Uuid+`","Context":"drpcli-runner"}`))
+		st, j, err := e.svc.Jobs.CreateJob(sys(), []byte(`{"Machine":"`+m.Uuid+`","Context":"drpcli-runner"}`))
 		if err != nil || st != backend.JobNone || j != nil {
 			t.Fatalf("got %d %v %v", st, j, err)
 		}
-		st, j, err = e.svc.Jobs.CreateJob(context.Background(), []byte(`{"Machine":"`+m.Uuid+`"}`))
+		st, j, err = e.svc.Jobs.CreateJob(sys(), []byte(`{"Machine":"`+m.Uuid+`"}`))
 		if err != nil || st != backend.JobNew || j.Task != "t1" {
 			t.Fatalf("got %d %v %v", st, j, err)
 		}
@@ -190,7 +190,7 @@ func TestJobContextMismatch(t *testing.T) {
 
 func TestWait(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "profiles", `{"Name":"wp"}`)
 		m, rev, _ := e.svc.Objects.Get(ctx, "profiles", "wp")
 		tag := backend.ModelETag(m, rev)
@@ -244,7 +244,7 @@ func TestWait(t *testing.T) {
 
 func TestEventsAfterCommit(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := backend.WithPrincipal(context.Background(), "user:rocketskates")
+		ctx := backend.WithPrincipal(sys(), "user:rocketskates")
 		sub := e.bus.Subscribe(16, func(ev backend.Event) bool { return ev.Type == "users" })
 		defer sub.Close()
 		if _, err := e.svc.Objects.Create(ctx, "users", []byte(`{"Name":"-bad"}`)); err == nil {

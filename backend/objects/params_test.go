@@ -1,7 +1,6 @@
 package objects
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -10,7 +9,7 @@ import (
 
 func TestParamsSubresource(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		m := mustCreate(t, e, "machines", `{"Name":"pm","Params":{"a":1}}`).(*backend.Machine)
 		t.Run("set and get", func(t *testing.T) {
 			v, err := e.params().SetParam(ctx, "machines", m.Uuid, "foo/bar", "x")
@@ -87,7 +86,7 @@ func TestParamsSubresource(t *testing.T) {
 
 func TestAggregateOrder(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "params", `{"Name":"only-default","Schema":{"type":"string","default":"dflt"}}`)
 		mustCreate(t, e, "params", `{"Name":"level","Schema":{"type":"string","default":"dflt"}}`)
 		mustCreate(t, e, "profiles", `{"Name":"global","Params":{"level":"global","in-global":"g"}}`)
@@ -130,7 +129,7 @@ func TestAggregateOrder(t *testing.T) {
 
 func TestSecureParams(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "params", `{"Name":"ipmi/password","Secure":true,"Schema":{"type":"string","minLength":3}}`)
 		m := mustCreate(t, e, "machines", `{"Name":"sec1","Params":{"ipmi/password":"hunter2"}}`).(*backend.Machine)
 		t.Run("ciphertext at rest", func(t *testing.T) {

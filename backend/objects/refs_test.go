@@ -37,7 +37,7 @@ func wantMessages(t *testing.T, err error, msgs ...string) {
 // update.
 func TestMachineReferencesAsDRP(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestMachineReferencesAsDRP(t *testing.T) {
 
 func TestStageWorkflowProfileReferences(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +147,7 @@ func TestStageWorkflowProfileReferences(t *testing.T) {
 // are not held against the caller.
 func TestHiddenReferences(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +250,7 @@ func TestHiddenReferences(t *testing.T) {
 
 func TestMessagesNameOnlyVisibleObjects(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "profiles", `{"Name":"shared"}`)
 		a := mustCreate(t, e, "machines", `{"Name":"ma","Profiles":["shared"]}`).(*backend.Machine)
 		b := mustCreate(t, e, "machines", `{"Name":"mb","Profiles":["shared"]}`).(*backend.Machine)
@@ -288,7 +288,7 @@ func TestMessagesNameOnlyVisibleObjects(t *testing.T) {
 
 func TestBuiltinBootEnvs(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		// An older server let a client make a "local" of its own.
 		mustCreate(t, e, "bootenvs", `{"Name":"local","Description":"mine"}`)
 		for i := 0; i < 2; i++ {
@@ -348,7 +348,7 @@ func TestBuiltinBootEnvs(t *testing.T) {
 
 func TestJobMachineImmutable(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "tasks", `{"Name":"t1"}`)
 		mustCreate(t, e, "stages", `{"Name":"s1","Tasks":["t1"]}`)
 		mustCreate(t, e, "workflows", `{"Name":"w1","Stages":["s1"]}`)
@@ -383,7 +383,7 @@ func TestJobMachineImmutable(t *testing.T) {
 // put back at start-up.
 func TestBuiltinSuperuserRole(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		// An older server let the superuser role lose its claim.
 		mustCreate(t, e, "roles", `{"Name":"superuser","Claims":[{"scope":"machines","action":"get","specific":"*"}]}`)
 		if err := e.svc.Objects.InstallBuiltins(ctx); err != nil {

@@ -1,7 +1,6 @@
 package objects
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -16,7 +15,7 @@ import (
 // came from, and aggregation opens each value with its own object's seal.
 func TestSecureBinding(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "params", `{"Name":"sec/p","Secure":true}`)
 		mustCreate(t, e, "params", `{"Name":"sec/q","Secure":true}`)
 		victim := mustCreate(t, e, "machines", `{"Name":"victim","Params":{"sec/p":"from-machine"}}`).(*backend.Machine)
@@ -124,7 +123,7 @@ func legacySeal(t *testing.T, b *secureBox, name string, v any) map[string]any {
 
 func TestMigrateSecureParams(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "params", `{"Name":"sec/p","Secure":true}`)
 		m := mustCreate(t, e, "machines", `{"Name":"old1"}`).(*backend.Machine)
 		mustCreate(t, e, "profiles", `{"Name":"oldp"}`)

@@ -49,6 +49,7 @@ func SecureKey(ctx context.Context, st Settings) ([]byte, error) {
 // MigrateSecureParamsOnce runs MigrateSecureParams once per store: the
 // setting SettingSecureSeal records that it ran to the end.
 func (s *Params) MigrateSecureParamsOnce(ctx context.Context, st Settings) error {
+	ctx = backend.WithSystem(ctx) // start-up work: no caller (docs/design.md §2.3)
 	const done = "object-bound"
 	if v, _, err := st.GetSetting(ctx, SettingSecureSeal); err != nil {
 		return err

@@ -1,7 +1,6 @@
 package objects
 
 import (
-	"context"
 	"testing"
 
 	"github.com/provgate/provgate/backend"
@@ -13,7 +12,7 @@ import (
 // tenant) still passes.
 func TestTenantUsersCheckedWhenAdded(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "users", `{"Name":"u1"}`)
 		mustCreate(t, e, "users", `{"Name":"u2"}`)
 		mustCreate(t, e, "tenants", `{"Name":"t1","Users":["u1"]}`)

@@ -2,7 +2,6 @@ package objects
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -48,7 +47,7 @@ func clientSeal(t *testing.T, pub []byte, v any) map[string]any {
 // sealed at rest; a value sealed for another object's key is refused.
 func TestPublicKeySealedParams(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "params", `{"Name":"sec/pw","Secure":true,"Schema":{"type":"string"}}`)
 		m1 := mustCreate(t, e, "machines", `{"Name":"m1"}`).(*backend.Machine)
 		m2 := mustCreate(t, e, "machines", `{"Name":"m2"}`).(*backend.Machine)

@@ -1,7 +1,6 @@
 package objects
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 
@@ -10,7 +9,7 @@ import (
 
 func TestPatch(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "stages", `{"Name":"john","Description":"x"}`)
 		t.Run("test and replace with from", func(t *testing.T) {
 			m, err := e.svc.Objects.Patch(ctx, "stages", "john", []byte(`[{"op":"test","path":"/Description","from":"","value":"x"},{"op":"replace","path":"/Description","from":"","value":"new"}]`), false)
@@ -72,7 +71,7 @@ func TestPatch(t *testing.T) {
 
 func TestPatchSecrets(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "users", `{"Name":"sam","Password":"pw"}`)
 		secret := rawRecord(t, e, "users", "sam")["Secret"]
 		t.Run("test on secret fails", func(t *testing.T) {
@@ -113,7 +112,7 @@ func TestPatchSecrets(t *testing.T) {
 
 func TestLockedMachine(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		m := mustCreate(t, e, "machines", `{"Name":"lk1","Locked":true}`).(*backend.Machine)
 		_, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Description","value":"x"}]`), false)
 		wantErr(t, err, backend.ECONFLICT, "patch", "Locked")
@@ -130,7 +129,7 @@ func TestLockedMachine(t *testing.T) {
 
 func TestPut(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		m := mustCreate(t, e, "machines", `{"Name":"pm1"}`).(*backend.Machine)
 		secret := rawRecord(t, e, "machines", m.Uuid)["Secret"]
 		m.Description = "replaced"
@@ -154,7 +153,7 @@ func TestPut(t *testing.T) {
 
 func TestWorkflowOnMachine(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "tasks", `{"Name":"t1"}`)
 		mustCreate(t, e, "bootenvs", `{"Name":"sledgehammer"}`)
 		mustCreate(t, e, "stages", `{"Name":"s1","BootEnv":"sledgehammer","Tasks":["t1"]}`)
@@ -177,7 +176,7 @@ func TestWorkflowOnMachine(t *testing.T) {
 
 func TestDelete(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "roles", `{"Name":"ops"}`)
 		mustCreate(t, e, "users", `{"Name":"rocketskates","Roles":["ops"]}`)
 		mustCreate(t, e, "users", `{"Name":"bob"}`)
@@ -227,7 +226,7 @@ func TestDelete(t *testing.T) {
 func TestTenantCreateMembership(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		mustCreate(t, e, "tenants", `{"Name":"t3","Members":{"profiles":[]}}`)
-		ctx := backend.WithTenant(context.Background(), "t3")
+		ctx := backend.WithTenant(sys(), "t3")
 		if _, err := e.svc.Objects.Create(ctx, "profiles", []byte(`{"Name":"mine"}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +242,7 @@ func TestTenantCreateMembership(t *testing.T) {
 
 func TestConcurrentPatchesRetry(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "profiles", `{"Name":"busy"}`)
 		const n = 6
 		errs := make(chan error, n)
@@ -274,7 +273,7 @@ func TestConcurrentPatchesRetry(t *testing.T) {
 // and the Secret itself stays untestable.
 func TestPatchWholeDocumentTest(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "users", `{"Name":"sam","Password":"pw"}`)
 		m := mustCreate(t, e, "machines", drpcliMachine("pm1")).(*backend.Machine)
 		for _, c := range []struct{ prefix, key string }{{"users", "sam"}, {"machines", m.Uuid}} {
@@ -318,7 +317,7 @@ func TestPatchWholeDocumentTest(t *testing.T) {
 // whole-document test, made from DRP's model, matches it.
 func TestBootEnvDRPShape(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
-		ctx := context.Background()
+		ctx := sys()
 		mustCreate(t, e, "bootenvs", `{"Name":"be1","OS":{"Name":"centos-8","Extra":"kept"}}`)
 		got, _, err := e.svc.Objects.Get(ctx, "bootenvs", "be1")
 		if err != nil {

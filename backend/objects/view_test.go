@@ -52,7 +52,7 @@ func TestView(t *testing.T) {
 // testView runs TestView's steps on reader; suffix keeps its objects
 // apart from another run's on the same database.
 func testView(t *testing.T, e env, cs *countingStore, reader *Service, suffix string) {
-	ctx := context.Background()
+	ctx := sys()
 	{
 		p1 := "p1-" + suffix
 		mustCreate(t, e, "profiles", `{"Name":"`+p1+`","Description":"one"}`)

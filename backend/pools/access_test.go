@@ -2,8 +2,11 @@ package pools
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/provgate/provgate/backend"
@@ -21,14 +24,28 @@ func (a *fakeAccess) CanSee(_ context.Context, scope, key string) (bool, error) 
 	return !a.hidden[scope+"/"+key], nil
 }
 
+// Can holds a wanted claim when a held one names it exactly, or with
+// Specific "*", or with action "update" for an "update:<pointer>" form.
 func (a *fakeAccess) Can(_ context.Context, cs ...backend.Claim) (bool, error) {
 	a.asked = append(a.asked, slices.Clone(cs))
 	for _, c := range cs {
-		if !a.held[c] {
+		if !a.holds(c) {
 			return false, nil
 		}
 	}
 	return true, nil
+}
+
+func (a *fakeAccess) holds(c backend.Claim) bool {
+	for _, spec := range []string{c.Specific, "*"} {
+		for _, act := range []string{c.Action, "update"} {
+			if (act == c.Action || strings.HasPrefix(c.Action, "update:")) &&
+				a.held[backend.Claim{Scope: c.Scope, Action: act, Specific: spec}] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func holds(uuids []string, actions ...string) map[backend.Claim]bool {
@@ -44,7 +61,8 @@ func holds(uuids []string, actions ...string) map[backend.Claim]bool {
 // TestBodyChangesNeedMachineClaims: the body's own params, profiles and
 // workflow change each machine claimed only with the machines claims a
 // PATCH of those fields needs; a refusal names the first missing claim and
-// changes nothing. The pool's own groups need no such claim.
+// changes nothing. The pool's own group (here a param and a profile) needs
+// its claims too (TestPoolGroupsNeedMachineClaims), held in every case.
 func TestBodyChangesNeedMachineClaims(t *testing.T) {
 	each(t, func(t *testing.T, f *fixture) {
 		f.workflowsAndProfiles()
@@ -60,15 +78,15 @@ func TestBodyChangesNeedMachineClaims(t *testing.T) {
 			claim string
 		}{
 			{"add-parameters", map[string]any{"pool/add-parameters": map[string]any{"ok": 1, "x/y": 2}},
-				[]string{"update:/Params/ok"}, "update:/Params/x~1y"},
-			{"remove-parameters", map[string]any{"pool/remove-parameters": []string{"gone"}}, nil, "update:/Params/gone"},
+				[]string{"update:/Params/ok", "update:/Profiles"}, "update:/Params/x~1y"},
+			{"remove-parameters", map[string]any{"pool/remove-parameters": []string{"gone"}}, []string{"update:/Profiles"}, "update:/Params/gone"},
 			{"add-profiles", map[string]any{"pool/add-profiles": []string{"prof-a"}}, []string{"update:/Params"}, "update:/Profiles"},
 			{"remove-profiles", map[string]any{"pool/remove-profiles": []string{"prof-a"}}, nil, "update:/Profiles"},
 			{"workflow", map[string]any{"pool/workflow": "wf-alloc"}, []string{"update:/Profiles"}, "update:/Workflow"},
 		}
 		for _, tt := range refused {
 			t.Run(tt.name, func(t *testing.T) {
-				acc := &fakeAccess{held: holds(both, tt.held...)}
+				acc := &fakeAccess{held: holds(both, append(tt.held, "update:/Params/from-pool")...)}
 				ctx := backend.WithAccess(f.ctx, acc)
 				tt.body["pool/machine-list"] = list
 				before := f.snapshot()
@@ -78,7 +96,7 @@ func TestBodyChangesNeedMachineClaims(t *testing.T) {
 			})
 		}
 		t.Run("held", func(t *testing.T) {
-			acc := &fakeAccess{held: holds(both, "update:/Params/ok", "update:/Profiles", "update:/Workflow")}
+			acc := &fakeAccess{held: holds(both, "update:/Params/ok", "update:/Params/from-pool", "update:/Profiles", "update:/Workflow")}
 			ctx := backend.WithAccess(f.ctx, acc)
 			_, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/machine-list": list,
 				"pool/add-parameters": map[string]any{"ok": 1}, "pool/add-profiles": []string{"prof-a"}, "pool/workflow": "wf-alloc"}), backend.PoolOptions{})
@@ -93,7 +111,7 @@ func TestBodyChangesNeedMachineClaims(t *testing.T) {
 		})
 		t.Run("claims on every machine decide once", func(t *testing.T) {
 			f.machines(4, 8, "p1", nil)
-			acc := &fakeAccess{held: holds([]string{"*"}, "update:/Params/ok")}
+			acc := &fakeAccess{held: holds([]string{"*"}, "update:/Params/ok", "update:/Params/from-pool", "update:/Profiles")}
 			ctx := backend.WithAccess(f.ctx, acc)
 			_, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/count": 5, "pool/add-parameters": map[string]any{"ok": 2}}), backend.PoolOptions{})
 			if err != nil {
@@ -109,27 +127,93 @@ func TestBodyChangesNeedMachineClaims(t *testing.T) {
 			for i := 0; i <= maxParamClaims; i++ {
 				params[fmt.Sprintf("k%03d", i)] = i
 			}
-			acc := &fakeAccess{held: holds([]string{uuidFor(9)}, "update:/Params/k000")}
+			acc := &fakeAccess{held: holds([]string{uuidFor(9)}, "update:/Params/k000", "update:/Profiles")}
 			ctx := backend.WithAccess(f.ctx, acc)
 			_, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/machine-list": []string{"Name:m009"}, "pool/add-parameters": params}), backend.PoolOptions{})
 			wantCode(t, err, backend.EFORBIDDEN, "Requires: machines update:/Params "+uuidFor(9))
 			for _, cs := range acc.asked {
-				if len(cs) > 1 {
+				// update:/Params and the pool's update:/Profiles.
+				if len(cs) > 2 {
 					t.Errorf("asked %d claims at once", len(cs))
 				}
 			}
 		})
-		t.Run("pool groups alone need nothing", func(t *testing.T) {
+		t.Run("no declared access is refused", func(t *testing.T) {
 			f.machines(3, 3, "p1", nil)
-			acc := &fakeAccess{held: map[backend.Claim]bool{}}
-			ctx := backend.WithAccess(f.ctx, acc)
-			if _, err := f.svc.Allocate(ctx, "p1", body(map[string]any{"pool/machine-list": []string{"Name:m003"}}), backend.PoolOptions{}); err != nil {
-				t.Fatal(err)
+			before := f.snapshot()
+			_, err := f.svc.Allocate(context.Background(), "p1", body(map[string]any{"pool/machine-list": []string{"Name:m003"}}), backend.PoolOptions{})
+			if !errors.Is(err, backend.ErrNoAccess) || backend.ErrorCode(err) != backend.EINTERNAL {
+				t.Fatalf("allocate without an access: %v", err)
 			}
-			if len(acc.asked) != 0 {
-				t.Errorf("asked for claims %v", acc.asked)
-			}
+			f.unchanged(before)
 		})
+	})
+}
+
+// TestPoolGroupsNeedMachineClaims: a pool's own action groups apply only
+// what the caller of the operation could change by hand (docs/design.md
+// §11.4): with "machines get" alone, a caller allowed to allocate and
+// release cannot set params, profiles or a workflow through the pool's
+// AllocateActions, EnterActions or ReleaseActions; nothing changes, and the
+// refusal names the claim. With the claims it works.
+func TestPoolGroupsNeedMachineClaims(t *testing.T) {
+	each(t, func(t *testing.T, f *fixture) {
+		f.workflowsAndProfiles()
+		groups := map[string]*backend.PoolTransitionActions{
+			"params":    {AddParameters: map[string]any{"boot/cmdline": "init=/bin/sh"}},
+			"removal":   {RemoveParameters: []string{"keep"}},
+			"profiles":  {AddProfiles: []string{"prof-b"}},
+			"unprofile": {RemoveProfiles: []string{"prof-a"}},
+			"workflow":  {Workflow: "wf-alloc"},
+		}
+		claims := map[string]string{"params": "update:/Params/boot~1cmdline", "removal": "update:/Params/keep",
+			"profiles": "update:/Profiles", "unprofile": "update:/Profiles", "workflow": "update:/Workflow"}
+		i := 10
+		for _, name := range slices.Sorted(maps.Keys(groups)) {
+			g := groups[name]
+			t.Run(name, func(t *testing.T) {
+				for _, verb := range []backend.PoolVerb{backend.PoolAllocate, backend.PoolAdd} {
+					i++
+					u, ref := uuidFor(i), []string{"Name:" + newMachine(i, "").Name}
+					pool := &backend.Pool{Id: fmt.Sprintf("%s-%s", verb, name)}
+					from := pool.Id
+					if verb == backend.PoolAllocate {
+						pool.AllocateActions = g
+					} else {
+						pool.EnterActions = g
+						from = backend.DefaultPool
+					}
+					f.put(pool)
+					f.machines(i, i, from, func(m *backend.Machine) {
+						m.Params["keep"] = "v"
+						m.Profiles = []string{"prof-a"}
+					})
+					acc := &fakeAccess{held: holds([]string{"*"}, "get")}
+					before := f.snapshot()
+					_, err := f.svc.Op(backend.WithAccess(f.ctx, acc), verb, pool.Id,
+						body(map[string]any{"pool/machine-list": ref}), backend.PoolOptions{})
+					wantCode(t, err, backend.EFORBIDDEN, "Requires: machines "+claims[name]+" "+u)
+					f.unchanged(before)
+
+					acc = &fakeAccess{held: holds([]string{u}, claims[name])}
+					if _, err := f.svc.Op(backend.WithAccess(f.ctx, acc), verb, pool.Id,
+						body(map[string]any{"pool/machine-list": ref}), backend.PoolOptions{}); err != nil {
+						t.Fatalf("%s with %s: %v", verb, claims[name], err)
+					}
+					m := f.machine(i)
+					changed := map[string]bool{
+						"params":    m.Params["boot/cmdline"] == "init=/bin/sh",
+						"removal":   m.Params["keep"] == nil,
+						"profiles":  slices.Contains(m.Profiles, "prof-b"),
+						"unprofile": !slices.Contains(m.Profiles, "prof-a"),
+						"workflow":  m.Workflow == "wf-alloc",
+					}
+					if !changed[name] {
+						t.Fatalf("%s: the group was not applied: %+v", verb, m)
+					}
+				}
+			})
+		}
 	})
 }
 

@@ -149,23 +149,29 @@ func (s *Service) actions(ctx context.Context, v backend.PoolVerb, pool, from, t
 	return a, nil
 }
 
-// maxParamClaims bounds the param claims of one operation: a body naming
-// more params needs update:/Params, which covers each of them.
+// maxParamClaims bounds the param claims of one operation: groups naming
+// more params need update:/Params, which covers each of them.
 const maxParamClaims = 100
 
-// machineClaims are the claims the body's own action group needs on the
-// machine uuid: what a PATCH of the same fields needs. The pools'
-// configured groups need none here; they were authorized when the pools
-// were written (pools update).
-func (r *request) machineClaims(uuid string) []backend.Claim {
-	var actions []string
-	params := make([]string, 0, len(r.AddParams)+len(r.RemoveParams))
-	for name := range r.AddParams {
-		params = append(params, name)
+// machineClaims are the claims the operation's changes need on the machine
+// uuid: what a PATCH of the same fields needs. Every group counts, the
+// pools' configured ones as much as the body's: a pool applies only what
+// the caller of the operation could change by hand, so writing a pool's
+// groups never lends its writer's rights to whoever moves machines through
+// it (docs/design.md §11.4).
+func (a *actionSet) machineClaims(uuid string) []backend.Claim {
+	var params []string
+	profiles := false
+	for _, g := range a.groups {
+		for name := range g.AddParameters {
+			params = append(params, name)
+		}
+		params = append(params, g.RemoveParameters...)
+		profiles = profiles || len(g.AddProfiles) > 0 || len(g.RemoveProfiles) > 0
 	}
-	params = append(params, r.RemoveParams...)
 	sort.Strings(params)
 	params = slices.Compact(params)
+	var actions []string
 	if len(params) > maxParamClaims {
 		actions = append(actions, "update:/Params")
 	} else {
@@ -173,43 +179,40 @@ func (r *request) machineClaims(uuid string) []backend.Claim {
 			actions = append(actions, "update:/Params/"+backend.EscapePointer(name))
 		}
 	}
-	if len(r.AddProfiles) > 0 || len(r.RemoveProf) > 0 {
+	if profiles {
 		actions = append(actions, "update:/Profiles")
 	}
-	if r.Workflow != "" {
+	if a.wf != nil {
 		actions = append(actions, "update:/Workflow")
 	}
 	out := make([]backend.Claim, 0, len(actions))
-	for _, a := range actions {
-		out = append(out, backend.Claim{Scope: "machines", Action: a, Specific: uuid})
+	for _, act := range actions {
+		out = append(out, backend.Claim{Scope: "machines", Action: act, Specific: uuid})
 	}
 	return out
 }
 
-// authorizeChanges checks, for the caller of ctx (backend.AccessFrom), the
-// claims the body's changes need on every machine the operation claimed.
-// A refusal is forbidden, naming the first missing claim (machines in key order);
-// the caller's transaction then rolls everything back. Server-internal work
-// (no Access) is not restricted.
+// authorizeChanges checks, for the caller of ctx, the claims the
+// operation's changes need on every machine it claimed (machineClaims). A
+// refusal is forbidden, naming the first missing claim (machines in key
+// order); the caller's transaction then rolls everything back. A ctx that
+// declares no access is refused (backend.Can); system work holds
+// everything.
 //
 // Holding the claims on every machine ("*") settles it in one decision;
 // otherwise each machine is decided on its own, stopping at the first
 // refused, so the cost is bounded by the machines the caller's claims name.
-func authorizeChanges(ctx context.Context, r *request, keys []string) error {
-	acc := backend.AccessFrom(ctx)
-	if acc == nil || len(keys) == 0 {
+func authorizeChanges(ctx context.Context, a *actionSet, keys []string) error {
+	if len(keys) == 0 || len(a.machineClaims("*")) == 0 {
 		return nil
 	}
-	if len(r.machineClaims("*")) == 0 {
-		return nil
-	}
-	ok, err := acc.Can(ctx, r.machineClaims("*")...)
+	ok, err := backend.Can(ctx, a.machineClaims("*")...)
 	if err != nil || ok {
 		return err
 	}
 	for _, k := range slices.Sorted(slices.Values(keys)) {
-		cs := r.machineClaims(k)
-		ok, err := acc.Can(ctx, cs...)
+		cs := a.machineClaims(k)
+		ok, err := backend.Can(ctx, cs...)
 		if err != nil {
 			return err
 		}
@@ -218,7 +221,7 @@ func authorizeChanges(ctx context.Context, r *request, keys []string) error {
 		}
 		missing := cs[0]
 		for _, c := range cs {
-			ok, err := acc.Can(ctx, c)
+			ok, err := backend.Can(ctx, c)
 			if err != nil {
 				return err
 			}

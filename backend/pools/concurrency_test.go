@@ -37,7 +37,7 @@ func TestConcurrentAllocate(t *testing.T) {
 				defer wg.Done()
 				for i := 0; i < rounds; i++ {
 					count := (g+i)%3 + 1
-					res, err := f.svc.Allocate(context.Background(), "big", body(map[string]any{"pool/count": count}), backend.PoolOptions{})
+					res, err := f.svc.Allocate(f.ctx, "big", body(map[string]any{"pool/count": count}), backend.PoolOptions{})
 					if err != nil {
 						failed.Add(1)
 						t.Errorf("caller %d: %v", g, err)
@@ -89,7 +89,7 @@ func TestConcurrentExhaustion(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := f.svc.Allocate(context.Background(), "small", nil, backend.PoolOptions{})
+				_, err := f.svc.Allocate(f.ctx, "small", nil, backend.PoolOptions{})
 				switch backend.ErrorCode(err) {
 				case "":
 					ok.Add(1)
@@ -116,7 +116,7 @@ func BenchmarkAllocate(b *testing.B) {
 			if st == nil {
 				b.Skip("PostgreSQL not configured")
 			}
-			f := &fixture{t: b, ctx: context.Background(), st: st, bus: backend.NewBus()}
+			f := &fixture{t: b, ctx: backend.WithSystem(context.Background()), st: st, bus: backend.NewBus()}
 			f.svc = New(st, Options{Bus: f.bus})
 			f.machines(1, b.N+callers, "bench", nil)
 			var next atomic.Int64

@@ -291,12 +291,12 @@ func (s *Service) apply(ctx context.Context, v backend.PoolVerb, pool, from, to 
 			fmt.Sprintf("%s: wanted %s machines (minimum %d) from pool %s, found %d that are %s",
 				v, want, sel.minimum, from, len(recs), describeEligible(v, opts.Force)))
 	}
-	// Only now is it known which machines the body's changes reach.
+	// Only now is it known which machines the changes reach.
 	keys := make([]string, len(recs))
 	for i, rec := range recs {
 		keys[i] = rec.Key
 	}
-	if err := authorizeChanges(ctx, r, keys); err != nil {
+	if err := authorizeChanges(ctx, acts, keys); err != nil {
 		return nil, err
 	}
 	changes := make([]change, 0, len(recs))

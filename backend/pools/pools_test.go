@@ -29,7 +29,7 @@ func each(t *testing.T, fn func(t *testing.T, f *fixture)) {
 	for _, c := range storetest.Open(t) {
 		t.Run(c.Name, func(t *testing.T) {
 			bus := backend.NewBus()
-			fn(t, &fixture{t: t, ctx: context.Background(), st: c.Store, bus: bus,
+			fn(t, &fixture{t: t, ctx: backend.WithSystem(context.Background()), st: c.Store, bus: bus,
 				svc: New(c.Store, Options{Bus: bus, Recheck: 100 * time.Millisecond})})
 		})
 	}

@@ -44,7 +44,10 @@ func randomSecret() string {
 // as the admin, and runs the interleaved legs of figures 1, 2, 4 and 6.
 func runGateway(ctx context.Context, cfg config, tmp, pub, lic string, logf func(string, ...any)) (*gatewayResult, error) {
 	adminPW := randomSecret()
-	srv, err := startServer(ctx, "sqlite", cfg.Server, tmp+"/sqlite", "", adminPW, "--license-public-key", pub, "--license", lic)
+	// The callback receiver (figure 6) listens on this host's loopback
+	// address, which callbacks may reach only when allowed.
+	srv, err := startServer(ctx, "sqlite", cfg.Server, tmp+"/sqlite", "", adminPW, "--license-public-key", pub, "--license", lic,
+		"--callback-allow", "127.0.0.1/32")
 	if err != nil {
 		return nil, err
 	}

@@ -164,7 +164,9 @@ type scaleServer struct {
 // start is the start-up time of a server holding the fleet.
 func startScale(ctx context.Context, cfg config, name, dir, pub, lic string, f fleet, logf func(string, ...any)) (*scaleServer, time.Duration, error) {
 	adminPW := randomSecret()
-	args := []string{"--license-public-key", pub, "--license", lic}
+	// The callback receiver listens on this host's loopback address,
+	// which callbacks may reach only when allowed.
+	args := []string{"--license-public-key", pub, "--license", lic, "--callback-allow", "127.0.0.1/32"}
 	first, err := startServer(ctx, name, cfg.Server, dir, "", adminPW, args...)
 	if err != nil {
 		return nil, 0, err

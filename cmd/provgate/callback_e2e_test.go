@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -34,9 +35,19 @@ type receiver struct {
 	handlers map[string]func(w http.ResponseWriter, r *http.Request) bool
 }
 
-func newReceiver(t testing.TB) *receiver {
+func newReceiver(t testing.TB) *receiver { return newReceiverOn(t, "127.0.0.1") }
+
+// newReceiverOn is newReceiver listening on ip (any of 127.0.0.0/8 on
+// Linux), for tests that tell allowed and refused callback destinations
+// apart.
+func newReceiverOn(t testing.TB, ip string) *receiver {
+	t.Helper()
 	rc := &receiver{handlers: map[string]func(http.ResponseWriter, *http.Request) bool{}}
-	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatalf("listen on %s: %v", ip, err)
+	}
+	rc.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
 		h := rc.handlers[r.URL.Path]
@@ -53,6 +64,8 @@ func newReceiver(t testing.TB) *receiver {
 			Header: r.Header.Clone(), Body: b, Aborted: aborted})
 		rc.mu.Unlock()
 	}))
+	rc.Server.Listener = l
+	rc.Server.Start()
 	t.Cleanup(rc.Close)
 	return rc
 }
@@ -526,7 +539,7 @@ func TestE2ECallback(t *testing.T) {
 			}
 			s.Must(200, "POST", "/prefs", map[string]any{"rs-debug-enable": "false"}, admin())
 		})
-	}, "--callback-exec-dir", execDir)
+	}, append([]string{"--callback-exec-dir", execDir}, receiverArgs...)...)
 }
 
 func firstKey(m map[string]any) string {
@@ -590,7 +603,7 @@ func TestE2ECallbackJobfail(t *testing.T) {
 			if n := len(rc.on("/jobfail")); n != 1 {
 				t.Fatalf("jobfail sent %d times, want 1", n)
 			}
-		})
+		}, receiverArgs...)
 	})
 
 	t.Run("across_restart", func(t *testing.T) {
@@ -615,7 +628,7 @@ func TestE2ECallbackJobfail(t *testing.T) {
 					return false
 				})
 				dir := t.TempDir()
-				s := startE2EIn(t, db, dir)
+				s := startE2EIn(t, db, dir, receiverArgs...)
 				jobfailPlugin(t, s, rc)
 				u := jobMachine(t, s, "jf-restart")
 				failJob(t, s, u)
@@ -625,7 +638,7 @@ func TestE2ECallbackJobfail(t *testing.T) {
 					t.Fatal("the jobfail delivery never started")
 				}
 				s.Stop()
-				s2 := startE2EIn(t, db, dir)
+				s2 := startE2EIn(t, db, dir, receiverArgs...)
 				delivered := func() int {
 					n := 0
 					for _, h := range rc.on("/jobfail") {
@@ -659,12 +672,12 @@ func TestE2ECallbackJobfail(t *testing.T) {
 				t.Parallel()
 				rc := newReceiver(t)
 				dir := t.TempDir()
-				s := startE2EIn(t, db, dir)
+				s := startE2EIn(t, db, dir, receiverArgs...)
 				jobfailPlugin(t, s, rc)
 				u := jobMachine(t, s, "jf-stop")
 				failJob(t, s, u)
 				s.Stop()
-				startE2EIn(t, db, dir)
+				startE2EIn(t, db, dir, receiverArgs...)
 				rc.waitFor(t, "/jobfail", 1, 10*time.Second)
 				time.Sleep(2500 * time.Millisecond)
 				if n := len(rc.on("/jobfail")); n != 1 {
@@ -685,8 +698,8 @@ func TestE2ECallbackJobfail(t *testing.T) {
 			t.Skip("PROVGATE_TEST_DATABASE not set")
 		}
 		rc := newReceiver(t)
-		s1 := startE2E(t, *pg)
-		s2 := startE2E(t, *pg)
+		s1 := startE2E(t, *pg, receiverArgs...)
+		s2 := startE2E(t, *pg, receiverArgs...)
 		jobfailPlugin(t, s1, rc)
 		const n = 6
 		jobs := map[string]bool{}

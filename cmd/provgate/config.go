@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/provgate/provgate/backend/callback"
 	"github.com/provgate/provgate/backend/objects"
 )
 
@@ -62,6 +63,14 @@ type Config struct {
 	// ObjectCacheSize bounds the read cache of encoded objects (objects
 	// held); 0 turns it off.
 	ObjectCacheSize int
+
+	// CallbackAllow and CallbackDeny are comma-separated CIDR prefixes or
+	// addresses: destinations callbacks may reach although refused by
+	// default (loopback, link-local, ...), and more to refuse.
+	CallbackAllow string
+	CallbackDeny  string
+	// PolicyBundleAllowHTTP lets --policy-bundle be a plain http:// URL.
+	PolicyBundleAllowHTTP bool
 }
 
 func defaultConfig() Config {
@@ -99,9 +108,12 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "directory of Rego policies: provgate.ext extensions of the embedded policy, or a policy replacing it")
 	fs.StringVar(&c.PolicyBundle, "policy-bundle", c.PolicyBundle, "OPA bundle (directory, .tar.gz from opa build, or http(s) URL) serving the policy")
 	fs.StringVar(&c.PolicyBundlePublicKey, "policy-bundle-public-key", c.PolicyBundlePublicKey, "PEM public key (RS256, opa sign) the --policy-bundle must be signed with")
+	fs.BoolVar(&c.PolicyBundleAllowHTTP, "policy-bundle-allow-http", c.PolicyBundleAllowHTTP, "let --policy-bundle be a plain http:// URL, which anyone on the way can read or replace (prefer https)")
 	fs.DurationVar(&c.PolicyWatchInterval, "policy-watch-interval", c.PolicyWatchInterval, "how often --policy-dir or --policy-bundle is checked for changes (SIGHUP reloads at once)")
 	fs.StringVar(&c.DecisionLog, "decision-log", c.DecisionLog, "file that receives policy decisions as JSON lines")
 	fs.StringVar(&c.CallbackExecDir, "callback-exec-dir", c.CallbackExecDir, "directory whose executables callback exec auth may run; empty disables exec auth")
+	fs.StringVar(&c.CallbackAllow, "callback-allow", c.CallbackAllow, "comma-separated CIDR prefixes or addresses callbacks may reach although refused by default (loopback, link-local, unspecified, multicast)")
+	fs.StringVar(&c.CallbackDeny, "callback-deny", c.CallbackDeny, "comma-separated CIDR prefixes or addresses callbacks may never reach (wins over --callback-allow)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.Var((*byteSize)(&c.BodyLimit), "body-limit", "largest request body in `bytes` (suffixes KiB, MiB, GiB accepted)")
 	fs.DurationVar(&c.MaxTokenTTL, "max-token-ttl", c.MaxTokenTTL, "longest token lifetime a client may request")
@@ -169,6 +181,9 @@ func (c Config) Validate() error {
 	if c.PolicyBundlePublicKey != "" && c.PolicyBundle == "" {
 		return errors.New("--policy-bundle-public-key needs --policy-bundle")
 	}
+	if strings.HasPrefix(c.PolicyBundle, "http://") && !c.PolicyBundleAllowHTTP {
+		return errors.New("--policy-bundle: a plain http:// URL can be read and replaced by anyone on the way; use https, or allow it with --policy-bundle-allow-http")
+	}
 	if b := c.PolicyBundle; b != "" && !strings.HasPrefix(b, "http://") && !strings.HasPrefix(b, "https://") {
 		if _, err := os.Stat(b); err != nil {
 			return fmt.Errorf("--policy-bundle %s: %w", b, pathErr(err))
@@ -191,6 +206,14 @@ func (c Config) Validate() error {
 	} {
 		if err := checkPath(f.flag, f.path, true); err != nil {
 			return err
+		}
+	}
+	for _, f := range []struct{ flag, list string }{
+		{"--callback-allow", c.CallbackAllow},
+		{"--callback-deny", c.CallbackDeny},
+	} {
+		if _, err := callback.ParsePrefixes(f.list); err != nil {
+			return fmt.Errorf("%s: %w", f.flag, err)
 		}
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
@@ -280,8 +303,11 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("policy_dir", c.PolicyDir),
 		slog.String("policy_bundle", redactDSN(c.PolicyBundle)),
 		slog.String("policy_watch_interval", c.PolicyWatchInterval.String()),
+		slog.Bool("policy_bundle_allow_http", c.PolicyBundleAllowHTTP),
 		slog.String("decision_log", c.DecisionLog),
 		slog.String("callback_exec_dir", c.CallbackExecDir),
+		slog.String("callback_allow", c.CallbackAllow),
+		slog.String("callback_deny", c.CallbackDeny),
 		slog.String("log_level", c.LogLevel),
 		slog.Int64("body_limit", c.BodyLimit),
 		slog.String("max_token_ttl", c.MaxTokenTTL.String()),
@@ -420,4 +446,12 @@ func (b *byteSize) String() string {
 		return "0"
 	}
 	return strconv.FormatInt(int64(*b), 10)
+}
+
+// callbackDestinations are --callback-allow and --callback-deny parsed;
+// call it on a validated Config.
+func (c Config) callbackDestinations() callback.Destinations {
+	allow, _ := callback.ParsePrefixes(c.CallbackAllow)
+	deny, _ := callback.ParsePrefixes(c.CallbackDeny)
+	return callback.Destinations{Allow: allow, Deny: deny}
 }

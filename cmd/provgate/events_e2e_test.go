@@ -14,7 +14,7 @@ import (
 
 func TestE2EEvents(t *testing.T) {
 	t.Parallel()
-	lic := licenseArgs(t)
+	lic := append(licenseArgs(t), receiverArgs...)
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		t.Run("register_and_acknowledge", func(t *testing.T) { evRegister(t, s.On(t)) })
 		t.Run("agent_runs_a_workflow", func(t *testing.T) { evAgentWorkflow(t, s.On(t)) })

@@ -144,6 +144,10 @@ func (s *tserver) Stop() {
 	}
 }
 
+// receiverArgs let a server's callbacks reach receivers on this host
+// (httptest servers listen on 127.0.0.1), which it refuses by default.
+var receiverArgs = []string{"--callback-allow", "127.0.0.1/32"}
+
 // licenseArgs makes a key pair and a license (rbac unless features are
 // given) valid for a day, and returns the flags that start a server with
 // them.

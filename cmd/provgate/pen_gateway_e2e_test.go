@@ -662,10 +662,17 @@ func penPools(t *testing.T, s *tserver) {
 		if m := getMachine(t, s, m1); !m.PoolAllocated || m.Params["ok"] != float64(1) {
 			t.Fatalf("allocated machine %+v", m)
 		}
-		// The pool's own groups were authorized when the pool was
-		// written: they need no machines claim.
+		// The pool's own groups need the same claims from the caller of
+		// the operation (TestE2EPenGuards/pool_action_groups_need_the_callers_claims):
+		// op holds update:/Params/ok only.
 		s.Must(200, "PATCH", "/pools/pen21-p", jsonPatch("add", "/ReleaseActions", map[string]any{"AddParameters": map[string]any{"released": true}}), admin())
-		s.Must(200, "POST", "/pools/pen21-p/releaseMachines", map[string]any{"pool/machine-list": []string{"Name:pen21-m1"}}, op)
+		before := snapshot()
+		r := s.Must(403, "POST", "/pools/pen21-p/releaseMachines", map[string]any{"pool/machine-list": []string{"Name:pen21-m1"}}, op)
+		wantDRPError(t, r, r.Status, "AUTH", "Requires: machines update:/Params/released "+m1)
+		if snapshot() != before {
+			t.Fatal("machines changed by a refused release")
+		}
+		s.Must(200, "POST", "/pools/pen21-p/releaseMachines", map[string]any{"pool/machine-list": []string{"Name:pen21-m1"}}, admin())
 		if m := getMachine(t, s, m1); m.PoolAllocated || m.Params["released"] != true {
 			t.Fatalf("released machine %+v", m)
 		}

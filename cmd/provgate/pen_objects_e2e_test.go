@@ -22,7 +22,7 @@ import (
 // expects the refusal, on SQLite and PostgreSQL.
 func TestE2EPenObjects(t *testing.T) {
 	t.Parallel()
-	args := licenseArgs(t)
+	args := append(licenseArgs(t), receiverArgs...)
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		p := penSetup(t, s)
 		// A value sealed by the first version (bound to its param name

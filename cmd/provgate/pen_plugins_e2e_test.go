@@ -41,7 +41,7 @@ func TestE2EPenPlugins(t *testing.T) {
 		t.Run("finding_12_attempts_follow_machine_visibility", func(t *testing.T) { penAttempts(t, s.On(t)) })
 		t.Run("finding_18_callback_secrets_need_getSecure", func(t *testing.T) { penCallbackSecrets(t, s.On(t)) })
 		t.Run("finding_20_exec_path_errors_are_one_message", func(t *testing.T) { penExecPaths(t, s.On(t), execDir, outside) })
-	}, append(licenseArgs(t), "--callback-exec-dir", execDir)...)
+	}, append(append(licenseArgs(t), "--callback-exec-dir", execDir), receiverArgs...)...)
 	t.Run("finding_18_older_data_dirs_are_sealed_on_start", penSealOnUpgrade)
 }
 
@@ -82,10 +82,13 @@ func penPostedEvents(t *testing.T, s *tserver) {
 		{"Type": "jobs", "Action": "update", "Key": fakeJob, "Object": job("failed"), "Original": job("running")},
 		{"Type": "jobs", "Action": "save", "Key": fakeJob, "Object": job("failed")},
 	} {
-		// Accepted as a notification (it will reach event streams) ...
-		s.Must(200, "POST", "/events", ev, att)
+		// A made-up change of a stored object is refused outright
+		// (TestE2EPenGuards/posted_events_never_pass_for_store_changes) ...
+		s.Must(422, "POST", "/events", ev, att)
 	}
-	// ... but it queues nothing: the worker polls every second.
+	// ... and a notification naming the job queues nothing either.
+	s.Must(200, "POST", "/events", map[string]any{"Type": "jobs", "Action": "failed", "Key": fakeJob, "Object": job("failed")}, att)
+	// The worker polls every second.
 	time.Sleep(2500 * time.Millisecond)
 	if hits := rc.on("/jobfail"); len(hits) != 0 {
 		t.Fatalf("a posted event sent %d jobfail requests, the first with body %s", len(hits), hits[0].Body)
@@ -123,9 +126,11 @@ func penPostedEvents(t *testing.T, s *tserver) {
 	done := s.Go("GET", "/machines/"+victim, nil, admin(), "If-None-Match", etag, "Prefer", "wait=3s")
 	time.Sleep(300 * time.Millisecond)
 	for _, action := range []string{"update", "save", "delete"} {
-		s.Must(200, "POST", "/events", map[string]any{"Type": "machines", "Action": action, "Key": victim,
+		s.Must(422, "POST", "/events", map[string]any{"Type": "machines", "Action": action, "Key": victim,
 			"Object": map[string]any{"Uuid": victim, "Name": "pen6-victim", "Description": "changed"}}, att)
 	}
+	s.Must(200, "POST", "/events", map[string]any{"Type": "machines", "Action": "changed", "Key": victim,
+		"Object": map[string]any{"Uuid": victim, "Name": "pen6-victim", "Description": "changed"}}, att)
 	p := await(t, done, 30*time.Second, "the long poll")
 	if p.Status != http.StatusNotModified || p.Took < 2800*time.Millisecond {
 		t.Fatalf("long poll answered %d after %s; want 304 after its 3s wait", p.Status, p.Took)
@@ -515,7 +520,7 @@ func penSealOnUpgrade(t *testing.T) {
 			t.Parallel()
 			rc := newReceiver(t)
 			dir := t.TempDir()
-			s := startE2EIn(t, db, dir)
+			s := startE2EIn(t, db, dir, receiverArgs...)
 			callbacks := map[string]any{"keyed": map[string]any{"Url": rc.URL + "/keyed", "Headers": map[string]any{"X-Api-Key": apiKey}}}
 			mkPlugin(t, s, "pen18-old", callbacks, nil)
 			m := s.On(t).AddMachine("pen18-old-m", nil)
@@ -555,7 +560,7 @@ func penSealOnUpgrade(t *testing.T) {
 			}
 			_ = st.Close()
 
-			s = startE2EIn(t, db, dir)
+			s = startE2EIn(t, db, dir, receiverArgs...)
 			if r := s.Must(200, "GET", "/params/callback/callbacks", nil, admin()).Map(t); r["Secure"] != true {
 				t.Fatalf("definition after the start: %v", r)
 			}

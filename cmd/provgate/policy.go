@@ -50,12 +50,13 @@ func policyTest(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newPolicyFlags("test")
 	pubPath := fs.String("public-key", "", "PEM public key the bundle must be signed with (as --policy-bundle-public-key)")
 	asBundle := fs.Bool("bundle", false, "read DIR as an OPA bundle (a .tar.gz file or URL always is)")
+	allowHTTP := fs.Bool("allow-http", false, "let the bundle be a plain http:// URL (as --policy-bundle-allow-http)")
 	if err := parseFlags(fs, args[1:], stderr); err != nil {
 		return err
 	}
 	opts := opa.Options{PolicyDir: dir, CacheSize: -1}
 	if *asBundle || *pubPath != "" || isBundle(dir) {
-		opts.PolicyDir, opts.Bundle.Location = "", dir
+		opts.PolicyDir, opts.Bundle.Location, opts.Bundle.AllowHTTP = "", dir, *allowHTTP
 		if *pubPath != "" {
 			pem, err := os.ReadFile(*pubPath)
 			if err != nil {
@@ -90,6 +91,7 @@ func policyEval(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dir := fs.String("policy-dir", "", "policy directory (extensions or a replacement), as the server's --policy-dir")
 	bundleLoc := fs.String("policy-bundle", "", "OPA bundle (directory, .tar.gz or URL), as the server's --policy-bundle")
 	pubPath := fs.String("policy-bundle-public-key", "", "PEM public key the bundle must be signed with")
+	allowHTTP := fs.Bool("policy-bundle-allow-http", false, "let --policy-bundle be a plain http:// URL")
 	dataPath := fs.String("data", "", "JSON file with data.provgate (roles, tenants, license); empty data when not given")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -111,7 +113,7 @@ func policyEval(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return fmt.Errorf("policy eval: %s: %w", *dataPath, err)
 		}
 	}
-	opts := opa.Options{PolicyDir: *dir, CacheSize: -1, Bundle: opa.BundleOptions{Location: *bundleLoc}}
+	opts := opa.Options{PolicyDir: *dir, CacheSize: -1, Bundle: opa.BundleOptions{Location: *bundleLoc, AllowHTTP: *allowHTTP}}
 	if *pubPath != "" {
 		pem, err := os.ReadFile(*pubPath)
 		if err != nil {

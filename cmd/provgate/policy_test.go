@@ -91,10 +91,10 @@ func TestPolicyTestCommandBundle(t *testing.T) {
 	priv, pub := e2eSigningKey(t)
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.tar.gz"), filepath.Join(dir, "bad.tar.gz")
-	if err := os.WriteFile(good, e2eBundle(t, "fresh_token", "rel-7", priv, false), 0o600); err != nil {
+	if err := os.WriteFile(good, e2eBundle(t, "fresh_token", "rel-7", priv, 7, false), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(bad, e2eBundle(t, "protected", "rel-8", priv, true), 0o600); err != nil {
+	if err := os.WriteFile(bad, e2eBundle(t, "protected", "rel-8", priv, 8, true), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err := runPolicy(t, "test", good, "--public-key", pub)

@@ -46,8 +46,9 @@ func e2eSigningKey(t *testing.T) (priv, pubFile string) {
 }
 
 // e2eBundle builds a signed .tar.gz bundle of the example extension with
-// revision rev; tamper changes a module after signing.
-func e2eBundle(t *testing.T, example, rev, priv string, tamper bool) []byte {
+// revision rev and sequence seq (metadata.provgate.sequence, none when 0);
+// tamper changes a module after signing.
+func e2eBundle(t *testing.T, example, rev, priv string, seq int64, tamper bool) []byte {
 	t.Helper()
 	dir := filepath.Join("..", "..", "testdata", "policy", "extensions", example)
 	entries, err := os.ReadDir(dir)
@@ -55,6 +56,9 @@ func e2eBundle(t *testing.T, example, rev, priv string, tamper bool) []byte {
 		t.Fatal(err)
 	}
 	b := bundle.Bundle{Manifest: bundle.Manifest{Revision: rev}, Data: map[string]any{}}
+	if seq != 0 {
+		b.Manifest.Metadata = map[string]any{"provgate": map[string]any{"sequence": seq}}
+	}
 	for _, e := range entries {
 		raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
@@ -130,11 +134,11 @@ func TestE2EPolicyBundleReplicas(t *testing.T) {
 		t.Run(db.Name, func(t *testing.T) {
 			t.Parallel()
 			srv := &etagServer{}
-			srv.set(e2eBundle(t, "protected", "release-1", priv, false), `"release-1"`)
+			srv.set(e2eBundle(t, "protected", "release-1", priv, 1, false), `"release-1"`)
 			hs := httptest.NewServer(srv)
 			defer hs.Close()
 			args := []string{"--policy-bundle", hs.URL + "/bundles/provgate.tar.gz", "--policy-bundle-public-key", pub,
-				"--policy-watch-interval", "100ms"}
+				"--policy-watch-interval", "100ms", "--policy-bundle-allow-http"}
 			a := startE2E(t, db, args...)
 			b := startE2E(t, db, args...)
 			for i, s := range []*tserver{a, b} {
@@ -161,7 +165,7 @@ func TestE2EPolicyBundleReplicas(t *testing.T) {
 			// A tampered bundle (the rule defused after signing): refused by
 			// both, which keep release-1 and its rule.
 			refused := []int{countLines(a.Stderr.String(), "policy reload failed"), countLines(b.Stderr.String(), "policy reload failed")}
-			srv.set(e2eBundle(t, "protected", "release-2-tampered", priv, true), `"release-2-tampered"`)
+			srv.set(e2eBundle(t, "protected", "release-2-tampered", priv, 2, true), `"release-2-tampered"`)
 			for i, s := range []*tserver{a, b} {
 				waitLog(t, s, refused[i], reloadLimit, "policy reload failed", "digest mismatch")
 				if got := policyRevision(t, s); got != "release-1" {
@@ -171,7 +175,7 @@ func TestE2EPolicyBundleReplicas(t *testing.T) {
 			}
 
 			// A new signed bundle (the freeze example): both switch to it.
-			srv.set(e2eBundle(t, "freeze", "release-3", priv, false), `"release-3"`)
+			srv.set(e2eBundle(t, "freeze", "release-3", priv, 3, false), `"release-3"`)
 			deadline := time.Now().Add(reloadLimit)
 			for _, s := range []*tserver{a, b} {
 				for policyRevision(t, s) != "release-3" {
@@ -192,8 +196,8 @@ func TestE2EPolicyBundleTamperedRefusedAtStart(t *testing.T) {
 	t.Parallel()
 	priv, pub := e2eSigningKey(t)
 	for name, raw := range map[string][]byte{
-		"tampered": e2eBundle(t, "protected", "r1", priv, true),
-		"signed":   e2eBundle(t, "protected", "r1", priv, false),
+		"tampered": e2eBundle(t, "protected", "r1", priv, 1, true),
+		"signed":   e2eBundle(t, "protected", "r1", priv, 1, false),
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "bundle.tar.gz")

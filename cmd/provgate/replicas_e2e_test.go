@@ -208,7 +208,7 @@ func TestE2EReplicas(t *testing.T) {
 	pub, signLicense := replicaLicense(t)
 	// A short lease lets a surviving replica take over the deliveries of
 	// a killed one within seconds instead of the default ten minutes.
-	common := []string{"--license-public-key", pub, "--callback-delivery-lease", "3s"}
+	common := append([]string{"--license-public-key", pub, "--callback-delivery-lease", "3s"}, receiverArgs...)
 	start := time.Now()
 	// A bootstraps the empty schema; B and C join it.
 	reps := []*replica{startReplica(t, "A", dsn, common...)}

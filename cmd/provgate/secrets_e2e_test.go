@@ -46,7 +46,7 @@ func TestE2ESecrets(t *testing.T) {
 		t.Run(db.Name, func(t *testing.T) {
 			t.Parallel()
 			decisions := filepath.Join(t.TempDir(), "decisions.jsonl")
-			s := startE2E(t, db, append(licenseArgs(t), "--log-level", "debug", "--decision-log", decisions)...)
+			s := startE2E(t, db, append(append(licenseArgs(t), "--log-level", "debug", "--decision-log", decisions), receiverArgs...)...)
 			testSecrets(t, s, decisions)
 		})
 	}

@@ -72,7 +72,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	if err != nil {
 		return nil, nil, err
 	}
-	engine, closeEngine, err := newEngine(ctx, cfg, logger)
+	engine, closeEngine, err := newEngine(ctx, cfg, logger, st)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,7 +112,8 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		Notify:      notify, ViewCacheSize: viewCacheSize(cfg.ObjectCacheSize),
 	})
 	cb = callback.New(callback.Options{Logger: logger, ExecDir: cfg.CallbackExecDir, Info: info, Debug: prf.Debug,
-		Store: st, Objects: obj.Objects, Params: obj.Params, DeliveryLease: cfg.CallbackDeliveryLease})
+		Store: st, Objects: obj.Objects, Params: obj.Params, DeliveryLease: cfg.CallbackDeliveryLease,
+		Destinations: cfg.callbackDestinations()})
 
 	secrets := auth.NewSecretCache(st)
 	// Failed logins are counted in the store, so replicas sharing it share
@@ -210,9 +211,10 @@ func newLicenseHolder(ctx context.Context, cfg Config, st *store.Store) (*licens
 	return lic, nil
 }
 
-// newEngine builds the policy engine (embedded or --policy-dir) with its
-// decision log file; closeEngine closes both.
-func newEngine(ctx context.Context, cfg Config, logger *slog.Logger) (engine *opa.Engine, closeEngine func(), err error) {
+// newEngine builds the policy engine (embedded, --policy-dir or
+// --policy-bundle) with its decision log file; closeEngine closes both. The
+// store keeps the newest signed bundle's sequence for every replica.
+func newEngine(ctx context.Context, cfg Config, logger *slog.Logger, st *store.Store) (engine *opa.Engine, closeEngine func(), err error) {
 	var decisionLog io.Writer
 	closeLog := func() {}
 	if cfg.DecisionLog != "" {
@@ -233,7 +235,8 @@ func newEngine(ctx context.Context, cfg Config, logger *slog.Logger) (engine *op
 		pubKey = string(b)
 	}
 	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog,
-		Bundle: opa.BundleOptions{Location: cfg.PolicyBundle, PublicKey: pubKey}})
+		Bundle: opa.BundleOptions{Location: cfg.PolicyBundle, PublicKey: pubKey, AllowHTTP: cfg.PolicyBundleAllowHTTP,
+			Sequences: opa.SettingsSequences(st)}})
 	if err != nil {
 		closeLog()
 		return nil, nil, fmt.Errorf("policies: %w", err)

@@ -188,7 +188,7 @@ func NewJobTokens(authn *Authenticator, objects ObjectGetter, ttls MachineTokenT
 func (t *JobTokens) JobToken(ctx context.Context, job *backend.Job, creator *Principal) (string, error) {
 	var extra []backend.Claim
 	if !strings.Contains(job.Task, ":") {
-		tm, _, err := t.objects.Get(backend.WithAccess(ctx, nil), backend.PrefixTasks, job.Task)
+		tm, _, err := t.objects.Get(backend.WithSystem(ctx), backend.PrefixTasks, job.Task)
 		if err != nil && !backend.IsCode(err, backend.ENOTFOUND) {
 			return "", err
 		}

@@ -41,11 +41,21 @@ func signingKey(t *testing.T) (priv, pub string) {
 
 // buildBundle writes the files of an example extension as a .tar.gz
 // bundle with revision rev, as `opa build --revision rev` does, signed
-// with priv when it is set (as `opa build --signing-key` does). tamper, when
-// set, changes a module after signing.
+// with priv when it is set (as `opa build --signing-key` does), with
+// sequence 1. tamper, when set, changes a module after signing.
 func buildBundle(t *testing.T, example, rev, priv string, tamper func(*bundle.Bundle)) []byte {
 	t.Helper()
+	return buildSequenced(t, example, rev, priv, 1, tamper)
+}
+
+// buildSequenced is buildBundle with sequence seq in the manifest of a
+// signed bundle (metadata.provgate.sequence); 0 leaves it out.
+func buildSequenced(t *testing.T, example, rev, priv string, seq int64, tamper func(*bundle.Bundle)) []byte {
+	t.Helper()
 	b := bundle.Bundle{Manifest: bundle.Manifest{Revision: rev}, Data: map[string]any{}}
+	if priv != "" && seq != 0 {
+		b.Manifest.Metadata = map[string]any{"provgate": map[string]any{"sequence": seq}}
+	}
 	dir := filepath.Join(examples, example)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -193,7 +203,7 @@ func TestBundleURLPolling(t *testing.T) {
 	defer cancel()
 	var replicas []*Engine
 	for range 2 {
-		e := newTestEngine(t, Options{Bundle: BundleOptions{Location: hs.URL + "/bundle.tar.gz"}})
+		e := newTestEngine(t, Options{Bundle: BundleOptions{Location: hs.URL + "/bundle.tar.gz", AllowHTTP: true}})
 		e.WatchDir(ctx, 20*time.Millisecond)
 		replicas = append(replicas, e)
 	}

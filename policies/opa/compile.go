@@ -80,6 +80,7 @@ func (e *Engine) reload(ctx context.Context, trigger string) error {
 		p.revision = src.revision
 	}
 	e.install(p)
+	e.activated(ctx, src)
 	e.loaded = src.sums
 	e.reloads.loaded.Add(1)
 	e.logger.InfoContext(ctx, "policy loaded", "source", e.location(), "trigger", trigger, "mode", src.mode(),
@@ -126,6 +127,8 @@ type source struct {
 	// revision is a bundle's manifest revision; empty for a directory,
 	// whose revision is its content's.
 	revision string
+	// sequence orders a signed bundle (docs/design.md §9.7); nil otherwise.
+	sequence *BundleSequence
 }
 
 func (s *source) mode() string {
