@@ -17,6 +17,13 @@ type Access interface {
 	CanSee(ctx context.Context, scope, key string) (bool, error)
 	// Can reports whether the caller holds every one of claims.
 	Can(ctx context.Context, claims ...Claim) (bool, error)
+	// Ungranted returns what grants would hand out that the caller does
+	// not hold (docs/design.md §5.9), as atomic claims (one scope, one
+	// action, one specific or "*"): empty when the caller may hand out
+	// all of it. Held means allowed by the caller's token now, self claims
+	// not counted; machine and job tokens hold nothing to hand out. One
+	// policy query answers all of grants.
+	Ungranted(ctx context.Context, grants ...Grant) ([]Claim, error)
 }
 
 type accessKey struct{}

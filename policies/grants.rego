@@ -17,6 +17,7 @@
 package provgate.grants
 
 import data.provgate.claims
+import data.provgate.tenancy
 
 # role(name) is the compiled claims of a role, looked up by key so the cost
 # does not depend on how many roles exist. A name that is no role grants
@@ -178,6 +179,32 @@ holds_one(w) if {
 	claims.covers_one(g, w)
 }
 
+# holds(w): the principal's token allows the wanted claim w now, self
+# claims not counted: a role or direct claim contains it and, for a
+# restricted token, one of the token's roles and its restriction too; a
+# restricted token never reaches its own user's credentials. This is the
+# held set of docs/design.md §5.5 and §5.9: requests are allowed by it
+# (with the self claims, authz.held_one) and grants are bounded by it.
+holds(w) if {
+	not restricted
+	holds_one(w)
+}
+
+holds(w) if {
+	restricted
+	holds_one(w)
+	token_roles_hold_one(w)
+	within_restriction_one(w)
+	not own_credential(w)
+}
+
+within_restriction_one(_) if unrestricted
+
+within_restriction_one(w) if {
+	some g in restrict
+	claims.covers_one(g, w)
+}
+
 # token_roles_hold_one(w): the token names no roles, or one of them
 # contains w.
 token_roles_hold_one(_) if not role_restricted
@@ -234,3 +261,79 @@ own_specific(s) if s == input.principal.name
 
 # List and create derive an empty specific (claims.node_covers).
 own_specific("")
+
+# METADATA
+# title: Ungranted
+# description: |
+#   What a write would hand out that its writer does not hold
+#   (docs/design.md §5.9), as sorted atomic claims {scope, action,
+#   specific}: empty when the write may go ahead. input.grants lists what
+#   the write hands out (Go: backend.Grant); the principal is the writer.
+# entrypoint: true
+ungranted := sort([plain(t) | some t in missing])
+
+plain(t) := {"scope": t.scope, "action": t.action, "specific": t.specific}
+
+# missing: the atoms of every grant the writer may not hand out, not
+# counting what the object already granted (had).
+missing contains t if {
+	some g in input.grants
+	not delegated(g)
+	some t in grant_atoms(g)
+	not grantor_holds(t)
+	not already_had(g, t)
+}
+
+# A tenant-restricted writer takes over only users of its own tenant:
+# another user's authority would reach what its tenant hides. Only the
+# explicit delegation allows it (docs/design.md §5.9, §6).
+missing contains claims.wanted(g.via) if {
+	some g in input.grants
+	not delegated(g)
+	foreign_user(g.subject)
+}
+
+# delegated(g): the writer is the grant's subject, or holds its explicit
+# delegation (roles bind, roles escalate, users impersonate).
+delegated(g) if {
+	g.subject.kind == input.principal.kind
+	g.subject.name == input.principal.name
+}
+
+delegated(g) if grantor_holds(claims.wanted(g.via))
+
+# Only users hand out authority: a machine or job token holds a fixed set
+# for its own work, never anything to give away.
+grantor_holds(w) if {
+	input.principal.kind == "user"
+	claims.known_one(w)
+	holds(w)
+}
+
+grant_atoms(g) := ((claim_atoms(object.get(g, "claims", [])) | roles_atoms(object.get(g, "roles", []))) | role_atoms(g)) | unknown_role(g)
+
+claim_atoms(cs) := {t | some c in cs; some t in claims.atoms(claims.compile(c))}
+
+roles_atoms(names) := {t | some name in names; some g in role(name); some t in claims.atoms(g)}
+
+role_atoms(g) := roles_atoms([g.role]) if is_string(g.role)
+
+else := set()
+
+# A role the policy does not know is given only by binding it: it would
+# grant whatever it is made to later.
+unknown_role(g) := {claims.wanted(g.via)} if {
+	is_string(g.role)
+	not data.provgate.roles[g.role]
+} else := set()
+
+already_had(g, t) if {
+	some c in object.get(g, "had", [])
+	claims.covers_one(claims.compile(c), t)
+}
+
+foreign_user(s) if {
+	s.kind == "user"
+	some t in tenancy.tenant_names
+	object.get(data.provgate.user_tenant, s.name, "") != t
+}

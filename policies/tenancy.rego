@@ -33,6 +33,11 @@ tenant_names contains name if {
 	some name in data.provgate.machine_tenants[input.principal.name]
 }
 
+# A job token asked for by a user is also restricted by that user's
+# tenant: the token never reaches what its creator's tenant hides
+# (docs/design.md §8.7).
+tenant_names contains data.provgate.user_tenant[input.principal.grantor] if operations_machine
+
 # Data without machine_tenants (written by hand rather than by
 # policies.NewData) is searched instead.
 tenant_names contains name if {

@@ -31,6 +31,10 @@ func (a *fakeAccess) Can(_ context.Context, cs ...backend.Claim) (bool, error) {
 	return true, nil
 }
 
+func (a *fakeAccess) Ungranted(context.Context, ...backend.Grant) ([]backend.Claim, error) {
+	return nil, nil
+}
+
 func holds(uuids []string, actions ...string) map[backend.Claim]bool {
 	out := map[backend.Claim]bool{}
 	for _, u := range uuids {

@@ -30,7 +30,11 @@ func (narrower) TokenRoles(_ context.Context, have, want []string) ([]string, er
 	return out, nil
 }
 
-type userWriter struct{ rotated []string }
+type userWriter struct {
+	rotated []string
+	asked   []string
+	refused map[string]bool
+}
 
 func (u *userWriter) SetPassword(_ context.Context, name, _ string) (*backend.User, error) {
 	return &backend.User{Name: name}, nil
@@ -38,6 +42,15 @@ func (u *userWriter) SetPassword(_ context.Context, name, _ string) (*backend.Us
 
 func (u *userWriter) RotateSecret(_ context.Context, name string) error {
 	u.rotated = append(u.rotated, name)
+	return nil
+}
+
+// MayTakeOver refuses the names in refused, and records every question.
+func (u *userWriter) MayTakeOver(_ context.Context, name string) error {
+	u.asked = append(u.asked, name)
+	if u.refused[name] {
+		return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Messages: []string{"cannot grant what you do not hold: users impersonate " + name}}
+	}
 	return nil
 }
 

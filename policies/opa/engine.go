@@ -36,6 +36,8 @@ const (
 	TokenRolesPath = "data.provgate.authz.token_roles"
 	// ClaimContainsPath is the claim containment function on plain claims.
 	ClaimContainsPath = "data.provgate.authz.claim_contains"
+	// UngrantedPath is the grant check (docs/design.md §5.9).
+	UngrantedPath = "data.provgate.grants.ungranted"
 )
 
 // ExtDataKey is where the data files of a policy directory are loaded:
@@ -103,6 +105,8 @@ type policy struct {
 	tokenRoles rego.PreparedEvalQuery
 	// claimContains is nil when the policy does not define claim_contains.
 	claimContains *rego.PreparedEvalQuery
+	// ungranted is nil when the policy does not define the grant check.
+	ungranted *rego.PreparedEvalQuery
 	// needs are the costly input parts the policy reads.
 	needs policies.Needs
 	// revision names the policy's content (contentRevision) or its
@@ -354,6 +358,57 @@ func (e *Engine) ClaimContains(ctx context.Context, have, want backend.Claim) bo
 	}
 	ok, _ := rs[0].Expressions[0].Value.(bool)
 	return ok
+}
+
+// Ungranted evaluates the grant check (data.provgate.grants.ungranted,
+// docs/design.md §5.9) for in.Principal handing out in.Grants: the atomic
+// claims it does not hold, empty when it may hand out everything. One
+// evaluation answers every grant. It fails closed: a policy that does not
+// define the check, an evaluation error or a malformed result is an error,
+// never an empty answer.
+func (e *Engine) Ungranted(ctx context.Context, in policies.Input) ([]backend.Claim, error) {
+	p := e.policy.Load()
+	if p.ungranted == nil {
+		return nil, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH",
+			Messages: []string{"cannot grant: the policy does not define " + UngrantedPath}}
+	}
+	value, err := inputValue(in)
+	if err != nil {
+		return nil, internal("encode policy input", err)
+	}
+	opts := []rego.EvalOption{rego.EvalParsedInput(value)}
+	if e.now != nil {
+		opts = append(opts, rego.EvalTime(e.now()))
+	}
+	rs, err := p.ungranted.Eval(ctx, opts...)
+	if err != nil {
+		return nil, internal("evaluate grants", err)
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, internal("evaluate grants", errUndefined)
+	}
+	list, ok := rs[0].Expressions[0].Value.([]any)
+	if !ok {
+		return nil, malformed("ungranted is %T, not a list", rs[0].Expressions[0].Value)
+	}
+	out := make([]backend.Claim, 0, len(list))
+	for _, v := range list {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, malformed("ungranted holds a %T, not a claim", v)
+		}
+		var c backend.Claim
+		for _, f := range []struct {
+			name string
+			into *string
+		}{{"scope", &c.Scope}, {"action", &c.Action}, {"specific", &c.Specific}} {
+			if *f.into, ok = m[f.name].(string); !ok {
+				return nil, malformed("ungranted claim %s is %T, not a string", f.name, m[f.name])
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // DroppedDecisionLogs counts decisions the decision log had no room for.
