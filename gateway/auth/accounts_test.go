@@ -114,6 +114,24 @@ func TestAccountsToken(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
+	t.Run("a token for another user is a takeover", func(t *testing.T) {
+		// docs/design.md §5.9: minting another user's token hands out
+		// what it holds; the object service decides (MayTakeOver).
+		uw.asked, uw.refused = nil, map[string]bool{"bob": true}
+		defer func() { uw.refused = nil }()
+		if _, err := acc.Token(ctx, "bob", admin, TokenRequest{}); !backend.IsCode(err, backend.EFORBIDDEN) {
+			t.Fatalf("refused takeover: %v", err)
+		}
+		if _, err := acc.Token(ctx, "bob", basicGrantor(w.bob), TokenRequest{}); err != nil {
+			t.Fatalf("bob's own token: %v", err)
+		}
+		if _, err := acc.Token(ctx, "admin", admin, TokenRequest{}); err != nil {
+			t.Fatalf("admin's own token: %v", err)
+		}
+		if !slices.Equal(uw.asked, []string{"bob"}) {
+			t.Fatalf("takeovers asked for %v, want bob's only", uw.asked)
+		}
+	})
 	t.Run("rotations drop cached copies", func(t *testing.T) {
 		old := w.s.system
 		if err := acc.RotateSecret(ctx, "bob"); err != nil || !slices.Equal(uw.rotated, []string{"bob"}) || changes != 1 {
