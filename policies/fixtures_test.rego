@@ -54,6 +54,7 @@ roles := {
 		claim("machines", "update", "*"),
 	]},
 	"rbac-admin": {"claims": [claim("roles,tenants", "*", "*")]},
+	"role-reader": {"claims": [claim("roles", "get,list", "*")]},
 	"empty": {"claims": []},
 	# Compiled form, as policies.NewData stores it; "claims" is what the
 	# compiled form came from and is not read when "compiled" is present.

@@ -274,11 +274,18 @@ ungranted := sort([plain(t) | some t in missing])
 
 plain(t) := {"scope": t.scope, "action": t.action, "specific": t.specific}
 
-# missing: the atoms of every grant the writer may not hand out, not
+# open: the positions of the grants the writer must hold itself (not
+# delegated), each decided once.
+open contains i if {
+	some i, g in input.grants
+	not delegated(g)
+}
+
+# missing: the atoms of every open grant the writer does not hold, not
 # counting what the object already granted (had).
 missing contains t if {
-	some g in input.grants
-	not delegated(g)
+	some i in open
+	g := input.grants[i]
 	some t in grant_atoms(g)
 	not grantor_holds(t)
 	not already_had(g, t)
@@ -288,8 +295,8 @@ missing contains t if {
 # another user's authority would reach what its tenant hides. Only the
 # explicit delegation allows it (docs/design.md §5.9, §6).
 missing contains claims.wanted(g.via) if {
-	some g in input.grants
-	not delegated(g)
+	some i in open
+	g := input.grants[i]
 	foreign_user(g.subject)
 }
 
@@ -319,22 +326,44 @@ grantor_holds(w) if {
 	w.action == "get"
 }
 
-grant_atoms(g) := ((claim_atoms(object.get(g, "claims", [])) | roles_atoms(object.get(g, "roles", []))) | role_atoms(g)) | unknown_role(g)
+# grant_atoms(g): what the grant hands out, in atoms. A role the policy
+# does not know, or one the writer cannot see, is handed out only through
+# the delegation: an unknown role would grant whatever it is made to later,
+# and a refusal must neither tell a hidden role from a missing one nor
+# show its claims (docs/design.md §5.9).
+grant_atoms(g) := {claims.wanted(g.via)} if {
+	hides_a_role(g)
+} else := (claim_atoms(object.get(g, "claims", [])) | roles_atoms(object.get(g, "roles", []))) | given_role_atoms(g)
+
+# hides_a_role(g): the role given is unknown or not visible, or a role of
+# a takeover exists and is not visible (one that does not exist grants
+# nothing).
+hides_a_role(g) if {
+	is_string(g.role)
+	not visible_role(g.role)
+}
+
+hides_a_role(g) if {
+	some name in object.get(g, "roles", [])
+	data.provgate.roles[name]
+	not visible_role(name)
+}
 
 claim_atoms(cs) := {t | some c in cs; some t in claims.atoms(claims.compile(c))}
 
 roles_atoms(names) := {t | some name in names; some g in role(name); some t in claims.atoms(g)}
 
-role_atoms(g) := roles_atoms([g.role]) if is_string(g.role)
+given_role_atoms(g) := roles_atoms([g.role]) if is_string(g.role)
 
 else := set()
 
-# A role the policy does not know is given only by binding it: it would
-# grant whatever it is made to later.
-unknown_role(g) := {claims.wanted(g.via)} if {
-	is_string(g.role)
-	not data.provgate.roles[g.role]
-} else := set()
+# visible_role(name): the role exists and the writer may see it: its
+# tenant shows it and it holds roles get on it.
+visible_role(name) if {
+	data.provgate.roles[name]
+	not tenancy.hides("roles", name)
+	grantor_holds({"scope": "roles", "action": "get", "specific": name, "base": "get", "fallback": []})
+}
 
 already_had(g, t) if {
 	some c in object.get(g, "had", [])

@@ -103,14 +103,34 @@ test_machine_tokens_grant_nothing if {
 test_bind_gives_a_role_without_holding_it if {
 	w := object.union(fixtures.data_licensed, {"roles": {"binder": {"claims": [c("roles", "bind", "superuser")]}}})
 	fixtures.ungranted(w, u("h", ["binder"]), [{"role": "superuser", "via": c("roles", "bind", "superuser")}]) == []
-	out := fixtures.ungranted(w, u("h", ["binder"]), [{"role": "operator", "via": c("roles", "bind", "operator")}])
+	out := fixtures.ungranted(w, u("h", ["binder", "role-reader"]), [{"role": "operator", "via": c("roles", "bind", "operator")}])
 	c("machines", "action:callbackDo", "*") in out
 	c("pools", "delete", "p2") in out
 }
 
 test_held_role_is_given if {
-	ungranted(u("o", ["operator"]), [{"role": "reader", "via": c("roles", "bind", "reader")}]) == []
-	ungranted(u("r", ["reader"]), [{"role": "operator", "via": c("roles", "bind", "operator")}]) != []
+	ungranted(u("o", ["operator", "role-reader"]), [{"role": "reader", "via": c("roles", "bind", "reader")}]) == []
+	ungranted(u("r", ["reader", "role-reader"]), [{"role": "operator", "via": c("roles", "bind", "operator")}]) != []
+}
+
+# A role the writer cannot see (no roles get on it, or its tenant hides
+# it) is given only by binding it, exactly as a missing one: the refusal
+# shows none of its claims, and holding them does not tell it apart.
+test_hidden_role_needs_bind_as_a_missing_one if {
+	ungranted(u("o", ["operator"]), [{"role": "reader", "via": c("roles", "bind", "reader")}]) == [c("roles", "bind", "reader")]
+	ungranted(u("o", ["operator"]), [{"role": "ghost", "via": c("roles", "bind", "ghost")}]) == [c("roles", "bind", "ghost")]
+	w := object.union(fixtures.data_licensed, {
+		"tenants": {"tr": {"members": {"roles": ["operator"]}, "users": ["tia"]}},
+		"user_tenant": {"tia": "tr", "x": "tr"},
+	})
+	fixtures.ungranted(w, u("tia", ["superuser"]), [{"role": "operator", "via": c("roles", "bind", "operator")}]) == []
+	tia := u("tia", ["operator", "role-reader"])
+	fixtures.ungranted(w, tia, [{"role": "reader", "via": c("roles", "bind", "reader")}]) == [c("roles", "bind", "reader")]
+	fixtures.ungranted(w, tia, [{"role": "operator", "via": c("roles", "bind", "operator")}]) == []
+
+	# A takeover of a user with a hidden role needs the delegation.
+	fixtures.ungranted(w, tia, [{"roles": ["reader", "ghost"], "subject": {"kind": "user", "name": "x"}, "via": c("users", "impersonate", "x")}]) == [c("users", "impersonate", "x")]
+	fixtures.ungranted(w, tia, [{"roles": ["operator", "ghost"], "subject": {"kind": "user", "name": "x"}, "via": c("users", "impersonate", "x")}]) == []
 }
 
 # A role the policy does not know is given only by binding it: whoever
@@ -144,8 +164,8 @@ test_subject_itself_needs_nothing if {
 
 test_takeover_needs_the_subjects_grants_or_impersonate if {
 	g := [{"roles": ["operator"], "subject": {"kind": "user", "name": "bob"}, "via": c("users", "impersonate", "bob")}]
-	ungranted(u("r", ["reader"]), g) != []
-	ungranted(u("o", ["operator"]), g) == []
+	ungranted(u("r", ["reader", "role-reader"]), g) != []
+	ungranted(u("o", ["operator", "role-reader"]), g) == []
 	w := object.union(fixtures.data_licensed, {"roles": {"imp": {"claims": [c("users", "impersonate", "bob")]}}})
 	fixtures.ungranted(w, u("i", ["imp"]), g) == []
 }
@@ -154,11 +174,11 @@ test_takeover_needs_the_subjects_grants_or_impersonate if {
 takeover(name) := [{"roles": ["reader"], "subject": {"kind": "user", "name": name}, "via": c("users", "impersonate", name)}]
 
 test_takeover_stays_in_the_tenant if {
-	ungranted(u("tina", ["operator"]), takeover("tom")) == [c("users", "impersonate", "tom")]
-	ungranted(u("tina", ["operator"]), takeover("outsider")) == [c("users", "impersonate", "outsider")]
+	ungranted(u("tina", ["operator", "role-reader"]), takeover("tom")) == [c("users", "impersonate", "tom")]
+	ungranted(u("tina", ["operator", "role-reader"]), takeover("outsider")) == [c("users", "impersonate", "outsider")]
 	w := object.union(fixtures.data_licensed, {"user_tenant": {"tina": "t1", "tom": "t2", "tim": "t1"}})
-	fixtures.ungranted(w, u("tina", ["operator"]), takeover("tim")) == []
-	ungranted(u("olga", ["operator"]), takeover("tom")) == []
+	fixtures.ungranted(w, u("tina", ["operator", "role-reader"]), takeover("tim")) == []
+	ungranted(u("olga", ["operator", "role-reader"]), takeover("tom")) == []
 
 	# The explicit delegation (held here through the superuser's "*")
 	# still allows it.

@@ -111,9 +111,5 @@ func (s *Accounts) MayTakeOver(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	g, err := s.takeover(ctx, m.(*backend.User))
-	if err != nil {
-		return err
-	}
-	return backend.Grantable(ctx, backend.PrefixUsers, name, g)
+	return backend.Grantable(ctx, backend.PrefixUsers, name, takeover(m.(*backend.User)))
 }

@@ -24,11 +24,10 @@ func (s *core) checkGrants(ctx context.Context, m, old backend.Model) error {
 		return nil
 	}
 	var gs []backend.Grant
-	var err error
 	switch v := m.(type) {
 	case *backend.User:
 		o, _ := old.(*backend.User)
-		gs, err = s.userGrants(ctx, v, o)
+		gs = userGrants(v, o)
 	case *backend.Role:
 		var had []backend.Claim
 		if o, ok := old.(*backend.Role); ok {
@@ -47,11 +46,7 @@ func (s *core) checkGrants(ctx context.Context, m, old backend.Model) error {
 		if added := addedClaims(v.ExtraClaims, o.ExtraClaims); len(added) > 0 {
 			gs = append(gs, backend.Grant{Claims: added, Had: o.ExtraClaims})
 		}
-		bound, err := s.roleGrants(ctx, v.ExtraRoles, o.ExtraRoles)
-		if err != nil {
-			return err
-		}
-		gs = append(gs, bound...)
+		gs = append(gs, roleGrants(v.ExtraRoles, o.ExtraRoles)...)
 	case *backend.Tenant:
 		o, _ := old.(*backend.Tenant)
 		if err := ownTenantNotWidened(ctx, v, o); err != nil {
@@ -60,9 +55,6 @@ func (s *core) checkGrants(ctx context.Context, m, old backend.Model) error {
 	case *backend.Plugin:
 		o, _ := old.(*backend.Plugin)
 		gs = s.pluginGrants(v, o)
-	}
-	if err != nil {
-		return err
 	}
 	return backend.Grantable(ctx, m.Prefix(), m.Key(), gs...)
 }
@@ -79,11 +71,11 @@ func addedClaims(now, had []backend.Claim) []backend.Claim {
 	return out
 }
 
-// roleGrants are the grants of giving the roles of now that had lacks. A
-// role the caller cannot see is given only by binding it, exactly as a
-// role that does not exist, so that the refusal tells neither apart nor
-// shows a hidden role's claims.
-func (s *core) roleGrants(ctx context.Context, now, had []string) ([]backend.Grant, error) {
+// roleGrants are the grants of giving the roles of now that had lacks: each
+// role's claims, or roles bind <role>. The policy gives a role that does
+// not exist, or that the caller cannot see, only through bind, so that a
+// refusal tells neither apart nor shows a hidden role's claims.
+func roleGrants(now, had []string) []backend.Grant {
 	var out []backend.Grant
 	seen := map[string]bool{}
 	for _, r := range now {
@@ -91,75 +83,32 @@ func (s *core) roleGrants(ctx context.Context, now, had []string) ([]backend.Gra
 			continue
 		}
 		seen[r] = true
-		ok, err := s.visible(ctx, backend.PrefixRoles, r)
-		if err != nil {
-			return nil, err
-		}
-		via := backend.BindClaim(r)
-		if ok {
-			out = append(out, backend.Grant{Role: r, Via: via})
-		} else {
-			out = append(out, backend.Grant{Claims: []backend.Claim{*via}, Via: via})
-		}
+		out = append(out, backend.Grant{Role: r, Via: backend.BindClaim(r)})
 	}
-	return out, nil
-}
-
-// visible reports whether prefix/key exists and the caller may see it.
-func (s *core) visible(ctx context.Context, prefix, key string) (bool, error) {
-	ok, err := s.exists(ctx, prefix, key)
-	if err != nil || !ok {
-		return false, err
-	}
-	return backend.CanSee(ctx, prefix, key)
+	return out
 }
 
 // userGrants: the roles a write gives u, and, when it changes another
 // user's password or Secret, u's whole authority (taking over its
 // credentials, docs/design.md §5.9).
-func (s *core) userGrants(ctx context.Context, u, old *backend.User) ([]backend.Grant, error) {
+func userGrants(u, old *backend.User) []backend.Grant {
 	var had []string
 	if old != nil {
 		had = old.Roles
 	}
-	gs, err := s.roleGrants(ctx, u.Roles, had)
-	if err != nil {
-		return nil, err
-	}
+	gs := roleGrants(u.Roles, had)
 	if old == nil || (bytes.Equal(u.PasswordHash, old.PasswordHash) && u.Secret == old.Secret) {
-		return gs, nil
+		return gs
 	}
-	g, err := s.takeover(ctx, old)
-	if err != nil {
-		return nil, err
-	}
-	return append(gs, g), nil
+	return append(gs, takeover(old))
 }
 
 // takeover is the grant of taking over user u: its roles' claims, unless
 // the caller is u or may impersonate it. A role of u the caller cannot see
-// makes the takeover need impersonate, so that no refusal shows its claims.
-func (s *core) takeover(ctx context.Context, u *backend.User) (backend.Grant, error) {
-	via := backend.ImpersonateClaim(u.Name)
-	g := backend.Grant{Roles: u.Roles, Via: via, Subject: &backend.Subject{Kind: "user", Name: u.Name}}
-	for _, r := range u.Roles {
-		exists, err := s.exists(ctx, backend.PrefixRoles, r)
-		if err != nil {
-			return g, err
-		}
-		if !exists {
-			continue
-		}
-		seen, err := backend.CanSee(ctx, backend.PrefixRoles, r)
-		if err != nil {
-			return g, err
-		}
-		if !seen {
-			g.Roles, g.Claims = nil, []backend.Claim{*via}
-			break
-		}
-	}
-	return g, nil
+// makes the policy ask for impersonate, so that no refusal shows its
+// claims.
+func takeover(u *backend.User) backend.Grant {
+	return backend.Grant{Roles: u.Roles, Via: backend.ImpersonateClaim(u.Name), Subject: &backend.Subject{Kind: "user", Name: u.Name}}
 }
 
 // pluginGrants: the configuration pieces of p that can carry machines'
@@ -222,4 +171,13 @@ func ownTenantNotWidened(ctx context.Context, t, old *backend.Tenant) error {
 	}
 	return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Model: t.Prefix(), Key: t.Name,
 		Messages: []string{"cannot widen what your own tenant shows you: " + strings.Join(lifted, "; ")}}
+}
+
+// visible reports whether prefix/key exists and the caller may see it.
+func (s *core) visible(ctx context.Context, prefix, key string) (bool, error) {
+	ok, err := s.exists(ctx, prefix, key)
+	if err != nil || !ok {
+		return false, err
+	}
+	return backend.CanSee(ctx, prefix, key)
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,8 +92,11 @@ type Engine struct {
 	// lastPollErr is the last bundle URL poll's error (guarded by reloadMu).
 	lastPollErr string
 
-	cache *cache // nil when off
-	dlog  *decisionLog
+	cache *cache[policies.Decision] // nil when off
+	// grants caches grant checks (Ungranted) under the same keys and
+	// rules; nil when off.
+	grants *cache[[]backend.Claim]
+	dlog   *decisionLog
 
 	reloads struct{ loaded, refused atomic.Uint64 }
 	now     func() time.Time // nil: OPA's own clock
@@ -150,7 +154,11 @@ func newEngine(ctx context.Context, opts Options, modules map[string]string) (*E
 		if size == 0 {
 			size = DefaultCacheSize
 		}
-		e.cache = newCache(size)
+		e.cache = newCache[policies.Decision](size, size)
+		// Grant checks come with writes, which change the data and clear
+		// the caches: a map sized for a full cache would be allocated
+		// at every role write.
+		e.grants = newCache[[]backend.Claim](size, 0)
 	}
 	if err := e.SetData(ctx, policies.Data{}); err != nil {
 		return nil, err
@@ -188,6 +196,7 @@ func (e *Engine) install(p *policy) {
 	p.rev = e.policyN.Add(1)
 	e.policy.Store(p)
 	e.cache.clear()
+	e.grants.clear()
 }
 
 // Needs says which costly parts of the input the served policy reads:
@@ -245,6 +254,7 @@ func (e *Engine) SetData(ctx context.Context, d policies.Data) error {
 	// has necessarily read the new data.
 	e.dataRev.Add(1)
 	e.cache.clear()
+	e.grants.clear()
 	return nil
 }
 
@@ -372,11 +382,27 @@ func (e *Engine) Ungranted(ctx context.Context, in policies.Input) ([]backend.Cl
 		return nil, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH",
 			Messages: []string{"cannot grant: the policy does not define " + UngrantedPath}}
 	}
+	// Cached like decisions (docs/design.md §9.4): the same writer handing
+	// out the same grants under the same policy and data gets the same
+	// answer, unless the evaluation called a non-deterministic built-in.
+	dataRev := e.dataRev.Load()
+	var key cacheKey
+	if e.grants != nil {
+		raw, err := json.Marshal(in)
+		if err != nil {
+			return nil, internal("encode policy input", err)
+		}
+		key = cacheKey{policy: p.rev, data: dataRev, input: sha256.Sum256(raw)}
+		if out, ok := e.grants.get(key); ok {
+			return slices.Clone(out), nil
+		}
+	}
 	value, err := inputValue(in)
 	if err != nil {
 		return nil, internal("encode policy input", err)
 	}
-	opts := []rego.EvalOption{rego.EvalParsedInput(value)}
+	nd := builtins.NDBCache{}
+	opts := []rego.EvalOption{rego.EvalParsedInput(value), rego.EvalNDBuiltinCache(nd)}
 	if e.now != nil {
 		opts = append(opts, rego.EvalTime(e.now()))
 	}
@@ -407,6 +433,9 @@ func (e *Engine) Ungranted(ctx context.Context, in policies.Input) ([]backend.Cl
 			}
 		}
 		out = append(out, c)
+	}
+	if e.grants != nil && len(nd) == 0 {
+		e.grants.put(key, slices.Clone(out))
 	}
 	return out, nil
 }

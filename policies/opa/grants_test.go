@@ -130,9 +130,11 @@ func TestUngranted(t *testing.T) {
 		{"superuser binds an unknown role", user("root", "superuser"), []backend.Grant{{Role: "ghost", Via: backend.BindClaim("ghost")}}, []backend.Claim{}},
 		{"reader lacks delete", user("rita", "reader"), []backend.Grant{{Claims: []backend.Claim{claim("machines", "get,delete", "m1,m2")}}},
 			[]backend.Claim{claim("machines", "delete", "m1"), claim("machines", "delete", "m2")}},
-		{"reader gives reader", user("rita", "reader"), []backend.Grant{{Role: "m1reader", Via: backend.BindClaim("m1reader")}}, []backend.Claim{}},
-		{"m1reader cannot give reader", user("mia", "m1reader"), []backend.Grant{{Role: "reader", Via: backend.BindClaim("reader")}},
+		{"reader gives m1reader", user("rita", "reader", "rolereader"), []backend.Grant{{Role: "m1reader", Via: backend.BindClaim("m1reader")}}, []backend.Claim{}},
+		{"m1reader cannot give reader", user("mia", "m1reader", "rolereader"), []backend.Grant{{Role: "reader", Via: backend.BindClaim("reader")}},
 			[]backend.Claim{claim("machines", "get", "*"), claim("machines", "list", "*")}},
+		{"a role the writer cannot see is given only by bind", user("rita", "reader"), []backend.Grant{{Role: "m1reader", Via: backend.BindClaim("m1reader")}},
+			[]backend.Claim{*backend.BindClaim("m1reader")}},
 		{"unknown role needs bind", user("rita", "reader"), []backend.Grant{{Role: "ghost", Via: backend.BindClaim("ghost")}},
 			[]backend.Claim{*backend.BindClaim("ghost")}},
 		{"delta", user("nobody"), []backend.Grant{{Claims: []backend.Claim{claim("machines", "get", "m1")}, Had: []backend.Claim{claim("machines", "get,list", "*")}}}, []backend.Claim{}},
@@ -163,5 +165,74 @@ func TestUngrantedFailsClosed(t *testing.T) {
 	_, err = e.Ungranted(context.Background(), policies.Input{Principal: user("root", "superuser"), Grants: []backend.Grant{{Role: "x"}}})
 	if !backend.IsCode(err, backend.EFORBIDDEN) {
 		t.Fatalf("got %v, want a refusal", err)
+	}
+}
+
+// BenchmarkUngranted is the grant check of the writes figures 10 time: a
+// user create with 5 roles and a role create with 10 claims, by the
+// superuser.
+func BenchmarkUngranted(b *testing.B) {
+	e, err := New(context.Background(), Options{CacheSize: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	claims10 := []backend.Claim{
+		claim("machines", "get,list", "*"), claim("machines", "update:/Params,update:/Description", "*"),
+		claim("machines", "action:callbackDo", "*"), claim("profiles", "get,list,update:/Params", "web,db"),
+		claim("pools", "action:allocateMachines,action:releaseMachines,get", "p1,p2"), claim("jobs", "get,list,log", "*"),
+		claim("params,stages,tasks", "get", "*"), claim("workflows", "get,list", "*"),
+		claim("bootenvs,subnets", "get,list", "*"), claim("events", "post", "*"),
+	}
+	roles := []backend.Role{{Name: "superuser", Claims: []backend.Claim{claim("*", "*", "*")}}}
+	var five []backend.Grant
+	for i := range 5 {
+		name := fmt.Sprintf("g-role-%d", i)
+		roles = append(roles, backend.Role{Name: name, Claims: claims10[2*i : 2*i+2]})
+		five = append(five, backend.Grant{Role: name, Via: backend.BindClaim(name)})
+	}
+	if err := e.SetData(context.Background(), policies.NewData(roles, nil, policies.LicenseData{Valid: true, Features: []string{"rbac"}})); err != nil {
+		b.Fatal(err)
+	}
+	root := user("root", "superuser")
+	for _, bc := range []struct {
+		name   string
+		grants []backend.Grant
+	}{
+		{"user_5_roles", five},
+		{"role_10_claims", []backend.Grant{{Claims: claims10, Via: backend.EscalateClaim("new")}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			in := policies.Input{Principal: root, Grants: bc.grants}
+			for b.Loop() {
+				if out, err := e.Ungranted(context.Background(), in); err != nil || len(out) != 0 {
+					b.Fatal(out, err)
+				}
+			}
+		})
+	}
+}
+
+// TestUngrantedCache: a repeated grant check is answered from the cache,
+// and a data change (a role widened) is seen at once.
+func TestUngrantedCache(t *testing.T) {
+	e := newTestEngine(t, Options{})
+	ctx := context.Background()
+	in := policies.Input{Principal: user("rita", "reader", "rolereader"), Grants: []backend.Grant{{Claims: []backend.Claim{claim("machines", "delete", "m1")}}}}
+	for range 2 {
+		got, err := e.Ungranted(ctx, in)
+		if err != nil || !slices.Equal(got, []backend.Claim{claim("machines", "delete", "m1")}) {
+			t.Fatalf("got %v, %v", got, err)
+		}
+	}
+	if n := e.grants.len(); n != 1 {
+		t.Fatalf("grant cache holds %d answers, want 1", n)
+	}
+	d := testData()
+	d.Roles["reader"] = policies.RoleData{Claims: []backend.Claim{claim("machines", "*", "*")}}
+	if err := e.SetData(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.Ungranted(ctx, in); err != nil || len(got) != 0 {
+		t.Fatalf("after the role was widened: %v, %v", got, err)
 	}
 }

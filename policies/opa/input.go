@@ -105,7 +105,8 @@ func grantsTerm(gs []backend.Grant) *ast.Term {
 			obj.Insert(ast.InternedTerm("roles"), stringsTerm(g.Roles))
 		}
 		if g.Via != nil {
-			obj.Insert(ast.InternedTerm("via"), claimTerm(*g.Via))
+			// In the wanted form, as required claims are sent.
+			obj.Insert(ast.InternedTerm("via"), requiredTerm([]backend.Claim{*g.Via}).Value.(*ast.Array).Elem(0))
 		}
 		if g.Subject != nil {
 			obj.Insert(ast.InternedTerm("subject"), ast.ObjectTerm(
