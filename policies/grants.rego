@@ -25,8 +25,14 @@ import data.provgate.tenancy
 # is compiled here.
 role(name) := data.provgate.roles[name].compiled
 
-role(name) := [claims.compile(c) | some c in data.provgate.roles[name].claims] if {
-	not data.provgate.roles[name].compiled
+role(name) := plain_role[name] if not data.provgate.roles[name].compiled
+
+# plain_role[name]: a role of data without compiled forms, compiled once per
+# evaluation (a rule's value is kept for the evaluation; a function's is
+# not): the grant check looks a role up once per atom.
+plain_role[name] := [claims.compile(c) | some c in r.claims] if {
+	some name, r in data.provgate.roles
+	not r.compiled
 }
 
 # docs/design.md §5.5: every user holds these, whatever its roles or
@@ -307,13 +313,17 @@ delegated(g) if {
 	g.subject.name == input.principal.name
 }
 
-delegated(g) if grantor_holds(claims.wanted(g.via))
+delegated(g) if {
+	w := claims.wanted(g.via)
+	claims.known_one(w)
+	grantor_holds(w)
+}
 
 # Only users hand out authority: a machine or job token holds a fixed set
-# for its own work, never anything to give away.
+# for its own work, never anything to give away. w is known: an atom of a
+# compiled claim, or a delegation checked by delegated.
 grantor_holds(w) if {
 	input.principal.kind == "user"
-	claims.known_one(w)
 	holds(w)
 }
 
@@ -349,9 +359,25 @@ hides_a_role(g) if {
 	not visible_role(name)
 }
 
-claim_atoms(cs) := {t | some c in cs; some t in claims.atoms(claims.compile(c))}
+claim_atoms(cs) := {t | some c in cs; some t in unheld_atoms(claims.compile(c))}
 
-roles_atoms(names) := {t | some name in names; some g in role(name); some t in claims.atoms(g)}
+roles_atoms(names) := {t | some name in names; some g in role(name); some t in unheld_atoms(g)}
+
+# unheld_atoms(g): the atoms of the compiled claim g, unless one claim the
+# writer holds contains g whole (claims.covers, which contains g exactly
+# when it contains each of its atoms): the superuser handing out "* * *"
+# then costs one containment, not one per atom. A restricted token, or a
+# claim held only in parts, is checked atom by atom.
+unheld_atoms(g) := set() if {
+	wholly_held(g)
+} else := claims.atoms(g)
+
+wholly_held(g) if {
+	input.principal.kind == "user"
+	not restricted
+	some h in held
+	claims.covers(h, g)
+}
 
 given_role_atoms(g) := roles_atoms([g.role]) if is_string(g.role)
 

@@ -54,9 +54,8 @@ func requestAllows(t *testing.T, e *Engine, p policies.Principal, a backend.Clai
 // claims (lists, "*", action:<x>, update:<pointer>), an atom of a grant is
 // reported not held exactly when the holder's request for that atom is
 // refused; a whole claim is grantable exactly when every atom's request is
-// allowed. The self claims naming their holder are left out (no generated
-// claim names the holder): requests count them, grants do not
-// (test_self_claims_do_not_grant).
+// allowed. The self claims naming their holder are left out: requests count
+// them, grants do not (test_self_claims_do_not_grant).
 func TestGrantContainmentAgreesWithRequests(t *testing.T) {
 	e := newTestEngine(t, Options{CacheSize: -1})
 	rng := rand.New(rand.NewPCG(23, 17))
@@ -68,7 +67,7 @@ func TestGrantContainmentAgreesWithRequests(t *testing.T) {
 	claimOf := func() backend.Claim {
 		return backend.Claim{Scope: pick(scopes), Action: pick(actions), Specific: pick(specifics)}
 	}
-	rounds := 200
+	rounds := 300
 	if testing.Short() {
 		rounds = 40
 	}
@@ -92,16 +91,34 @@ func TestGrantContainmentAgreesWithRequests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The self claims (users get,password,token on the holder, which
+		// requests with an empty specific reach too) count for requests
+		// only.
+		self := func(c backend.Claim) bool {
+			return c.Scope == "users" && (c.Specific == "" || c.Specific == p.Name) && slices.Contains([]string{"get", "password", "token"}, c.Action)
+		}
+		missing = slices.DeleteFunc(missing, self)
 		var want []backend.Claim
 		for _, a := range atomsOf(grant) {
-			if !requestAllows(t, e, p, a) {
+			if !self(a) && !requestAllows(t, e, p, a) {
 				want = append(want, a)
 			}
 		}
 		sortClaims(missing)
 		sortClaims(want)
 		if !slices.Equal(missing, want) {
-			t.Fatalf("round %d: roles %+v granting %v: the grant check misses %v, requests refuse %v", i, roles, grant, missing, want)
+			var only1, only2 []backend.Claim
+			for _, c := range missing {
+				if !slices.Contains(want, c) {
+					only1 = append(only1, c)
+				}
+			}
+			for _, c := range want {
+				if !slices.Contains(missing, c) {
+					only2 = append(only2, c)
+				}
+			}
+			t.Fatalf("round %d: roles %+v granting %v: only the grant check misses %v; only requests refuse %v", i, roles, grant, only1, only2)
 		}
 	}
 }
