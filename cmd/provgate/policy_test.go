@@ -108,8 +108,8 @@ func TestPolicyEvalGrants(t *testing.T) {
 	}
 	// olga cannot read role m1reader (no roles get): it is given only by
 	// binding it, as a missing one would be.
-	want := []map[string]string{{"scope": "pools", "action": "delete", "specific": "p3"}, {"scope": "pools", "action": "get", "specific": "p3"},
-		{"scope": "roles", "action": "bind", "specific": "m1reader"}}
+	want := []map[string]string{{"scope": "roles", "action": "bind", "specific": "m1reader"},
+		{"scope": "pools", "action": "delete", "specific": "p3"}, {"scope": "pools", "action": "get", "specific": "p3"}}
 	if !reflect.DeepEqual(got.Ungranted, want) {
 		t.Fatalf("ungranted %v, want %v\n%s", got.Ungranted, want, out)
 	}
