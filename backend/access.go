@@ -22,6 +22,13 @@ type Access interface {
 	CanSee(ctx context.Context, scope, key string) (bool, error)
 	// Can reports whether the caller holds every one of claims.
 	Can(ctx context.Context, claims ...Claim) (bool, error)
+	// Ungranted returns what grants would hand out that the caller does
+	// not hold (docs/design.md §5.9), as atomic claims (one scope, one
+	// action, one specific or "*"): empty when the caller may hand out
+	// all of it. Held means allowed by the caller's token now, self claims
+	// not counted; machine and job tokens hold nothing to hand out. One
+	// policy query answers all of grants.
+	Ungranted(ctx context.Context, grants ...Grant) ([]Claim, error)
 }
 
 type accessKey struct{}
@@ -45,6 +52,7 @@ type system struct{}
 
 func (system) CanSee(context.Context, string, string) (bool, error) { return true, nil }
 func (system) Can(context.Context, ...Claim) (bool, error)          { return true, nil }
+func (system) Ungranted(context.Context, ...Grant) ([]Claim, error) { return nil, nil }
 
 // WithSystem declares ctx as server-internal work (bootstrap, workers, job
 // bookkeeping, relays): its checks are not restricted to any caller. Only
@@ -92,6 +100,16 @@ func Can(ctx context.Context, claims ...Claim) (bool, error) {
 		return false, noAccess(what)
 	}
 	return a.Can(ctx, claims...)
+}
+
+// Ungranted is AccessFrom(ctx).Ungranted; ErrNoAccess when ctx carries no
+// Access.
+func Ungranted(ctx context.Context, grants ...Grant) ([]Claim, error) {
+	a := AccessFrom(ctx)
+	if a == nil {
+		return nil, noAccess("may hand out grants")
+	}
+	return a.Ungranted(ctx, grants...)
 }
 
 type principalKey struct{}

@@ -11,6 +11,13 @@ type sees struct{}
 
 func (sees) CanSee(context.Context, string, string) (bool, error) { return false, nil }
 func (sees) Can(context.Context, ...Claim) (bool, error)          { return false, nil }
+func (sees) Ungranted(_ context.Context, gs ...Grant) ([]Claim, error) {
+	var out []Claim
+	for _, g := range gs {
+		out = append(out, g.Claims...)
+	}
+	return out, nil
+}
 
 // TestAccessFailsClosed: a check whose ctx declares no access is refused
 // with an internal error wrapping ErrNoAccess (so tests find the path that
@@ -30,6 +37,13 @@ func TestAccessFailsClosed(t *testing.T) {
 	if ok, err := CanSee(WithAccess(bare, nil), "machines", "m1"); ok || !errors.Is(err, ErrNoAccess) {
 		t.Errorf("CanSee with a nil access = %v, %v", ok, err)
 	}
+	g := Grant{Claims: []Claim{c}}
+	if missing, err := Ungranted(bare, g); missing != nil || !errors.Is(err, ErrNoAccess) {
+		t.Errorf("Ungranted without access = %v, %v", missing, err)
+	}
+	if err := Grantable(bare, "users", "u1", g); !errors.Is(err, ErrNoAccess) {
+		t.Errorf("Grantable without access = %v", err)
+	}
 	if IsSystem(bare) {
 		t.Error("a bare ctx is system work")
 	}
@@ -44,6 +58,9 @@ func TestAccessFailsClosed(t *testing.T) {
 	if ok, err := Can(sys, c, Claim{Scope: "*", Action: "*", Specific: "*"}); !ok || err != nil {
 		t.Errorf("Can for system work = %v, %v", ok, err)
 	}
+	if err := Grantable(sys, "users", "u1", g); err != nil {
+		t.Errorf("Grantable for system work = %v", err)
+	}
 
 	caller := WithAccess(sys, sees{})
 	if IsSystem(caller) {
@@ -54,5 +71,8 @@ func TestAccessFailsClosed(t *testing.T) {
 	}
 	if ok, err := Can(caller, c); ok || err != nil {
 		t.Errorf("Can for a caller who holds nothing = %v, %v", ok, err)
+	}
+	if err := Grantable(caller, "users", "u1", g); ErrorCode(err) != EFORBIDDEN {
+		t.Errorf("Grantable for a caller who holds nothing = %v", err)
 	}
 }

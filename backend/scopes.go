@@ -9,17 +9,26 @@ var Scopes = map[string][]string{}
 func init() {
 	std := []string{"action", "actions", "create", "delete", "get", "list", "update"}
 	for _, s := range []string{"bootenvs", "catalog_items", "contexts", "endpoints", "interfaces", "leases",
-		"params", "plugin_providers", "pools", "reservations", "roles", "subnets", "tasks", "templates",
+		"params", "plugin_providers", "pools", "reservations", "subnets", "tasks", "templates",
 		"tenants", "version_sets", "workflows"} {
 		Scopes[s] = std
 	}
+	// provgate adds the explicit delegations (docs/design.md §5.9): bind
+	// (give a role without holding its claims) and escalate (write claims
+	// into a role without holding them).
+	Scopes["roles"] = []string{"action", "actions", "bind", "create", "delete", "escalate", "get", "list", "update"}
 	Scopes["jobs"] = []string{"action", "actions", "create", "delete", "get", "list", "log", "update"}
 	Scopes["machines"] = []string{"action", "actions", "create", "delete", "get", "getSecure", "list", "token",
 		"update", "updateSecure", "updateTaskList", "whoami"}
-	for _, s := range []string{"plugins", "profiles", "stages"} {
+	for _, s := range []string{"profiles", "stages"} {
 		Scopes[s] = []string{"action", "actions", "create", "delete", "get", "getSecure", "list", "update", "updateSecure"}
 	}
-	Scopes["users"] = []string{"action", "actions", "create", "delete", "get", "list", "password", "token", "update"}
+	// provgate adds exec: configuring a callback exec auth, which runs a
+	// program on the server (docs/design.md §12.5).
+	Scopes["plugins"] = []string{"action", "actions", "create", "delete", "exec", "get", "getSecure", "list", "update", "updateSecure"}
+	// provgate adds impersonate: taking over a user's credentials or
+	// minting its tokens without holding what it holds (docs/design.md §5.9).
+	Scopes["users"] = []string{"action", "actions", "create", "delete", "get", "impersonate", "list", "password", "token", "update"}
 	Scopes["preferences"] = []string{"list", "post"}
 	Scopes["contents"] = []string{"create", "delete", "get", "list", "update"}
 	Scopes["files"] = []string{"delete", "get", "list", "post"}

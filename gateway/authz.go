@@ -363,3 +363,30 @@ func (a *requestAccess) Can(ctx context.Context, cs ...backend.Claim) (bool, err
 	}
 	return d.Allow, nil
 }
+
+// Granter answers the grant check (docs/design.md §5.9); the policy engine
+// implements it beside Decide.
+type Granter interface {
+	Ungranted(ctx context.Context, in policies.Input) ([]backend.Claim, error)
+}
+
+// Ungranted asks the policies what grants would hand out that the caller
+// does not hold. A decider that cannot answer refuses every grant: the
+// check fails closed.
+func (a *requestAccess) Ungranted(ctx context.Context, grants ...backend.Grant) ([]backend.Claim, error) {
+	if len(grants) == 0 {
+		return nil, nil
+	}
+	g, ok := a.s.Policy.(Granter)
+	if !ok {
+		return nil, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Messages: []string{"cannot grant: the policy does not answer grant checks"}}
+	}
+	out, err := g.Ungranted(ctx, policies.Input{Principal: policyPrincipal(a.p), Grants: grants})
+	if err != nil {
+		if backend.IsCode(err, backend.EFORBIDDEN) {
+			return nil, err
+		}
+		return nil, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
+	}
+	return out, nil
+}

@@ -24,8 +24,14 @@ func policyPrincipal(p *auth.Principal) policies.Principal {
 	if p.IsMachine() {
 		claims = append(claims, p.Claims...)
 	}
-	return policies.Principal{Kind: string(p.Kind), Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: claims,
+	out := policies.Principal{Kind: string(p.Kind), Name: p.Name, Roles: roles, TokenRoles: tokenRoles, Claims: claims,
 		Restrict: p.Restrict, MachineToken: string(p.MachineToken), Auth: policyAuth(p)}
+	if p.IsMachine() && p.Job != "" {
+		// A job token is restricted by its creator's tenant too
+		// (docs/design.md §8.7).
+		out.Grantor = p.Grantor
+	}
+	return out
 }
 
 // policyAuth is how p authenticated, as the policies see it: the method

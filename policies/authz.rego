@@ -118,27 +118,7 @@ held(c) if {
 
 held_one(w) if grants.self_holds_one(w)
 
-# The common case, a token or Basic login with no restriction, takes the
-# shortest path.
-held_one(w) if {
-	not grants.restricted
-	grants.holds_one(w)
-}
-
-held_one(w) if {
-	grants.restricted
-	grants.holds_one(w)
-	grants.token_roles_hold_one(w)
-	within_restriction_one(w)
-	not grants.own_credential(w)
-}
-
-within_restriction_one(_) if grants.unrestricted
-
-within_restriction_one(w) if {
-	some g in grants.restrict
-	claims.covers_one(g, w)
-}
+held_one(w) if grants.holds(w)
 
 held_by_principal(b) if {
 	some g in grants.self

@@ -185,10 +185,24 @@ known_one(w) if w.base in data.provgate.scopes[w.scope]
 
 # covers_one(a, w): a contains the wanted claim w; a is a compiled claim or
 # a role's index (policies.IndexClaims). Same answer as
-# covers(a, compile_wanted(w)), with key lookups only.
+# covers(a, compile_wanted(w)), with key lookups only. w may also be an
+# atom of a granted claim (atoms below), which names every object of its
+# scope when w.all: only a node granting every object contains it. The
+# grant check (grants.ungranted) uses exactly this function, so granting
+# and requesting share one containment (docs/design.md §5.9).
 covers_one(a, w) if {
 	actions := a[w.scope]
 	n := match_one(actions, w)
+	wanted_in(n, w)
+}
+
+# wanted_in(n, w): the node n holds w's specific. Written as one chain
+# rather than with "not w.all", which costs a sub-evaluation per atom.
+wanted_in(n, w) if {
+	n.all
+} else := false if {
+	w.all
+} else if {
 	specific_in(n, w.specific)
 }
 
@@ -202,3 +216,28 @@ specific_in(n, _) if n.all
 specific_in(_, "")
 
 specific_in(n, s) if n.keys[s]
+
+# atoms(g): a compiled claim broken into its atomic parts, each in the
+# wanted form covers_one reads: one scope, one action key, and either one
+# listed specific or every object ("all", specific "*"). A claim holds
+# what each of its atoms allows, so another claim set contains it exactly
+# when it contains each atom (the breakdown Kubernetes' RBAC escalation
+# check uses; docs/design.md §5.9).
+atoms(g) := {atom |
+	some scope, actions in g
+	some action, n in actions
+	some atom in node_atoms(scope, action, n)
+}
+
+node_atoms(scope, action, n) := {atom(scope, action, "*", true)} if {
+	n.all
+} else := {atom(scope, action, k, false) | some k, _ in n.keys}
+
+atom(scope, action, specific, all) := {
+	"scope": scope,
+	"action": action,
+	"specific": specific,
+	"all": all,
+	"base": split(action, ":")[0],
+	"fallback": fallback_keys(action),
+}

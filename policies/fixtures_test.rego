@@ -21,19 +21,19 @@ scopes := {
 	"objects": ["list"],
 	"params": ["action", "actions", "create", "delete", "get", "list", "update"],
 	"plugin_providers": ["action", "actions", "create", "delete", "get", "list", "update"],
-	"plugins": ["action", "actions", "create", "delete", "get", "getSecure", "list", "update", "updateSecure"],
+	"plugins": ["action", "actions", "create", "delete", "exec", "get", "getSecure", "list", "update", "updateSecure"],
 	"pools": ["action", "actions", "create", "delete", "get", "list", "update"],
 	"preferences": ["list", "post"],
 	"profiles": ["action", "actions", "create", "delete", "get", "getSecure", "list", "update", "updateSecure"],
 	"reservations": ["action", "actions", "create", "delete", "get", "list", "update"],
-	"roles": ["action", "actions", "create", "delete", "get", "list", "update"],
+	"roles": ["action", "actions", "bind", "create", "delete", "escalate", "get", "list", "update"],
 	"stages": ["action", "actions", "create", "delete", "get", "getSecure", "list", "update", "updateSecure"],
 	"subnets": ["action", "actions", "create", "delete", "get", "list", "update"],
 	"system": ["action", "active", "passive", "replicate", "upgrade"],
 	"tasks": ["action", "actions", "create", "delete", "get", "list", "update"],
 	"templates": ["action", "actions", "create", "delete", "get", "list", "update"],
 	"tenants": ["action", "actions", "create", "delete", "get", "list", "update"],
-	"users": ["action", "actions", "create", "delete", "get", "list", "password", "token", "update"],
+	"users": ["action", "actions", "create", "delete", "get", "impersonate", "list", "password", "token", "update"],
 	"version_sets": ["action", "actions", "create", "delete", "get", "list", "update"],
 	"workflows": ["action", "actions", "create", "delete", "get", "list", "update"],
 }
@@ -54,6 +54,7 @@ roles := {
 		claim("machines", "update", "*"),
 	]},
 	"rbac-admin": {"claims": [claim("roles,tenants", "*", "*")]},
+	"role-reader": {"claims": [claim("roles", "get,list", "*")]},
 	"empty": {"claims": []},
 	# Compiled form, as policies.NewData stores it; "claims" is what the
 	# compiled form came from and is not read when "compiled" is present.
@@ -114,5 +115,17 @@ decide(world, request_) := d if {
 token_roles(world, user_roles, requested) := kept if {
 	kept := data.provgate.authz.token_roles with input as {"user_roles": user_roles, "requested": requested}
 		with data.provgate.roles as world.roles
+		with data.provgate.scopes as world.scopes
+}
+
+# ungranted evaluates the grant check (docs/design.md §5.9) of principal
+# handing out grants, against a world shaped like policies.Data.
+ungranted(world, principal, grants) := out if {
+	out := data.provgate.grants.ungranted with input as {"principal": principal, "grants": grants}
+		with data.provgate.roles as world.roles
+		with data.provgate.tenants as world.tenants
+		with data.provgate.user_tenant as world.user_tenant
+		with data.provgate.machine_tenants as world.machine_tenants
+		with data.provgate.license as world.license
 		with data.provgate.scopes as world.scopes
 }

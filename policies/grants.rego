@@ -17,6 +17,7 @@
 package provgate.grants
 
 import data.provgate.claims
+import data.provgate.tenancy
 
 # role(name) is the compiled claims of a role, looked up by key so the cost
 # does not depend on how many roles exist. A name that is no role grants
@@ -24,8 +25,14 @@ import data.provgate.claims
 # is compiled here.
 role(name) := data.provgate.roles[name].compiled
 
-role(name) := [claims.compile(c) | some c in data.provgate.roles[name].claims] if {
-	not data.provgate.roles[name].compiled
+role(name) := plain_role[name] if not data.provgate.roles[name].compiled
+
+# plain_role[name]: a role of data without compiled forms, compiled once per
+# evaluation (a rule's value is kept for the evaluation; a function's is
+# not): the grant check looks a role up once per atom.
+plain_role[name] := [claims.compile(c) | some c in r.claims] if {
+	some name, r in data.provgate.roles
+	not r.compiled
 }
 
 # docs/design.md §5.5: every user holds these, whatever its roles or
@@ -178,6 +185,32 @@ holds_one(w) if {
 	claims.covers_one(g, w)
 }
 
+# holds(w): the principal's token allows the wanted claim w now, self
+# claims not counted: a role or direct claim contains it and, for a
+# restricted token, one of the token's roles and its restriction too; a
+# restricted token never reaches its own user's credentials. This is the
+# held set of docs/design.md §5.5 and §5.9: requests are allowed by it
+# (with the self claims, authz.held_one) and grants are bounded by it.
+holds(w) if {
+	not restricted
+	holds_one(w)
+}
+
+holds(w) if {
+	restricted
+	holds_one(w)
+	token_roles_hold_one(w)
+	within_restriction_one(w)
+	not own_credential(w)
+}
+
+within_restriction_one(_) if unrestricted
+
+within_restriction_one(w) if {
+	some g in restrict
+	claims.covers_one(g, w)
+}
+
 # token_roles_hold_one(w): the token names no roles, or one of them
 # contains w.
 token_roles_hold_one(_) if not role_restricted
@@ -234,3 +267,137 @@ own_specific(s) if s == input.principal.name
 
 # List and create derive an empty specific (claims.node_covers).
 own_specific("")
+
+# METADATA
+# title: Ungranted
+# description: |
+#   What a write would hand out that its writer does not hold
+#   (docs/design.md §5.9), as sorted atomic claims {scope, action,
+#   specific}: empty when the write may go ahead. input.grants lists what
+#   the write hands out (Go: backend.Grant); the principal is the writer.
+# entrypoint: true
+ungranted := sort([plain(t) | some t in missing])
+
+plain(t) := {"scope": t.scope, "action": t.action, "specific": t.specific}
+
+# open: the positions of the grants the writer must hold itself (not
+# delegated), each decided once.
+open contains i if {
+	some i, g in input.grants
+	not delegated(g)
+}
+
+# missing: the atoms of every open grant the writer does not hold, not
+# counting what the object already granted (had).
+missing contains t if {
+	some i in open
+	g := input.grants[i]
+	some t in grant_atoms(g)
+	not grantor_holds(t)
+	not already_had(g, t)
+}
+
+# A tenant-restricted writer takes over only users of its own tenant:
+# another user's authority would reach what its tenant hides. Only the
+# explicit delegation allows it (docs/design.md §5.9, §6).
+missing contains claims.wanted(g.via) if {
+	some i in open
+	g := input.grants[i]
+	foreign_user(g.subject)
+}
+
+# delegated(g): the writer is the grant's subject, or holds its explicit
+# delegation (roles bind, roles escalate, users impersonate).
+delegated(g) if {
+	g.subject.kind == input.principal.kind
+	g.subject.name == input.principal.name
+}
+
+delegated(g) if {
+	w := claims.wanted(g.via)
+	claims.known_one(w)
+	grantor_holds(w)
+}
+
+# Only users hand out authority: a machine or job token holds a fixed set
+# for its own work, never anything to give away. w is known: an atom of a
+# compiled claim, or a delegation checked by delegated.
+grantor_holds(w) if {
+	input.principal.kind == "user"
+	holds(w)
+}
+
+# info get is a self claim of every user, not of one: handing it out widens
+# no one, so it counts. The other self claims name their holder (users
+# token,password,get <self>) and never count.
+grantor_holds(w) if {
+	input.principal.kind == "user"
+	w.scope == "info"
+	w.action == "get"
+}
+
+# grant_atoms(g): what the grant hands out, in atoms. A role the policy
+# does not know, or one the writer cannot see, is handed out only through
+# the delegation: an unknown role would grant whatever it is made to later,
+# and a refusal must neither tell a hidden role from a missing one nor
+# show its claims (docs/design.md §5.9).
+grant_atoms(g) := {claims.wanted(g.via)} if {
+	hides_a_role(g)
+} else := (claim_atoms(object.get(g, "claims", [])) | roles_atoms(object.get(g, "roles", []))) | given_role_atoms(g)
+
+# hides_a_role(g): the role given is unknown or not visible, or a role of
+# a takeover exists and is not visible (one that does not exist grants
+# nothing).
+hides_a_role(g) if {
+	is_string(g.role)
+	not visible_role(g.role)
+}
+
+hides_a_role(g) if {
+	some name in object.get(g, "roles", [])
+	data.provgate.roles[name]
+	not visible_role(name)
+}
+
+claim_atoms(cs) := {t | some c in cs; some t in unheld_atoms(claims.compile(c))}
+
+roles_atoms(names) := {t | some name in names; some g in role(name); some t in unheld_atoms(g)}
+
+# unheld_atoms(g): the atoms of the compiled claim g, unless one claim the
+# writer holds contains g whole (claims.covers, which contains g exactly
+# when it contains each of its atoms): the superuser handing out "* * *"
+# then costs one containment, not one per atom. A restricted token, or a
+# claim held only in parts, is checked atom by atom.
+unheld_atoms(g) := set() if {
+	wholly_held(g)
+} else := claims.atoms(g)
+
+wholly_held(g) if {
+	input.principal.kind == "user"
+	not restricted
+	some h in held
+	claims.covers(h, g)
+}
+
+given_role_atoms(g) := roles_atoms([g.role]) if is_string(g.role)
+
+else := set()
+
+# visible_role(name): the role exists and the writer may see it: its
+# tenant shows it and it holds roles get on it.
+visible_role(name) if {
+	data.provgate.roles[name]
+	not tenancy.hides("roles", name)
+	grantor_holds({"scope": "roles", "action": "get", "specific": name, "base": "get", "fallback": []})
+}
+
+already_had(g, t) if {
+	some c in object.get(g, "had", [])
+	claims.covers_one(claims.compile(c), t)
+}
+
+foreign_user(s) if {
+	s.kind == "user"
+	some t in tenancy.tenant_names
+	object.get(data.provgate.user_tenant, s.name, "") != t
+}

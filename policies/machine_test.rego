@@ -174,3 +174,19 @@ test_self_set_is_reference_claims_exact if {
 	want := compiled([c("users", "token,password,get", "bob"), c("info", "get", "*")]) with data.provgate.scopes as fixtures.scopes
 	grants.self == want with input as {"principal": fixtures.user("bob", [])}
 }
+
+# A job token asked for by a tenant user is restricted by that user's
+# tenant as well as by its machine's (docs/design.md §8.7): its task's
+# extra claims reach nothing the creator's tenant hides.
+test_job_token_restricted_by_its_creators_tenant if {
+	job := object.union(fixtures.machine(uuid, "operations"), {"claims": [c("machines", "get", "*"), c("profiles", "get", "*")]})
+	allowed_with(job, [c("profiles", "get", "global")])
+	by_tina := object.union(job, {"grantor": "tina"})
+	d := fixtures.decide(fixtures.data_licensed, object.union(
+		fixtures.request(by_tina, [c("profiles", "get", "global")]),
+		{"object": {"scope": "profiles", "key": "global"}},
+	))
+	d.not_found
+	by_system := object.union(job, {"grantor": "system"})
+	allowed_with(by_system, [c("profiles", "get", "global")])
+}

@@ -33,6 +33,11 @@ tenant_names contains name if {
 	some name in data.provgate.machine_tenants[input.principal.name]
 }
 
+# A job token asked for by a user is also restricted by that user's
+# tenant: the token never reaches what its creator's tenant hides
+# (docs/design.md §8.7).
+tenant_names contains data.provgate.user_tenant[input.principal.grantor] if operations_machine
+
 # Data without machine_tenants (written by hand rather than by
 # policies.NewData) is searched instead.
 tenant_names contains name if {
@@ -58,11 +63,16 @@ restricts(scope) if {
 	restricting(name, scope)
 }
 
-hidden if {
+hidden if hides(input.object.scope, input.object.key)
+
+# hides(scope, key): a tenant of the principal restricts scope and does not
+# list key. The grant check asks it of the roles a write names
+# (grants.visible_role).
+hides(scope, key) if {
 	some name in tenant_names
-	_ = data.provgate.tenants[name].members[input.object.scope]
-	not data.provgate.tenants[name].member_set[input.object.scope][input.object.key]
-	not searched_member(name)
+	_ = data.provgate.tenants[name].members[scope]
+	not data.provgate.tenants[name].member_set[scope][key]
+	not searched_member(name, scope, key)
 }
 
 # A machine's operations token sees one machine, its own: any other is not
@@ -75,11 +85,11 @@ hidden if {
 	input.object.key != input.principal.name
 }
 
-# searched_member(name): data without member_set lists the object in the
-# tenant's Members.
-searched_member(name) if {
+# searched_member(name, scope, key): data without member_set lists the
+# object in the tenant's Members.
+searched_member(name, scope, key) if {
 	not data.provgate.tenants[name].member_set
-	input.object.key in data.provgate.tenants[name].members[input.object.scope]
+	key in data.provgate.tenants[name].members[scope]
 }
 
 # keys(scope): the keys visible in a restricted scope, those every

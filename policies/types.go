@@ -32,6 +32,10 @@ type Principal struct {
 	Restrict []backend.Claim `json:"restrict,omitempty"`
 	// MachineToken is "discovery" or "operations" for machine tokens.
 	MachineToken string `json:"machine_token,omitempty"`
+	// Grantor is set for job tokens only: the user that asked for the
+	// token ("system" when its machine did), whose tenant restricts the
+	// token too (docs/design.md §8.7).
+	Grantor string `json:"grantor,omitempty"`
 	// Auth says how the principal authenticated and, for tokens, which token
 	// it presented. Nil only for inputs built outside a request (tests).
 	Auth *Auth `json:"auth,omitempty"`
@@ -100,6 +104,10 @@ type Input struct {
 	// are masked (MaskedValue). Filled only when the policy reads
 	// input.proposed.
 	Proposed map[string]any `json:"proposed,omitempty"`
+	// Grants are what a write hands out, in the input of the grant check
+	// (data.provgate.grants.ungranted, docs/design.md §5.9) only; the
+	// other fields but Principal are then empty.
+	Grants []backend.Grant `json:"grants,omitempty"`
 }
 
 // MaskedValue stands in the input for the value of a secure param, stored

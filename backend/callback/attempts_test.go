@@ -26,6 +26,10 @@ func (a *seeOnly) CanSee(_ context.Context, scope, key string) (bool, error) {
 
 func (a *seeOnly) Can(context.Context, ...backend.Claim) (bool, error) { return false, nil }
 
+func (a *seeOnly) Ungranted(_ context.Context, gs ...backend.Grant) ([]backend.Claim, error) {
+	return ungrantedAll(gs), nil
+}
+
 // TestAttemptsFollowMachineVisibility: a caller lists only the attempts of
 // machines it may see; a hidden machine looks like one without attempts,
 // and the limit counts visible attempts only.

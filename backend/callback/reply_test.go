@@ -32,6 +32,30 @@ func (g grants) Can(_ context.Context, cs ...backend.Claim) (bool, error) {
 	return true, nil
 }
 
+// Ungranted: grants hands out only what it names exactly.
+func (g grants) Ungranted(_ context.Context, gs ...backend.Grant) ([]backend.Claim, error) {
+	if g.err != nil {
+		return nil, g.err
+	}
+	var out []backend.Claim
+	for _, c := range ungrantedAll(gs) {
+		if !g.claims[c.Scope+" "+c.Action+" "+c.Specific] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// ungrantedAll lists the claims of gs, as a caller holding nothing is
+// answered.
+func ungrantedAll(gs []backend.Grant) []backend.Claim {
+	var out []backend.Claim
+	for _, g := range gs {
+		out = append(out, g.Claims...)
+	}
+	return out
+}
+
 // TestRepliesHideSecretsFromCallers: what callbackDo returns never carries a
 // secret the caller could not read itself: the machine's decoded secure
 // values need "machines getSecure <machine>", the plugin's configuration

@@ -101,6 +101,23 @@ func (s *Service) callerRedactor(ctx context.Context, r *request) *redactor {
 	})
 }
 
+// callerMayDecode reports whether the caller of the current request holds
+// machines getSecure on machine; server-internal work (a jobfail delivery,
+// whose plugin's writer held it over every machine) may. A policy error
+// leaves the values sealed.
+func (s *Service) callerMayDecode(ctx context.Context, plugin, machine string) bool {
+	a := backend.AccessFrom(ctx)
+	if a == nil {
+		return true
+	}
+	ok, err := a.Can(ctx, backend.Claim{Scope: "machines", Action: "getSecure", Specific: machine})
+	if err != nil {
+		s.log.Warn("callback: checking getSecure failed; secure values stay sealed", "plugin", plugin, "err", err)
+		return false
+	}
+	return ok
+}
+
 func (s *Service) build(ctx context.Context, st *pluginState, name string, cb *Callback, m *backend.Machine, override any, hasOverride bool, source backend.AttemptSource, extra http.Header) (*request, error) {
 	r := &request{st: st, name: name, cb: cb, machine: m.Uuid, source: source, method: cb.Method, red: newRedactor(st.redact)}
 	if r.method == "" {
@@ -110,7 +127,11 @@ func (s *Service) build(ctx context.Context, st *pluginState, name string, cb *C
 	if s.opts.Machines == nil {
 		return nil, fail(backend.EINTERNAL, "callback service has no machine reader")
 	}
-	params, err := s.opts.Machines.MachineParams(ctx, m, cb.Aggregate, cb.Decode)
+	// Decoded values reach the body and the Url only for a caller who may
+	// read them itself: the plugin's writer chose where they go, the caller
+	// chose the machine (docs/design.md §12.3).
+	decode := cb.Decode && s.callerMayDecode(ctx, st.name, m.Uuid)
+	params, err := s.opts.Machines.MachineParams(ctx, m, cb.Aggregate, decode)
 	if err != nil {
 		return nil, err
 	}
@@ -129,9 +150,9 @@ func (s *Service) build(ctx context.Context, st *pluginState, name string, cb *C
 	var all map[string]any
 	var allErr error
 	load := func(ctx context.Context) {
-		once.Do(func() { all, allErr = s.opts.Machines.MachineParams(ctx, m, true, cb.Decode) })
+		once.Do(func() { all, allErr = s.opts.Machines.MachineParams(ctx, m, true, decode) })
 	}
-	if cb.Decode {
+	if decode {
 		// Every value decoding opens may reach the body, the Url or the
 		// reply: note them all as the machine's secrets.
 		load(ctx)

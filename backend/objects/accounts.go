@@ -98,3 +98,19 @@ func (s *Accounts) PasswordHash(ctx context.Context, name string) ([]byte, strin
 	u := m.(*backend.User)
 	return u.PasswordHash, u.Secret, nil
 }
+
+// MayTakeOver refuses, with 403, a caller that may not take over user name
+// (docs/design.md §5.9): minting its tokens hands out everything it holds,
+// so the caller must be name, hold what name's roles grant, or hold users
+// impersonate <name>. A tenant user takes over only users of its tenant.
+// Server-internal work may.
+func (s *Accounts) MayTakeOver(ctx context.Context, name string) error {
+	if backend.AccessFrom(ctx) == nil {
+		return nil
+	}
+	_, m, err := s.read(ctx, backend.KindOf(backend.PrefixUsers), name, backend.ReadOp)
+	if err != nil {
+		return err
+	}
+	return backend.Grantable(ctx, backend.PrefixUsers, name, takeover(m.(*backend.User)))
+}

@@ -71,7 +71,7 @@ func (s *CRUD) Create(ctx context.Context, prefix string, body []byte) (backend.
 			return err
 		}
 		emit(ctx, s.event(ctx, "create", m, nil))
-		return s.addToTenant(ctx, backend.TenantFrom(ctx), prefix, m.Key())
+		return s.addToTenant(ctx, backend.TenantFrom(ctx), prefix, m.Key(), prefix == backend.PrefixUsers)
 	})
 	if err != nil {
 		return nil, err

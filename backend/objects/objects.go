@@ -58,6 +58,12 @@ type Options struct {
 	// ValidatePlugin checks a plugin's provider-specific configuration; its
 	// messages make the plugin unavailable (it is still saved).
 	ValidatePlugin func(*backend.Plugin) []string
+	// PluginGrants names the pieces of a plugin's configuration (params in
+	// the clear) that can carry machines' secrets or run programs on the
+	// server, each keyed by its content, with the claims their writer must
+	// hold (docs/design.md §5.9, §12.1). A write is checked for the pieces
+	// it adds or changes.
+	PluginGrants func(*backend.Plugin) map[string][]backend.Claim
 	// JobLogs overrides where job logs are kept.
 	JobLogs JobLogStore
 	// MaxRetries bounds optimistic-update retries on a stale revision.
@@ -115,21 +121,23 @@ type Accounts struct{ *core }
 
 // core is the state the parts share.
 type core struct {
-	st          Store
-	bus         *backend.Bus
-	log         *slog.Logger
-	hash        func(string) ([]byte, error)
-	newSecret   func() string
-	now         func() time.Time
-	providers   map[string]bool
-	plugin      func(*backend.Plugin) []string
-	onJobChange func(ctx context.Context, old, job *backend.Job) error
-	notify      func(ctx context.Context, evs []backend.Event) error
-	jobLogs     JobLogStore
-	retries     int
-	sec         *secureBox
-	schemas     *schemaCache
-	views       *viewCache
+	st        Store
+	bus       *backend.Bus
+	log       *slog.Logger
+	hash      func(string) ([]byte, error)
+	newSecret func() string
+	now       func() time.Time
+	providers map[string]bool
+	plugin    func(*backend.Plugin) []string
+	// pluginGrantsOf is Options.PluginGrants.
+	pluginGrantsOf func(*backend.Plugin) map[string][]backend.Claim
+	onJobChange    func(ctx context.Context, old, job *backend.Job) error
+	notify         func(ctx context.Context, evs []backend.Event) error
+	jobLogs        JobLogStore
+	retries        int
+	sec            *secureBox
+	schemas        *schemaCache
+	views          *viewCache
 }
 
 // New builds a Service over st.
@@ -147,20 +155,21 @@ func (s *Service) InTx(ctx context.Context, fn func(ctx context.Context) error) 
 
 func newCore(st Store, o Options) *core {
 	s := &core{
-		st:          st,
-		bus:         o.Bus,
-		log:         o.Logger,
-		hash:        o.HashPassword,
-		newSecret:   o.NewSecret,
-		now:         o.Now,
-		providers:   map[string]bool{"callback": true},
-		plugin:      o.ValidatePlugin,
-		onJobChange: o.OnJobChange,
-		notify:      o.Notify,
-		jobLogs:     o.JobLogs,
-		retries:     o.MaxRetries,
-		schemas:     newSchemaCache(),
-		views:       newViewCache(st, o.ViewCacheSize),
+		st:             st,
+		bus:            o.Bus,
+		log:            o.Logger,
+		hash:           o.HashPassword,
+		newSecret:      o.NewSecret,
+		now:            o.Now,
+		providers:      map[string]bool{"callback": true},
+		plugin:         o.ValidatePlugin,
+		pluginGrantsOf: o.PluginGrants,
+		onJobChange:    o.OnJobChange,
+		notify:         o.Notify,
+		jobLogs:        o.JobLogs,
+		retries:        o.MaxRetries,
+		schemas:        newSchemaCache(),
+		views:          newViewCache(st, o.ViewCacheSize),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

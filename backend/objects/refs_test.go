@@ -18,6 +18,11 @@ func (h hiding) CanSee(_ context.Context, scope, key string) (bool, error) {
 }
 func (h hiding) Can(context.Context, ...backend.Claim) (bool, error) { return true, nil }
 
+// Ungranted: the caller holds everything it hands out.
+func (h hiding) Ungranted(context.Context, ...backend.Grant) ([]backend.Claim, error) {
+	return nil, nil
+}
+
 func as(h hiding) context.Context { return backend.WithAccess(context.Background(), h) }
 
 // wantMessages checks err is a 422 ValidationError with exactly msgs.

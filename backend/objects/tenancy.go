@@ -11,8 +11,10 @@ import (
 // Members in step on every create and delete.
 
 // addToTenant appends key to tenant's Members[prefix] when the tenant
-// restricts that scope (docs/design.md §6).
-func (s *core) addToTenant(ctx context.Context, tenant, prefix, key string) error {
+// restricts that scope, and a user (user true) to its Users: a user a
+// tenant user creates is in its tenant, never in none, which would let it
+// see everything (docs/design.md §6.4).
+func (s *core) addToTenant(ctx context.Context, tenant, prefix, key string, user bool) error {
 	if tenant == "" {
 		return nil
 	}
@@ -28,12 +30,19 @@ func (s *core) addToTenant(ctx context.Context, tenant, prefix, key string) erro
 		return err
 	}
 	t := tm.(*backend.Tenant)
-	list, ok := t.Members[prefix]
-	if !ok || contains(list, key) {
+	old := clone(t)
+	changed := false
+	if list, ok := t.Members[prefix]; ok && !contains(list, key) {
+		t.Members[prefix] = append(list, key)
+		changed = true
+	}
+	if user && !contains(t.Users, key) {
+		t.Users = append(t.Users, key)
+		changed = true
+	}
+	if !changed {
 		return nil
 	}
-	old := clone(t)
-	t.Members[prefix] = append(list, key)
 	return s.writeTenant(ctx, rec.Key, rec.Rev, old, t)
 }
 

@@ -137,6 +137,11 @@ func (s *core) prepare(ctx context.Context, m, old backend.Model) error {
 	if err := c.hard.Err(m.Prefix(), m.Key()); err != nil {
 		return err
 	}
+	// Only a valid write is checked for what it hands out: an invalid one
+	// is 422 whoever sends it (docs/design.md §5.9).
+	if err := s.checkGrants(ctx, m, old); err != nil {
+		return err
+	}
 	m.Env().SetValid(c.soft)
 	return nil
 }
@@ -239,6 +244,9 @@ func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, old backend.M
 			t.Members[k] = []string{}
 		}
 	}
+	if err := s.checkOwnMembers(ctx, t, old, keys, c); err != nil {
+		return err
+	}
 	// Only users this write adds can be in another tenant: those the
 	// stored version held passed this check when they were added. A write
 	// that adds none reads no other tenant, so its cost does not grow with
@@ -261,7 +269,15 @@ func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, old backend.M
 		if strings.HasPrefix(u, "auth-groups:") {
 			continue
 		}
-		ok, err := s.exists(ctx, "users", u)
+		// A user the caller cannot see is answered as one that does not
+		// exist, unless the tenant held it already.
+		var ok bool
+		var err error
+		if contains(held, u) {
+			ok, err = s.exists(ctx, "users", u)
+		} else {
+			ok, err = s.visible(ctx, "users", u)
+		}
 		if err != nil {
 			return err
 		}
@@ -273,6 +289,39 @@ func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, old backend.M
 			ot := o.(*backend.Tenant)
 			if ot.Name != t.Name && contains(ot.Users, u) {
 				c.bad("User %s already in tenant %s, and users can only be in one tenant at a time", u, ot.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// checkOwnMembers: what a tenant user adds to its own tenant's Members
+// must be objects it sees already, so that the write never widens what the
+// tenant shows it; an object it cannot see is refused exactly as one that
+// does not exist (docs/design.md §6.5). Other writers may list keys freely,
+// objects to come included, as DRP allows.
+func (s *core) checkOwnMembers(ctx context.Context, t *backend.Tenant, old backend.Model, scopes []string, c *check) error {
+	if backend.TenantFrom(ctx) != t.Name || backend.AccessFrom(ctx) == nil {
+		return nil
+	}
+	var had map[string][]string
+	if o, ok := old.(*backend.Tenant); ok {
+		had = o.Members
+	}
+	for _, scope := range scopes {
+		if !backend.ValidScope(scope) || backend.KindOf(scope) == nil {
+			continue
+		}
+		for _, key := range t.Members[scope] {
+			if contains(had[scope], key) {
+				continue
+			}
+			ok, err := s.visible(ctx, scope, key)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				c.bad("Members %s: %s does not exist", scope, key)
 			}
 		}
 	}

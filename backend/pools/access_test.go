@@ -48,6 +48,10 @@ func (a *fakeAccess) holds(c backend.Claim) bool {
 	return false
 }
 
+func (a *fakeAccess) Ungranted(context.Context, ...backend.Grant) ([]backend.Claim, error) {
+	return nil, nil
+}
+
 func holds(uuids []string, actions ...string) map[backend.Claim]bool {
 	out := map[backend.Claim]bool{}
 	for _, u := range uuids {

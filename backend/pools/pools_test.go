@@ -865,6 +865,10 @@ func (h hiding) CanSee(_ context.Context, scope, key string) (bool, error) {
 }
 func (h hiding) Can(context.Context, ...backend.Claim) (bool, error) { return true, nil }
 
+func (h hiding) Ungranted(context.Context, ...backend.Grant) ([]backend.Claim, error) {
+	return nil, nil
+}
+
 // TestHiddenReferences: what a manage body names and the caller may not see
 // is refused exactly as what does not exist; the pools' own groups are not
 // held against the caller.

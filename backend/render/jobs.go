@@ -62,7 +62,11 @@ func (j *JobActions) JobActions(ctx context.Context, key, goos string) ([]backen
 		return nil, err
 	}
 	task := tm.(*backend.Task)
-	raw, err := j.params.Aggregate(ctx, m, true)
+	decode, tokens, err := callerRights(ctx, m.Uuid)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := j.params.Aggregate(ctx, m, decode)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +83,9 @@ func (j *JobActions) JobActions(ctx context.Context, key, goos string) ([]backen
 		Info:   j.info(),
 		Tokens: j.tokens,
 	}
+	if !tokens {
+		env.Tokens = maskedTokens{}
+	}
 	for _, t := range task.Templates {
 		if os := t.Meta["OS"]; os != "" && goos != "" && !strings.EqualFold(os, goos) {
 			continue
@@ -94,4 +101,37 @@ func (j *JobActions) JobActions(ctx context.Context, key, goos string) ([]backen
 		out = append(out, backend.JobAction{Name: t.Name, Path: t.Path, Content: text, Meta: meta})
 	}
 	return out, nil
+}
+
+// callerRights says what the caller of a job's actions may see rendered
+// (docs/design.md §10.4): secure values decoded only with machines
+// getSecure on the machine (its own tokens hold it), machine tokens only
+// for the machine itself or a caller holding everything its operations
+// token holds (a token is that authority, handed out). Server-internal
+// work (backend.WithSystem) sees both; a ctx declaring neither is refused
+// (docs/design.md §2.3).
+func callerRights(ctx context.Context, machine string) (decode, tokens bool, err error) {
+	if decode, err = backend.Can(ctx, backend.Claim{Scope: "machines", Action: "getSecure", Specific: machine}); err != nil {
+		return false, false, err
+	}
+	missing, err := backend.Ungranted(ctx, backend.Grant{Claims: backend.OperationsClaims(machine),
+		Subject: &backend.Subject{Kind: "machine", Name: machine}})
+	switch {
+	case backend.IsCode(err, backend.EFORBIDDEN):
+		return decode, false, nil
+	case err != nil:
+		return false, false, err
+	}
+	return decode, len(missing) == 0, nil
+}
+
+// maskedTokens stands in for the token minter when the caller may not
+// receive the machine's tokens: .GenerateToken and .GenerateInfiniteToken
+// render empty, as for a machine that has none.
+type maskedTokens struct{}
+
+func (maskedTokens) GenerateToken(context.Context, *backend.Machine) (string, error) { return "", nil }
+
+func (maskedTokens) GenerateInfiniteToken(context.Context, *backend.Machine) (string, error) {
+	return "", nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"math"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +160,14 @@ func TestP50Ratios(t *testing.T) {
 	}
 }
 
+func TestFigureOrder(t *testing.T) {
+	ids := []string{"10a", "2b", "9n", "1", "10c", "2a"}
+	sort.Slice(ids, func(i, j int) bool { return figureLess(ids[i], ids[j]) })
+	if want := []string{"1", "2a", "2b", "9n", "10a", "10c"}; !slices.Equal(ids, want) {
+		t.Errorf("ordered %v, want %v", ids, want)
+	}
+}
+
 func TestParseStatus(t *testing.T) {
 	hwm, rss, err := parseStatus("Name:\tprovgate\nVmPeak:\t 999 kB\nVmHWM:\t  187412 kB\nVmRSS:\t  150000 kB\n")
 	if err != nil || hwm != 187412 || rss != 150000 {
@@ -174,6 +184,7 @@ func TestMarkdownListsEveryFigure(t *testing.T) {
 	figs = append(figs, memFigures(nil, nil, "x", "y")...)
 	figs = append(figs, eventFigures(nil, "z")...)
 	figs = append(figs, scaleFigures(nil, "w")...)
+	figs = append(figs, grantFigures(nil, "v")...)
 	r := &report{Config: config{Command: "make bench", Rounds: 5}, Figures: figs}
 	md := r.markdown()
 	for id := range figureSpecs {

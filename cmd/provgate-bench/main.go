@@ -45,6 +45,10 @@ type config struct {
 	ScaleUsers    int
 	ScaleRoles    int
 	ScaleTenants  int
+	// GrantsOnly runs figures 10 alone; Baseline is the build figures
+	// 10c and 10d compare with.
+	GrantsOnly bool
+	Baseline   string
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -74,6 +78,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.ScaleUsers, "scale-users", 10000, "users of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleRoles, "scale-roles", 1000, "roles of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleTenants, "scale-tenants", 500, "tenants of the large fleet (figures 9); tenant i lists users 10i.. and machines 100i..")
+	fs.BoolVar(&c.GrantsOnly, "grants-only", false, "run only the grant-check figures (10), e.g. with -baseline-server")
+	fs.StringVar(&c.Baseline, "baseline-server", "", "another provgate binary (a build of main, say) that figures 10c and 10d compare this one with")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -135,8 +141,13 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if cfg.SkipDecide && cfg.OnlyDecide {
 		return errors.New("-skip-decide and -only-decide exclude each other")
 	}
-	if cfg.ScaleOnly && cfg.OnlyDecide {
-		return errors.New("-scale-only and -only-decide exclude each other")
+	if n := btoi(cfg.ScaleOnly) + btoi(cfg.OnlyDecide) + btoi(cfg.GrantsOnly); n > 1 {
+		return errors.New("-scale-only, -only-decide and -grants-only exclude each other")
+	}
+	if cfg.Baseline != "" {
+		if _, err := os.Stat(cfg.Baseline); err != nil {
+			return fmt.Errorf("baseline server binary: %w", err)
+		}
 	}
 	// Figure 3 first: the test binary compiles before any server runs, so
 	// compilation never competes with a timed leg.
@@ -145,6 +156,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	switch {
 	case cfg.ScaleOnly:
 		decSkip = "-scale-only"
+	case cfg.GrantsOnly:
+		decSkip = "-grants-only"
 	case cfg.SkipDecide:
 		decSkip = "-skip-decide"
 	default:
@@ -163,6 +176,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		only = "-only-decide"
 	} else if cfg.ScaleOnly {
 		only = "-scale-only"
+	} else if cfg.GrantsOnly {
+		only = "-grants-only"
 	}
 
 	var gw *gatewayResult
@@ -211,8 +226,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var sc *scaleResult
 	scSkip := ""
-	if cfg.OnlyDecide {
-		scSkip = "-only-decide"
+	if cfg.OnlyDecide || cfg.GrantsOnly {
+		scSkip = only
 	} else if sc, err = runScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -223,14 +238,29 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		sc = nil
 	}
 
-	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale = gw, pools, dec, ev, sc
+	var gr *grantsResult
+	grSkip := ""
+	if cfg.OnlyDecide || cfg.ScaleOnly {
+		grSkip = only
+	} else if gr, err = runGrants(ctx, cfg, tmp, pub, lic, logf); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		grSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "figures 10: "+err.Error())
+		logf("figures 10 failed: %v", err)
+		gr = nil
+	}
+
+	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale, rep.Grants = gw, pools, dec, ev, sc, gr
 	rep.Figures = append(rep.Figures, gatewayFigures(gw, gwSkip)...)
 	rep.Figures = append(rep.Figures, decideFigures(dec, decSkip)...)
 	rep.Figures = append(rep.Figures, poolFigures(pools, pgSkip)...)
 	rep.Figures = append(rep.Figures, memFigures(gw, pools, gwSkip, pgSkip)...)
 	rep.Figures = append(rep.Figures, eventFigures(ev, evSkip)...)
 	rep.Figures = append(rep.Figures, scaleFigures(sc, scSkip)...)
-	sort.SliceStable(rep.Figures, func(i, j int) bool { return rep.Figures[i].ID < rep.Figures[j].ID })
+	rep.Figures = append(rep.Figures, grantFigures(gr, grSkip)...)
+	sort.SliceStable(rep.Figures, func(i, j int) bool { return figureLess(rep.Figures[i].ID, rep.Figures[j].ID) })
 	rep.Wall = time.Since(start)
 
 	fmt.Fprintf(stdout, "\nprovgate benchmarks (%s, %d CPUs, %s), %s\n", rep.Machine.Model, rep.Machine.CPUs, rep.Machine.Go, rep.Wall.Round(time.Second))
@@ -247,6 +277,32 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d part(s) failed; see %s", len(rep.Failures), cfg.Out)
 	}
 	return nil
+}
+
+// figureLess orders figure ids by their number, then their letter: 9n
+// before 10a.
+func figureLess(a, b string) bool {
+	na, ra := splitFigureID(a)
+	nb, rb := splitFigureID(b)
+	if na != nb {
+		return na < nb
+	}
+	return ra < rb
+}
+
+func splitFigureID(id string) (int, string) {
+	n, i := 0, 0
+	for ; i < len(id) && id[i] >= '0' && id[i] <= '9'; i++ {
+		n = 10*n + int(id[i]-'0')
+	}
+	return n, id[i:]
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func firstLine(s string) string {

@@ -21,6 +21,7 @@ type report struct {
 	Decide   *decideResult
 	Events   *eventsResult
 	Scale    *scaleResult
+	Grants   *grantsResult
 	Failures []string
 }
 
@@ -158,7 +159,9 @@ func (r *report) writeDefinitions(p func(string, ...any)) {
 	p(`
 - Throughput ratios (1, 2, 5, 9g) divide requests per second of the first leg by the second's, round by round.
   Latency ratios (9a-9f, 9l, 9m) divide the p50 of one client's requests on the large-fleet server by
-  the same on the small one; the two servers run at once and their legs alternate.
+  the same on the small one; the two servers run at once and their legs alternate. Figures 10c and 10d
+  divide the p50 of one client's creates on this build by the same on the -baseline-server build, the
+  same way.
   Cost ratios (4, 6, 9h, 9i) divide time per request: with the same number of closed-loop clients on both legs
   that is throughput(second) / throughput(first), so 1.2 means the first costs 20%% more per request.
   Figure 6 is read this way because its target is an upper bound: callbackDo may cost at most 1.2× a
@@ -184,6 +187,9 @@ func (r *report) writeDefinitions(p func(string, ...any)) {
 	}
 	if r.Scale != nil {
 		notes = append(notes, r.Scale.Notes...)
+	}
+	if r.Grants != nil {
+		notes = append(notes, r.Grants.Notes...)
 	}
 	if len(notes) > 0 {
 		p("Setup of this run:\n\n")
@@ -235,6 +241,13 @@ func (r *report) writeRaw(p func(string, ...any)) {
 			rawGroup{"9g-9m", sc.Reads, []string{legGetObject, legHealthz, legScaleTenant, legScaleFree, legListLarge, legListSmall,
 				legStatusLarge, legStatusSmall, legCbDo, legCbGet, legCbDirect}},
 			rawGroup{"9n", sc.Allocs, []string{legAllocLarge, legAllocSmall}})
+	}
+	if gr := r.Grants; gr != nil {
+		ord := []string{legRoleCreate, legUserCreate}
+		if gr.Baseline {
+			ord = append(ord, legRoleCreateBase, legUserCreateBase)
+		}
+		groups = append(groups, rawGroup{"10", gr.Legs, ord})
 	}
 	for _, g := range groups {
 		rounds := 0

@@ -283,8 +283,11 @@ func penMachineToken(t *testing.T, s *tserver) {
 		s.Must(201, "POST", "/tasks", map[string]any{"Name": "pen-hidden-task"}, adm)
 		s.Must(201, "POST", "/stages", map[string]any{"Name": "pen-t-stage", "Tasks": []string{"pen-task"}}, adm)
 		s.Must(201, "POST", "/workflows", map[string]any{"Name": "pen-t-wf", "Stages": []string{"pen-t-stage"}}, adm)
+		// Carol holds everything her machine's operations token holds, so
+		// its rendered tokens are hers to read (docs/design.md §10.4).
 		s.AddRole("pen-carol", [3]string{"machines", "*", "*"}, [3]string{"jobs", "*", "*"},
-			[3]string{"stages,tasks,workflows,profiles", "get,list", "*"})
+			[3]string{"stages,tasks,workflows,profiles", "get,list", "*"}, [3]string{"params", "get", "*"},
+			[3]string{"events", "post", "*"}, [3]string{"reservations", "create", "*"})
 		s.AddUser("carol", "carol-pen-pw-1", "pen-carol")
 		tm := s.AddMachine("pen-tenant-m", map[string]any{"Workflow": "pen-t-wf"})
 		s.Must(201, "POST", "/tenants", map[string]any{"Name": "pen-t", "Users": []string{"carol"}, "Members": map[string][]string{

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/policies"
 	"github.com/provgate/provgate/policies/opa"
 )
@@ -129,6 +130,20 @@ func policyEval(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := e.SetData(ctx, data); err != nil {
 		return fmt.Errorf("policy eval: %s", err)
 	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if in.Grants != nil {
+		// A grant check's input (docs/policies.md §6): what the write
+		// would hand out that its writer does not hold.
+		missing, err := e.Ungranted(ctx, in)
+		if err != nil {
+			return fmt.Errorf("policy eval: %s", err)
+		}
+		return enc.Encode(struct {
+			Revision  string          `json:"revision"`
+			Ungranted []backend.Claim `json:"ungranted"`
+		}{e.Revision(), missing})
+	}
 	d, err := e.Decide(ctx, in)
 	if err != nil {
 		return fmt.Errorf("policy eval: %s", err)
@@ -137,8 +152,6 @@ func policyEval(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Revision string            `json:"revision"`
 		Decision policies.Decision `json:"decision"`
 	}{e.Revision(), d}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }
 

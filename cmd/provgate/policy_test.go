@@ -85,6 +85,36 @@ func TestPolicyEvalCommand(t *testing.T) {
 	}
 }
 
+// TestPolicyEvalGrants: an input with grants is answered by the grant
+// check (docs/policies.md §6): what the writer would hand out without
+// holding it.
+func TestPolicyEvalGrants(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "grants.json")
+	if err := os.WriteFile(in, []byte(`{"principal": {"kind": "user", "name": "olga", "roles": ["operator"], "token_roles": null, "claims": []},
+		"required": [], "operation": "", "method": "", "path": "",
+		"grants": [{"role": "m1reader", "via": {"scope": "roles", "action": "bind", "specific": "m1reader"}},
+		           {"claims": [{"scope": "pools", "action": "get,delete", "specific": "p1,p3"}]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runPolicy(t, "eval", "--input", in, "--data", filepath.Join("..", "..", "testdata", "policy", "data.json"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var got struct {
+		Ungranted []map[string]string
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	// olga cannot read role m1reader (no roles get): it is given only by
+	// binding it, as a missing one would be.
+	want := []map[string]string{{"scope": "roles", "action": "bind", "specific": "m1reader"},
+		{"scope": "pools", "action": "delete", "specific": "p3"}, {"scope": "pools", "action": "get", "specific": "p3"}}
+	if !reflect.DeepEqual(got.Ungranted, want) {
+		t.Fatalf("ungranted %v, want %v\n%s", got.Ungranted, want, out)
+	}
+}
+
 // provgate policy test BUNDLE checks a bundle as --policy-bundle would:
 // its signature, then its tests; the revision printed is the manifest's.
 func TestPolicyTestCommandBundle(t *testing.T) {

@@ -225,13 +225,18 @@ func TestE2EExtensionDeadlineNeverStale(t *testing.T) {
 			// The deadline is set once the server runs, far enough ahead for
 			// several answers before it. Should the reload that brings it in
 			// take most of that time (a loaded machine), a later deadline is
-			// set instead.
+			// set instead; so too when the deadline passed while the reload
+			// ran the policy's tests, which then fail (the rule refuses
+			// everything) and keep the reload out.
 			var deadline time.Time
-			for _, ahead := range []time.Duration{8 * time.Second, 30 * time.Second, 90 * time.Second} {
+			for _, ahead := range []time.Duration{8 * time.Second, 30 * time.Second, 90 * time.Second, 180 * time.Second} {
 				deadline = time.Now().Add(ahead)
 				loaded := countLines(s.Stderr.String(), "policy loaded")
+				refused := countLines(s.Stderr.String(), "policy reload failed")
 				writeExtFile(t, dir, "data.json", `{"deadline_ns": `+strconv.FormatInt(deadline.UnixNano(), 10)+`}`)
-				waitLog(t, s, loaded, reloadLimit, "policy loaded")
+				if !waitLoadedOrRefused(t, s, loaded, refused, reloadLimit+ahead) {
+					continue
+				}
 				if time.Until(deadline) > ahead/2 {
 					break
 				}
@@ -361,5 +366,25 @@ deny contains "secure values are masked" if {
 				t.Fatalf("%d decision log lines show vault-pw masked, want at least 3:\n%s", masked, b)
 			}
 		})
+	}
+}
+
+// waitLoadedOrRefused waits for a new "policy loaded" line (true) or a new
+// "policy reload failed" line (false) after loaded and refused such lines.
+func waitLoadedOrRefused(t *testing.T, s *tserver, loaded, refused int, limit time.Duration) bool {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		log := s.Stderr.String()
+		if countLines(log, "policy loaded") > loaded {
+			return true
+		}
+		if countLines(log, "policy reload failed") > refused {
+			return false
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new policy load or refusal within %s\nstderr:\n%s", limit, reloadLogTail(log, 4000))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

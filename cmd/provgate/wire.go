@@ -108,8 +108,9 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	obj := objects.New(st, objects.Options{
 		Bus: bus, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
 		Providers: []string{callback.ProviderName}, ValidatePlugin: func(p *backend.Plugin) []string { return cb.Configure(p) },
-		OnJobChange: func(ctx context.Context, old, job *backend.Job) error { return cb.JobChanged(ctx, old, job) },
-		Notify:      notify, ViewCacheSize: viewCacheSize(cfg.ObjectCacheSize),
+		PluginGrants: callback.Grants,
+		OnJobChange:  func(ctx context.Context, old, job *backend.Job) error { return cb.JobChanged(ctx, old, job) },
+		Notify:       notify, ViewCacheSize: viewCacheSize(cfg.ObjectCacheSize),
 	})
 	cb = callback.New(callback.Options{Logger: logger, ExecDir: cfg.CallbackExecDir, Info: info, Debug: prf.Debug,
 		Store: st, Objects: obj.Objects, Params: obj.Params, DeliveryLease: cfg.CallbackDeliveryLease,

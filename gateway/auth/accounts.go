@@ -28,6 +28,10 @@ type RoleNarrower interface {
 type UserWriter interface {
 	SetPassword(ctx context.Context, name, password string) (*backend.User, error)
 	RotateSecret(ctx context.Context, name string) error
+	// MayTakeOver refuses (403) a caller that may not take over user name:
+	// it must be name, hold what name holds, or impersonate it
+	// (docs/design.md §5.9).
+	MayTakeOver(ctx context.Context, name string) error
 }
 
 // AccountSecrets is what Accounts reads and rotates; SecretCache
@@ -65,6 +69,12 @@ func (a *Accounts) Token(ctx context.Context, name string, grantor *Principal, r
 			return "", backend.NotFound(backend.ReadOp, "users", name)
 		}
 		return "", err
+	}
+	if grantor == nil || grantor.Name != name || !grantor.IsUser() {
+		// A token for another user hands out that user's authority.
+		if err := a.users.MayTakeOver(ctx, name); err != nil {
+			return "", err
+		}
 	}
 	ttl, err := a.authn.ParseTTL(req.TTL)
 	if err != nil {
@@ -201,12 +211,15 @@ func (t *JobTokens) JobToken(ctx context.Context, job *backend.Job, creator *Pri
 		return "", nil
 	}
 	if creator.IsUser() {
-		a := backend.AccessFrom(ctx)
-		if a == nil {
+		// The token hands out what it carries: the user must hold all of
+		// it, self claims not counted (docs/design.md §5.9, §8.7). Its
+		// tenant restricts the token as well (the policy reads the
+		// token's grantor).
+		missing, err := backend.Ungranted(ctx, backend.Grant{Claims: JobTokenClaims(job.Machine, extra)})
+		switch {
+		case backend.IsCode(err, backend.EFORBIDDEN):
 			return "", nil
-		}
-		ok, err := a.Can(ctx, JobTokenClaims(job.Machine, extra)...)
-		if err != nil || !ok {
+		case err != nil || len(missing) > 0:
 			return "", err
 		}
 	}

@@ -30,7 +30,11 @@ func (narrower) TokenRoles(_ context.Context, have, want []string) ([]string, er
 	return out, nil
 }
 
-type userWriter struct{ rotated []string }
+type userWriter struct {
+	rotated []string
+	asked   []string
+	refused map[string]bool
+}
 
 func (u *userWriter) SetPassword(_ context.Context, name, _ string) (*backend.User, error) {
 	return &backend.User{Name: name}, nil
@@ -38,6 +42,15 @@ func (u *userWriter) SetPassword(_ context.Context, name, _ string) (*backend.Us
 
 func (u *userWriter) RotateSecret(_ context.Context, name string) error {
 	u.rotated = append(u.rotated, name)
+	return nil
+}
+
+// MayTakeOver refuses the names in refused, and records every question.
+func (u *userWriter) MayTakeOver(_ context.Context, name string) error {
+	u.asked = append(u.asked, name)
+	if u.refused[name] {
+		return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Messages: []string{"cannot grant what you do not hold: users impersonate " + name}}
+	}
 	return nil
 }
 
@@ -99,6 +112,24 @@ func TestAccountsToken(t *testing.T) {
 		_, err := acc.Token(ctx, "bob", admin, TokenRequest{TTL: "forever"})
 		if !backend.IsCode(err, backend.EBADREQUEST) || backend.AsError(err).Key != "bob" {
 			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("a token for another user is a takeover", func(t *testing.T) {
+		// docs/design.md §5.9: minting another user's token hands out
+		// what it holds; the object service decides (MayTakeOver).
+		uw.asked, uw.refused = nil, map[string]bool{"bob": true}
+		defer func() { uw.refused = nil }()
+		if _, err := acc.Token(ctx, "bob", admin, TokenRequest{}); !backend.IsCode(err, backend.EFORBIDDEN) {
+			t.Fatalf("refused takeover: %v", err)
+		}
+		if _, err := acc.Token(ctx, "bob", basicGrantor(w.bob), TokenRequest{}); err != nil {
+			t.Fatalf("bob's own token: %v", err)
+		}
+		if _, err := acc.Token(ctx, "admin", admin, TokenRequest{}); err != nil {
+			t.Fatalf("admin's own token: %v", err)
+		}
+		if !slices.Equal(uw.asked, []string{"bob"}) {
+			t.Fatalf("takeovers asked for %v, want bob's only", uw.asked)
 		}
 	})
 	t.Run("rotations drop cached copies", func(t *testing.T) {

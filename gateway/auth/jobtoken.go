@@ -132,14 +132,8 @@ func (a *Authenticator) jobKey(ctx context.Context, c *tokenClaims, st *verifySt
 
 // JobTokenClaims are the claims a user must hold for a job token it asks
 // for to be no wider than itself: the operations set on the machine (its
-// update claims taken whole) and the task's extra claims.
+// update claims taken whole, backend.OperationsClaims) and the task's extra
+// claims.
 func JobTokenClaims(machine string, extra []backend.Claim) []backend.Claim {
-	out := []backend.Claim{
-		{Scope: "machines", Action: "get,actions,action:callbackDo,getSecure,updateSecure,update", Specific: machine},
-		{Scope: "jobs", Action: "create,get,update,actions,log", Specific: machine},
-		{Scope: "params,stages,tasks,info", Action: "get", Specific: "*"},
-		{Scope: "events", Action: "post", Specific: "*"},
-		{Scope: "reservations", Action: "create", Specific: "*"},
-	}
-	return append(out, extra...)
+	return append(backend.OperationsClaims(machine), extra...)
 }

@@ -2,8 +2,6 @@ package opa
 
 import (
 	"sync"
-
-	"github.com/provgate/provgate/policies"
 )
 
 // cacheKey identifies a decision: the same input under the same policy and
@@ -14,25 +12,31 @@ type cacheKey struct {
 	input        [32]byte
 }
 
-// cache is a bounded decision cache with first-in first-out eviction:
+// cache is a bounded cache of decisions (or grant checks, V) with
+// first-in first-out eviction:
 // decisions repeat within short bursts (one client paging a list, an agent
 // polling), which FIFO serves as well as LRU without touching the order on
 // every hit. All methods accept a nil cache (caching off).
-type cache struct {
+type cache[V any] struct {
 	mu    sync.Mutex
 	max   int
-	items map[cacheKey]policies.Decision
+	hint  int // the map's initial size, again after clear
+	items map[cacheKey]V
 	ring  []cacheKey // insertion order; next is the slot to overwrite
 	next  int
 }
 
-func newCache(max int) *cache {
-	return &cache{max: max, items: make(map[cacheKey]policies.Decision, max)}
+// newCache holds at most max entries; its map starts with room for hint
+// (max for a cache filled on every request, 0 for one that is filled
+// rarely and cleared often, so that clearing allocates nothing large).
+func newCache[V any](max, hint int) *cache[V] {
+	return &cache[V]{max: max, hint: hint, items: make(map[cacheKey]V, hint)}
 }
 
-func (c *cache) get(k cacheKey) (policies.Decision, bool) {
+func (c *cache[V]) get(k cacheKey) (V, bool) {
 	if c == nil {
-		return policies.Decision{}, false
+		var zero V
+		return zero, false
 	}
 	c.mu.Lock()
 	d, ok := c.items[k]
@@ -40,7 +44,7 @@ func (c *cache) get(k cacheKey) (policies.Decision, bool) {
 	return d, ok
 }
 
-func (c *cache) put(k cacheKey, d policies.Decision) {
+func (c *cache[V]) put(k cacheKey, d V) {
 	if c == nil {
 		return
 	}
@@ -61,18 +65,20 @@ func (c *cache) put(k cacheKey, d policies.Decision) {
 
 // clear drops every entry. Revision changes already make old entries
 // unreachable; clearing returns their memory at once.
-func (c *cache) clear() {
+func (c *cache[V]) clear() {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
-	c.items = make(map[cacheKey]policies.Decision, c.max)
+	if len(c.items) > 0 {
+		c.items = make(map[cacheKey]V, c.hint)
+	}
 	c.ring = c.ring[:0]
 	c.next = 0
 	c.mu.Unlock()
 }
 
-func (c *cache) len() int {
+func (c *cache[V]) len() int {
 	if c == nil {
 		return 0
 	}

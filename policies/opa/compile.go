@@ -368,6 +368,15 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 		}
 		p.claimContains = &pq
 	}
+	// The grant check is optional too: without it every grant-bearing
+	// write is refused (Ungranted).
+	if len(compiler.GetRulesExact(ast.MustParseRef(UngrantedPath))) > 0 {
+		pq, err := rego.New(rego.Query(UngrantedPath), rego.Compiler(compiler), rego.Store(e.store)).PrepareForEval(ctx)
+		if err != nil {
+			return nil, policyError("prepare "+UngrantedPath, err)
+		}
+		p.ungranted = &pq
+	}
 	return p, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,8 @@ const (
 	TokenRolesPath = "data.provgate.authz.token_roles"
 	// ClaimContainsPath is the claim containment function on plain claims.
 	ClaimContainsPath = "data.provgate.authz.claim_contains"
+	// UngrantedPath is the grant check (docs/design.md §5.9).
+	UngrantedPath = "data.provgate.grants.ungranted"
 )
 
 // ExtDataKey is where the data files of a policy directory are loaded:
@@ -89,8 +92,11 @@ type Engine struct {
 	// lastPollErr is the last bundle URL poll's error (guarded by reloadMu).
 	lastPollErr string
 
-	cache *cache // nil when off
-	dlog  *decisionLog
+	cache *cache[policies.Decision] // nil when off
+	// grants caches grant checks (Ungranted) under the same keys and
+	// rules; nil when off.
+	grants *cache[[]backend.Claim]
+	dlog   *decisionLog
 
 	reloads struct{ loaded, refused atomic.Uint64 }
 	now     func() time.Time // nil: OPA's own clock
@@ -103,6 +109,8 @@ type policy struct {
 	tokenRoles rego.PreparedEvalQuery
 	// claimContains is nil when the policy does not define claim_contains.
 	claimContains *rego.PreparedEvalQuery
+	// ungranted is nil when the policy does not define the grant check.
+	ungranted *rego.PreparedEvalQuery
 	// needs are the costly input parts the policy reads.
 	needs policies.Needs
 	// revision names the policy's content (contentRevision) or its
@@ -146,7 +154,11 @@ func newEngine(ctx context.Context, opts Options, modules map[string]string) (*E
 		if size == 0 {
 			size = DefaultCacheSize
 		}
-		e.cache = newCache(size)
+		e.cache = newCache[policies.Decision](size, size)
+		// Grant checks come with writes, which change the data and clear
+		// the caches: a map sized for a full cache would be allocated
+		// at every role write.
+		e.grants = newCache[[]backend.Claim](size, 0)
 	}
 	if err := e.SetData(ctx, policies.Data{}); err != nil {
 		return nil, err
@@ -184,6 +196,7 @@ func (e *Engine) install(p *policy) {
 	p.rev = e.policyN.Add(1)
 	e.policy.Store(p)
 	e.cache.clear()
+	e.grants.clear()
 }
 
 // Needs says which costly parts of the input the served policy reads:
@@ -241,6 +254,7 @@ func (e *Engine) SetData(ctx context.Context, d policies.Data) error {
 	// has necessarily read the new data.
 	e.dataRev.Add(1)
 	e.cache.clear()
+	e.grants.clear()
 	return nil
 }
 
@@ -354,6 +368,76 @@ func (e *Engine) ClaimContains(ctx context.Context, have, want backend.Claim) bo
 	}
 	ok, _ := rs[0].Expressions[0].Value.(bool)
 	return ok
+}
+
+// Ungranted evaluates the grant check (data.provgate.grants.ungranted,
+// docs/design.md §5.9) for in.Principal handing out in.Grants: the atomic
+// claims it does not hold, empty when it may hand out everything. One
+// evaluation answers every grant. It fails closed: a policy that does not
+// define the check, an evaluation error or a malformed result is an error,
+// never an empty answer.
+func (e *Engine) Ungranted(ctx context.Context, in policies.Input) ([]backend.Claim, error) {
+	p := e.policy.Load()
+	if p.ungranted == nil {
+		return nil, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH",
+			Messages: []string{"cannot grant: the policy does not define " + UngrantedPath}}
+	}
+	// Cached like decisions (docs/design.md §9.4): the same writer handing
+	// out the same grants under the same policy and data gets the same
+	// answer, unless the evaluation called a non-deterministic built-in.
+	dataRev := e.dataRev.Load()
+	var key cacheKey
+	if e.grants != nil {
+		raw, err := json.Marshal(in)
+		if err != nil {
+			return nil, internal("encode policy input", err)
+		}
+		key = cacheKey{policy: p.rev, data: dataRev, input: sha256.Sum256(raw)}
+		if out, ok := e.grants.get(key); ok {
+			return slices.Clone(out), nil
+		}
+	}
+	value, err := inputValue(in)
+	if err != nil {
+		return nil, internal("encode policy input", err)
+	}
+	nd := builtins.NDBCache{}
+	opts := []rego.EvalOption{rego.EvalParsedInput(value), rego.EvalNDBuiltinCache(nd)}
+	if e.now != nil {
+		opts = append(opts, rego.EvalTime(e.now()))
+	}
+	rs, err := p.ungranted.Eval(ctx, opts...)
+	if err != nil {
+		return nil, internal("evaluate grants", err)
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, internal("evaluate grants", errUndefined)
+	}
+	list, ok := rs[0].Expressions[0].Value.([]any)
+	if !ok {
+		return nil, malformed("ungranted is %T, not a list", rs[0].Expressions[0].Value)
+	}
+	out := make([]backend.Claim, 0, len(list))
+	for _, v := range list {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, malformed("ungranted holds a %T, not a claim", v)
+		}
+		var c backend.Claim
+		for _, f := range []struct {
+			name string
+			into *string
+		}{{"scope", &c.Scope}, {"action", &c.Action}, {"specific", &c.Specific}} {
+			if *f.into, ok = m[f.name].(string); !ok {
+				return nil, malformed("ungranted claim %s is %T, not a string", f.name, m[f.name])
+			}
+		}
+		out = append(out, c)
+	}
+	if e.grants != nil && len(nd) == 0 {
+		e.grants.put(key, slices.Clone(out))
+	}
+	return out, nil
 }
 
 // DroppedDecisionLogs counts decisions the decision log had no room for.

@@ -30,6 +30,7 @@ func testData() policies.Data {
 			{Name: "reader", Claims: []backend.Claim{claim("machines", "get,list", "*")}},
 			{Name: "m1reader", Claims: []backend.Claim{claim("machines", "get,list", "m1")}},
 			{Name: "rbac", Claims: []backend.Claim{claim("roles,tenants", "*", "*")}},
+			{Name: "rolereader", Claims: []backend.Claim{claim("roles", "get,list", "*")}},
 		},
 		[]backend.Tenant{{Name: "t1", Members: map[string][]string{"machines": {"m1", "m2"}}, Users: []string{"tina"}}},
 		policies.LicenseData{Valid: true, Features: []string{"rbac"}},
@@ -181,7 +182,7 @@ func TestCacheReturnsCopies(t *testing.T) {
 }
 
 func TestCacheBounded(t *testing.T) {
-	c := newCache(3)
+	c := newCache[policies.Decision](3, 3)
 	for i := 0; i < 10; i++ {
 		c.put(cacheKey{data: uint64(i)}, policies.Decision{Allow: true})
 	}

@@ -30,6 +30,9 @@ func inputValue(in policies.Input) (ast.Value, error) {
 	if p.MachineToken != "" {
 		principal.Insert(ast.InternedTerm("machine_token"), ast.StringTerm(p.MachineToken))
 	}
+	if p.Grantor != "" {
+		principal.Insert(ast.InternedTerm("grantor"), ast.StringTerm(p.Grantor))
+	}
 	if a := p.Auth; a != nil {
 		auth := ast.NewObject(ast.Item(ast.InternedTerm("method"), ast.StringTerm(a.Method)))
 		if a.Kind != "" {
@@ -77,7 +80,43 @@ func inputValue(in policies.Input) (ast.Value, error) {
 		}
 		obj.Insert(ast.InternedTerm(doc.name), ast.NewTerm(v))
 	}
+	if in.Grants != nil {
+		obj.Insert(ast.InternedTerm("grants"), grantsTerm(in.Grants))
+	}
 	return obj, nil
+}
+
+// grantsTerm encodes grants as encoding/json would (omitempty fields left
+// out).
+func grantsTerm(gs []backend.Grant) *ast.Term {
+	terms := make([]*ast.Term, len(gs))
+	for i, g := range gs {
+		obj := ast.NewObject()
+		if len(g.Claims) > 0 {
+			obj.Insert(ast.InternedTerm("claims"), claimsTerm(g.Claims))
+		}
+		if len(g.Had) > 0 {
+			obj.Insert(ast.InternedTerm("had"), claimsTerm(g.Had))
+		}
+		if g.Role != "" {
+			obj.Insert(ast.InternedTerm("role"), ast.StringTerm(g.Role))
+		}
+		if len(g.Roles) > 0 {
+			obj.Insert(ast.InternedTerm("roles"), stringsTerm(g.Roles))
+		}
+		if g.Via != nil {
+			// In the wanted form, as required claims are sent.
+			obj.Insert(ast.InternedTerm("via"), requiredTerm([]backend.Claim{*g.Via}).Value.(*ast.Array).Elem(0))
+		}
+		if g.Subject != nil {
+			obj.Insert(ast.InternedTerm("subject"), ast.ObjectTerm(
+				ast.Item(ast.InternedTerm("kind"), ast.StringTerm(g.Subject.Kind)),
+				ast.Item(ast.InternedTerm("name"), ast.StringTerm(g.Subject.Name)),
+			))
+		}
+		terms[i] = ast.NewTerm(obj)
+	}
+	return ast.ArrayTerm(terms...)
 }
 
 func tokenRolesInput(userRoles, requested []string) ast.Value {
@@ -105,13 +144,17 @@ func claimsTerm(cs []backend.Claim) *ast.Term {
 	}
 	terms := make([]*ast.Term, len(cs))
 	for i, c := range cs {
-		terms[i] = ast.ObjectTerm(
-			ast.Item(ast.InternedTerm("scope"), ast.StringTerm(c.Scope)),
-			ast.Item(ast.InternedTerm("action"), ast.StringTerm(c.Action)),
-			ast.Item(ast.InternedTerm("specific"), ast.StringTerm(c.Specific)),
-		)
+		terms[i] = claimTerm(c)
 	}
 	return ast.ArrayTerm(terms...)
+}
+
+func claimTerm(c backend.Claim) *ast.Term {
+	return ast.ObjectTerm(
+		ast.Item(ast.InternedTerm("scope"), ast.StringTerm(c.Scope)),
+		ast.Item(ast.InternedTerm("action"), ast.StringTerm(c.Action)),
+		ast.Item(ast.InternedTerm("specific"), ast.StringTerm(c.Specific)),
+	)
 }
 
 // requiredTerm encodes the required claims like claimsTerm, and gives each

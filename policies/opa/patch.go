@@ -54,6 +54,7 @@ func (e *Engine) PatchData(ctx context.Context, patches []policies.DataPatch) er
 	}
 	e.dataRev.Add(1)
 	e.cache.clear()
+	e.grants.clear()
 	return nil
 }
 
