@@ -60,6 +60,15 @@ restricts(scope) if {
 
 hidden if {
 	some name in tenant_names
+	hides(name)
+}
+
+hidden if other_machine
+
+# hides(name): tenant name (of the principal) restricts the addressed
+# object's scope and does not list the object. The access explorer names
+# these tenants in its trail (provgate.explain).
+hides(name) if {
 	_ = data.provgate.tenants[name].members[input.object.scope]
 	not data.provgate.tenants[name].member_set[input.object.scope][input.object.key]
 	not searched_member(name)
@@ -69,7 +78,7 @@ hidden if {
 # found, as a machine its tenant hides would be, so that neither the answer
 # nor its message tells another machine's UUID from a missing one
 # (docs/design.md §6.1).
-hidden if {
+other_machine if {
 	operations_machine
 	input.object.scope == "machines"
 	input.object.key != input.principal.name

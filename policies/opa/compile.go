@@ -355,6 +355,15 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 		}
 		*q.into = pq
 	}
+	// The explain trail is optional too: without it the access explorer
+	// shows the decision alone.
+	if len(compiler.GetRulesExact(ast.MustParseRef(policies.ExplainPath))) > 0 {
+		pq, err := rego.New(rego.Query(explainQuery), rego.Compiler(compiler), rego.Store(e.store)).PrepareForEval(ctx)
+		if err != nil {
+			return nil, policyError("prepare "+policies.ExplainPath, err)
+		}
+		p.explain = &pq
+	}
 	// claim_contains is optional: a custom policy without it simply cannot
 	// narrow restricted tokens further (ClaimContains answers false).
 	if len(compiler.GetRulesExact(ast.MustParseRef(ClaimContainsPath))) > 0 {

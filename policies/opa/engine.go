@@ -103,6 +103,9 @@ type policy struct {
 	tokenRoles rego.PreparedEvalQuery
 	// claimContains is nil when the policy does not define claim_contains.
 	claimContains *rego.PreparedEvalQuery
+	// explain evaluates the decision with its trail; nil when the policy
+	// defines no explain entry point.
+	explain *rego.PreparedEvalQuery
 	// needs are the costly input parts the policy reads.
 	needs policies.Needs
 	// revision names the policy's content (contentRevision) or its
