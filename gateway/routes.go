@@ -36,6 +36,14 @@ func (s *Server) routes() {
 	api.Get("/ws", s.handleWS)
 	api.Post("/system/actions/:cmd", s.handleSystemAction)
 
+	// The access explorer (docs/design.md §9.8), before the generic
+	// per-kind routes.
+	api.Post("/access/explain", s.handleExplain)
+	api.Get("/access/users/:key", s.handleUserMatrix)
+	api.Get("/access/who", s.handleWho)
+	api.Get("/access/tenants/:key", s.handleTenantView)
+	api.Get("/access/roles/diff", s.handleRoleDiff)
+
 	api.Post("/users/import", s.handleImport)
 	api.Post("/roles/import", s.handleImport)
 

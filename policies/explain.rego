@@ -177,3 +177,36 @@ veto_steps := sort([{"package": pkg, "message": authz.veto_reason(msg)} |
 ]) if {
 	authz.allow
 } else := []
+
+# METADATA
+# title: Role diff
+# description: |
+#   The atomic claims (one scope, one action, one specific or "*") of
+#   claims a that no claim of b covers, and the other way round, by the
+#   decision's own containment (claims.covers).
+role_diff(a, b) := {"only_a": uncovered(a, b), "only_b": uncovered(b, a)}
+
+uncovered(xs, ys) := sort([sprintf("%s %s %s", t) |
+	some t in atoms(xs)
+	not covered_atom(t, ys)
+])
+
+atoms(cs) := {[scope, action, spec] |
+	some c in cs
+	some scope, actions in claims.compile(c)
+	some action, n in actions
+	some spec in node_specs(n)
+}
+
+node_specs(n) := {"*"} if n.all
+
+else := object.keys(n.keys)
+
+covered_atom(t, ys) if {
+	some y in ys
+	claims.covers(claims.compile(y), {t[0]: {t[1]: atom_node(t[2])}})
+}
+
+atom_node(spec) := {"all": true, "keys": {}} if spec == "*"
+
+else := {"all": false, "keys": {spec: true}}

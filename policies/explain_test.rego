@@ -129,3 +129,20 @@ test_trail_agrees_with_decision if {
 		x.decision.allow == all_held
 	}
 }
+
+test_role_diff_lists_uncovered_atoms_both_ways if {
+	d := data.provgate.explain.role_diff(
+		[c("machines", "get,list", "*"), c("pools", "get", "p1")],
+		[c("machines", "get", "m1,m2"), c("pools", "*", "p1,p2")],
+	) with data.provgate.scopes as fixtures.scopes
+	d.only_a == ["machines get *", "machines list *"]
+	"pools delete p2" in d.only_b
+	not "machines get m1" in d.only_b
+	"pools delete p1" in d.only_b
+	not "pools get p1" in d.only_b
+}
+
+test_role_diff_equal_roles_empty if {
+	d := data.provgate.explain.role_diff([c("machines", "*", "*")], [c("machines", "*", "*")]) with data.provgate.scopes as fixtures.scopes
+	d == {"only_a": [], "only_b": []}
+}

@@ -364,6 +364,14 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 		}
 		p.explain = &pq
 	}
+	if len(compiler.GetRulesExact(ast.MustParseRef(RoleDiffPath))) > 0 {
+		pq, err := rego.New(rego.Query(RoleDiffPath+"(input.a, input.b)"), rego.Compiler(compiler),
+			rego.Store(e.store)).PrepareForEval(ctx)
+		if err != nil {
+			return nil, policyError("prepare "+RoleDiffPath, err)
+		}
+		p.roleDiff = &pq
+	}
 	// claim_contains is optional: a custom policy without it simply cannot
 	// narrow restricted tokens further (ClaimContains answers false).
 	if len(compiler.GetRulesExact(ast.MustParseRef(ClaimContainsPath))) > 0 {

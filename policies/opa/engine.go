@@ -106,6 +106,8 @@ type policy struct {
 	// explain evaluates the decision with its trail; nil when the policy
 	// defines no explain entry point.
 	explain *rego.PreparedEvalQuery
+	// roleDiff is nil when the policy defines no role diff function.
+	roleDiff *rego.PreparedEvalQuery
 	// needs are the costly input parts the policy reads.
 	needs policies.Needs
 	// revision names the policy's content (contentRevision) or its

@@ -9,6 +9,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown/builtins"
 
+	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/policies"
 )
 
@@ -80,4 +81,45 @@ func (e *Engine) explain(ctx context.Context, in policies.Input, r policies.Repl
 	}
 	out.Trail = &t
 	return out, nil
+}
+
+// RoleDiffPath is the policy's role diff function (policies/explain.rego).
+const RoleDiffPath = "data.provgate.explain.role_diff"
+
+// RoleDiff returns the atomic claims of a that no claim of b covers and the
+// other way round, by the policy's own containment. A policy without the
+// function answers an error.
+func (e *Engine) RoleDiff(ctx context.Context, a, b []backend.Claim) (onlyA, onlyB []string, err error) {
+	p := e.policy.Load()
+	if p.roleDiff == nil {
+		return nil, nil, internal("role diff", fmt.Errorf("the served policy defines no %s", RoleDiffPath))
+	}
+	in := map[string]any{"a": claimList(a), "b": claimList(b)}
+	rs, err := p.roleDiff.Eval(ctx, rego.EvalInput(in))
+	if err != nil {
+		return nil, nil, internal("role diff", err)
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, nil, internal("role diff", errUndefined)
+	}
+	var out struct {
+		OnlyA []string `json:"only_a"`
+		OnlyB []string `json:"only_b"`
+	}
+	raw, err := json.Marshal(rs[0].Expressions[0].Value)
+	if err == nil {
+		err = json.Unmarshal(raw, &out)
+	}
+	if err != nil {
+		return nil, nil, internal("role diff", err)
+	}
+	return out.OnlyA, out.OnlyB, nil
+}
+
+func claimList(cs []backend.Claim) []any {
+	out := make([]any, len(cs))
+	for i, c := range cs {
+		out[i] = map[string]any{"scope": c.Scope, "action": c.Action, "specific": c.Specific}
+	}
+	return out
 }
