@@ -110,7 +110,7 @@ func (s *Server) explain(ctx context.Context, p *auth.Principal, r apiRequest) a
 	out.Allowed = x.Decision.Allow
 	out.Steps = append(out.Steps, accessapi.Step{Step: "route", Outcome: accessapi.Pass,
 		Detail: fmt.Sprintf("%s %s: operation %s, %d required claim(s)", r.Method, z.res.Pattern, z.res.Operation, len(z.res.Claims))})
-	out.Steps = append(out.Steps, s.trailSteps(ctx, x)...)
+	out.Steps = append(out.Steps, accessapi.TrailSteps(*x, func(scope, name string) bool { return s.canSee(ctx, scope, name) })...)
 	switch {
 	case err != nil:
 		out.Status, out.Messages = errorAnswer(err)
@@ -142,7 +142,7 @@ func (s *Server) explain(ctx context.Context, p *auth.Principal, r apiRequest) a
 				continue
 			}
 			out.Missing = append(out.Missing, backend.Claim{Scope: st.Claim.Scope, Action: st.Claim.Action, Specific: st.Claim.Specific})
-			for _, role := range s.visibleRoles(ctx, st.GrantedBy) {
+			for _, role := range s.visibleNames(ctx, "roles", st.GrantedBy) {
 				if !granted[role] {
 					granted[role] = true
 					out.GrantedBy = append(out.GrantedBy, role)
@@ -174,130 +174,6 @@ func errorAnswer(err error) (int, []string) {
 	return http.StatusInternalServerError, []string{"internal error"}
 }
 
-// trailSteps turns the policy's trail into steps, naming only the tenants
-// and roles the asker may see.
-func (s *Server) trailSteps(ctx context.Context, x *policies.Explanation) []accessapi.Step {
-	t := x.Trail
-	if t == nil {
-		d := accessapi.Step{Step: "claim", Outcome: accessapi.Pass, Detail: "the served policy gives no trail; its decision allows"}
-		if !x.Decision.Allow {
-			d.Outcome, d.Detail = accessapi.Fail, strings.Join(x.Decision.Reasons, "; ")
-		}
-		return []accessapi.Step{d}
-	}
-	var out []accessapi.Step
-	tenants := s.visibleNames(ctx, "tenants", t.Tenant.Tenants)
-	tenant := accessapi.Step{Step: "tenant", Outcome: accessapi.Pass}
-	switch {
-	case t.Tenant.Hidden && t.Tenant.OtherMachine:
-		tenant.Outcome, tenant.Detail = accessapi.Fail, "a machine's token sees only its own machine: not found (404), roles never consulted"
-	case t.Tenant.Hidden:
-		tenant.Outcome = accessapi.Fail
-		tenant.Detail = "hidden by the user's tenant" + namedList(s.visibleNames(ctx, "tenants", t.Tenant.HiddenBy)) +
-			": not found (404), roles never consulted"
-	case len(t.Tenant.Tenants) == 0:
-		tenant.Detail = "no tenant restricts the user"
-	default:
-		tenant.Detail = "visible to the user's tenant" + namedList(tenants)
-	}
-	out = append(out, tenant)
-	reached := !t.Tenant.Hidden
-	license := accessapi.Step{Step: "license", Outcome: accessapi.Pass, Detail: "no claim needs a license"}
-	switch {
-	case !reached:
-		license.Outcome, license.Detail = accessapi.Skipped, ""
-	case len(t.License.Failures) > 0:
-		license.Outcome, license.Detail = accessapi.Fail, strings.Join(t.License.Failures, "; ")
-	case t.License.Licensed:
-		license.Detail = "licensed (rbac)"
-	}
-	out = append(out, license)
-	for _, st := range t.Claims {
-		c := backend.Claim{Scope: st.Claim.Scope, Action: st.Claim.Action, Specific: st.Claim.Specific}
-		step := accessapi.Step{Step: "claim", Claim: &c}
-		switch {
-		case !reached:
-			step.Outcome = accessapi.Skipped
-		case st.Held:
-			step.Outcome = accessapi.Pass
-			step.Role, step.Held, step.Detail = s.cover(ctx, st)
-		default:
-			step.Outcome = accessapi.Fail
-			step.Detail = uncovered(st)
-			step.GrantedBy = s.visibleRoles(ctx, st.GrantedBy)
-		}
-		if reached && st.Held && !st.Licensed {
-			step.Outcome, step.Detail = accessapi.Fail, step.Detail+"; not licensed"
-		}
-		out = append(out, step)
-	}
-	switch {
-	case !t.VetoesConsulted:
-		out = append(out, accessapi.Step{Step: "veto", Outcome: accessapi.Skipped, Detail: "extensions are consulted only for requests the rules above allow"})
-	case len(t.Vetoes) == 0:
-		out = append(out, accessapi.Step{Step: "veto", Outcome: accessapi.Pass, Detail: "no extension vetoes"})
-	default:
-		for _, v := range t.Vetoes {
-			out = append(out, accessapi.Step{Step: "veto", Outcome: accessapi.Fail, Package: "provgate.ext." + v.Package,
-				Message: v.Message, Detail: "vetoed by provgate.ext." + v.Package + ": " + v.Message})
-		}
-	}
-	return out
-}
-
-func namedList(names []string) string {
-	if len(names) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(names, ", ") + ")"
-}
-
-// cover names the grant covering a held claim: a role and its claim, the
-// self claims, a direct claim or a machine token's set.
-func (s *Server) cover(ctx context.Context, st policies.ClaimStep) (role, held, detail string) {
-	if len(st.CoveredBy) == 0 {
-		return "", "", "held"
-	}
-	c := st.CoveredBy[0]
-	for _, cv := range st.CoveredBy {
-		if cv.Source == "role" {
-			c = cv
-			break
-		}
-	}
-	switch c.Source {
-	case "self":
-		return "self", "", "held by the implicit self claims (get, token, password on oneself; info get)"
-	case "claim":
-		return "direct claim", c.Claim, "held by the direct claim " + c.Claim
-	case "machine_token":
-		return c.Role + " token", "", "held by the " + c.Role + " machine token's set"
-	}
-	if !s.canSee(ctx, "roles", c.Role) {
-		return c.Role, "", "held by role " + c.Role
-	}
-	detail = "held by role " + c.Role + ": " + c.Claim
-	if st.TokenRoles.Restricted {
-		detail += "; the token's roles cover it too (" + strings.Join(st.TokenRoles.CoveredBy, ", ") + ")"
-	}
-	return c.Role, c.Claim, detail
-}
-
-// uncovered says why a claim is not held.
-func uncovered(st policies.ClaimStep) string {
-	switch {
-	case st.OwnCredential:
-		return "a restricted token never changes its own user's password or Secret"
-	case len(st.CoveredBy) == 0:
-		return "not covered by any claim of the user"
-	case st.TokenRoles.Restricted && len(st.TokenRoles.CoveredBy) == 0:
-		return "covered by the user's roles but by none of the roles the token was restricted to"
-	case st.Restriction.Restricted && !st.Restriction.Covered:
-		return "covered by the user's roles but outside the token's restriction"
-	}
-	return "not covered"
-}
-
 // canSee reports whether the asker (ctx's Access) may see scope/key.
 func (s *Server) canSee(ctx context.Context, scope, key string) bool {
 	ok, err := backend.CanSee(ctx, scope, key)
@@ -312,10 +188,6 @@ func (s *Server) visibleNames(ctx context.Context, scope string, names []string)
 		}
 	}
 	return out
-}
-
-func (s *Server) visibleRoles(ctx context.Context, names []string) []string {
-	return s.visibleNames(ctx, "roles", names)
 }
 
 // explainTarget is the principal an explain question is about: the asker
