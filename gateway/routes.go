@@ -17,6 +17,8 @@ func (s *Server) routes() {
 		s.app.Get("/bench/pools/:key", s.handleBenchPool)
 	}
 
+	s.authzenRoutes()
+
 	api := apiGroup{s: s, r: s.app.Group(apiBase, s.guard)}
 	api.Get("/info", s.handleInfo)
 	api.Get("/prefs", s.handleGetPrefs)
