@@ -154,7 +154,9 @@ func TestE2EAuthZEN(t *testing.T) {
 			var all []string
 			for i := 0; i < 20; i++ {
 				var out struct {
-					Page    struct{ NextToken string `json:"next_token"` }
+					Page struct {
+						NextToken string `json:"next_token"`
+					}
 					Results []struct{ Type, ID string }
 				}
 				r := post(t, "/search/subject", req, admin())
