@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -289,4 +290,49 @@ func TestE2EExplorer(t *testing.T) {
 			wantDRPError(t, s.Do("GET", "/access/roles/diff?a=mreader&b=nosuch", nil, admin()), 404, "", "")
 		})
 	}, licenseArgs(t)...)
+}
+
+// provgate access explain|who|what|diff asks a running server with the
+// credentials provgate import reads.
+func TestE2EAccessCommand(t *testing.T) {
+	t.Parallel()
+	s := startE2E(t, dbCase{Name: "sqlite"}, licenseArgs(t)...)
+	w := explorerSetup(t, s)
+	root := strings.TrimSuffix(s.Base, "/api/v3")
+	cli := func(t *testing.T, env map[string]string, args ...string) (string, error) {
+		t.Helper()
+		var out, errb strings.Builder
+		err := run(t.Context(), append([]string{"access"}, args...), func(k string) string { return env[k] }, &out, &errb)
+		return out.String() + errb.String(), err
+	}
+	env := map[string]string{"RS_ENDPOINT": root, "RS_KEY": "x-olga:olga-pw-1"}
+	out, err := cli(t, env, "explain", "--insecure", "GET", "/machines/"+w.m1)
+	if err != nil || !strings.Contains(out, "ALLOWED (200)") || !strings.Contains(out, "held by role mreader") {
+		t.Errorf("explain: %v\n%s", err, out)
+	}
+	out, err = cli(t, env, "explain", "--insecure", "PATCH", "/pools/x-p2", `[{"op":"replace","path":"/Description","value":"x"}]`)
+	if err != nil || !strings.Contains(out, "REFUSED (403)") || !strings.Contains(out, "claim pools update:/Description x-p2") {
+		t.Errorf("explain refusal: %v\n%s", err, out)
+	}
+	adminEnv := map[string]string{"RS_ENDPOINT": root, "RS_KEY": "rocketskates:" + e2eAdminPassword}
+	out, err = cli(t, adminEnv, "who", "--insecure", "--scope", "machines", "--action", "get", "--object", w.m1)
+	if err != nil || !regexp.MustCompile(`user +x-tina`).MatchString(out) || strings.Contains(out, "x-nobody") {
+		t.Errorf("who: %v\n%s", err, out)
+	}
+	out, err = cli(t, adminEnv, "what", "--insecure", "x-olga")
+	if err != nil || !strings.Contains(out, "x-p1") || !strings.Contains(out, "machines") {
+		t.Errorf("what: %v\n%s", err, out)
+	}
+	out, err = cli(t, adminEnv, "diff", "--insecure", "mreader", "poolop")
+	if err != nil || !strings.Contains(out, "only in mreader:\n  machines get *") {
+		t.Errorf("diff: %v\n%s", err, out)
+	}
+	// A question the caller may not ask fails with the server's reason.
+	nobody := map[string]string{"RS_ENDPOINT": root, "RS_KEY": "x-nobody:nobody-pw-1"}
+	if out, err := cli(t, nobody, "what", "--insecure", "x-olga"); err == nil || !strings.Contains(err.Error(), "Requires: users get x-olga") {
+		t.Errorf("what as nobody: %v\n%s", err, out)
+	}
+	if _, err := cli(t, env, "explain", "--insecure"); err == nil || report(err, &strings.Builder{}) != 2 {
+		t.Errorf("explain without a request: %v", err)
+	}
 }
