@@ -46,4 +46,3 @@ func fixClock(m *ast.Module, now time.Time) {
 		}
 	}
 }
-
