@@ -185,7 +185,7 @@ func (s *Server) askAbout(ctx context.Context, scope, key string) error {
 	if asker == nil {
 		return backend.Errorf(backend.EINTERNAL, "no caller")
 	}
-	d, err := s.Policy.Decide(ctx, questionInput(asker, scope, "get", key))
+	d, err := s.question(ctx, questionInput(asker, scope, "get", key))
 	switch {
 	case err != nil:
 		return &backend.Error{Code: backend.EINTERNAL, Messages: []string{"authorization failed"}, Err: err}

@@ -103,6 +103,9 @@ type Deps struct {
 	LoginTarpit time.Duration
 	// BenchRoute enables the unauthenticated benchmark baseline route.
 	BenchRoute bool
+	// DecisionLog is the decision log file (--decision-log), read back by
+	// the access explorer's recent denials; "" for none.
+	DecisionLog string
 }
 
 // policyListInput asks which objects of scope the principal may see.

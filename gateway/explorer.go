@@ -34,6 +34,13 @@ func (s *Server) handleExplain(c *fiber.Ctx) error {
 	if err := json.Unmarshal(c.Body(), &q); err != nil {
 		return backend.NewError(backend.EBADREQUEST, "POST", "access", "explain", "body must be a JSON object: "+err.Error())
 	}
+	if q.Decision != "" {
+		x, err := s.explainLogged(userContext(c), q.Decision)
+		if err != nil {
+			return err
+		}
+		return c.JSON(x)
+	}
 	if q.Method == "" || q.Path == "" {
 		return backend.NewError(backend.EBADREQUEST, "POST", "access", "explain", "Method and Path are required")
 	}
@@ -88,10 +95,25 @@ func questionInput(p *auth.Principal, scope, action, key string) policies.Input 
 	return in
 }
 
+// questioner decides questions about access without logging them as
+// requests (policies/opa Engine.Question).
+type questioner interface {
+	Question(ctx context.Context, in policies.Input) (policies.Decision, error)
+}
+
+// question decides in as Decide does; a question about access is not a
+// request, so it is not written to the decision log.
+func (s *Server) question(ctx context.Context, in policies.Input) (policies.Decision, error) {
+	if q, ok := s.Policy.(questioner); ok {
+		return q.Question(ctx, in)
+	}
+	return s.Policy.Decide(ctx, in)
+}
+
 // may reports whether p may do action on scope/key, by the decision a
 // request for it gets ("*" asks for every object of the scope).
 func (s *Server) may(ctx context.Context, p *auth.Principal, scope, action, key string) (bool, error) {
-	d, err := s.Policy.Decide(ctx, questionInput(p, scope, action, key))
+	d, err := s.question(ctx, questionInput(p, scope, action, key))
 	if err != nil {
 		return false, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 	}
@@ -225,7 +247,7 @@ func (s *Server) matrix(ctx context.Context, p *auth.Principal) (accessapi.Matri
 
 func (s *Server) scopeAccess(ctx context.Context, p *auth.Principal, scope string, cd *candidates) (accessapi.ScopeAccess, error) {
 	sa := accessapi.ScopeAccess{Scope: scope, Actions: []accessapi.ActionAccess{}}
-	d, err := s.Policy.Decide(ctx, policyListInput(p, scope))
+	d, err := s.question(ctx, policyListInput(p, scope))
 	if err != nil {
 		return sa, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 	}
@@ -333,20 +355,24 @@ func (s *Server) objectVisible(ctx context.Context, scope, key string) error {
 
 func (s *Server) handleWho(c *fiber.Ctx) error {
 	ctx := userContext(c)
-	scope, action, key := strings.Clone(c.Query("scope")), strings.Clone(c.Query("action")), strings.Clone(c.Query("key"))
-	if !backend.ValidScope(scope) || !backend.ValidAction(scope, action) || strings.ContainsAny(scope+action, ",*") {
-		return backend.NewError(backend.EBADREQUEST, "GET", "access", "who", "scope and action must name one known scope and one action valid in it")
-	}
-	if key != "" {
-		if err := s.objectVisible(ctx, scope, key); err != nil {
-			return err
-		}
-	}
-	w, err := s.who(ctx, scope, action, key)
+	w, err := s.whoQuestion(ctx, strings.Clone(c.Query("scope")), strings.Clone(c.Query("action")), strings.Clone(c.Query("key")))
 	if err != nil {
 		return err
 	}
 	return c.JSON(w)
+}
+
+// whoQuestion checks a who-can question and answers it.
+func (s *Server) whoQuestion(ctx context.Context, scope, action, key string) (accessapi.Who, error) {
+	if !backend.ValidScope(scope) || !backend.ValidAction(scope, action) || strings.ContainsAny(scope+action, ",*") {
+		return accessapi.Who{}, backend.NewError(backend.EBADREQUEST, "GET", "access", "who", "scope and action must name one known scope and one action valid in it")
+	}
+	if key != "" {
+		if err := s.objectVisible(ctx, scope, key); err != nil {
+			return accessapi.Who{}, err
+		}
+	}
+	return s.who(ctx, scope, action, key)
 }
 
 // who lists the users the caller may see who may do action on scope/key,
@@ -429,14 +455,22 @@ func (s *Server) visibleUsers(ctx context.Context) ([]*backend.User, error) {
 }
 
 func (s *Server) handleTenantView(c *fiber.Ctx) error {
-	ctx := userContext(c)
-	m, _, err := s.Objects.Get(ctx, "tenants", routeKey(c))
+	v, err := s.tenantView(userContext(c), routeKey(c))
 	if err != nil {
 		return err
 	}
+	return c.JSON(v)
+}
+
+// tenantView is what tenant name shows its users, per scope.
+func (s *Server) tenantView(ctx context.Context, name string) (accessapi.TenantView, error) {
+	m, _, err := s.Objects.Get(ctx, "tenants", name)
+	if err != nil {
+		return accessapi.TenantView{}, err
+	}
 	t, ok := m.(*backend.Tenant)
 	if !ok {
-		return backend.Errorf(backend.EINTERNAL, "tenants/%s: unexpected %T", routeKey(c), m)
+		return accessapi.TenantView{}, backend.Errorf(backend.EINTERNAL, "tenants/%s: unexpected %T", name, m)
 	}
 	out := accessapi.TenantView{Tenant: t.Name, Users: s.visibleNames(ctx, "users", t.Users), Scopes: []accessapi.TenantScope{}}
 	for _, scope := range backend.ScopeNames() {
@@ -451,24 +485,31 @@ func (s *Server) handleTenantView(c *fiber.Ctx) error {
 		}
 		out.Scopes = append(out.Scopes, ts)
 	}
-	return c.JSON(out)
+	return out, nil
 }
 
 func (s *Server) handleRoleDiff(c *fiber.Ctx) error {
-	ctx := userContext(c)
+	d, err := s.roleDiff(userContext(c), strings.Clone(c.Query("a")), strings.Clone(c.Query("b")))
+	if err != nil {
+		return err
+	}
+	return c.JSON(d)
+}
+
+// roleDiff compares roles a and b by the policy's containment.
+func (s *Server) roleDiff(ctx context.Context, a, b string) (accessapi.RoleDiff, error) {
 	rd, ok := s.Policy.(RoleDiffer)
 	if !ok {
-		return unavailable("role diff")
+		return accessapi.RoleDiff{}, unavailable("role diff")
 	}
-	a, b := strings.Clone(c.Query("a")), strings.Clone(c.Query("b"))
 	var claims [2][]backend.Claim
 	for i, name := range []string{a, b} {
 		if err := s.objectVisible(ctx, "roles", name); err != nil {
-			return err
+			return accessapi.RoleDiff{}, err
 		}
 		m, _, err := s.Objects.Get(ctx, "roles", name)
 		if err != nil {
-			return err
+			return accessapi.RoleDiff{}, err
 		}
 		if r, ok := m.(*backend.Role); ok {
 			claims[i] = r.Claims
@@ -476,9 +517,107 @@ func (s *Server) handleRoleDiff(c *fiber.Ctx) error {
 	}
 	onlyA, onlyB, err := rd.RoleDiff(ctx, claims[0], claims[1])
 	if err != nil {
+		return accessapi.RoleDiff{}, err
+	}
+	return accessapi.RoleDiff{A: a, B: b, OnlyA: nonNil(onlyA), OnlyB: nonNil(onlyB)}, nil
+}
+
+// MaxDenials bounds the refusals one answer lists.
+const MaxDenials = 200
+
+func (s *Server) handleDenials(c *fiber.Ctx) error {
+	ds, err := s.denials(userContext(c))
+	if err != nil {
 		return err
 	}
-	return c.JSON(accessapi.RoleDiff{A: a, B: b, OnlyA: nonNil(onlyA), OnlyB: nonNil(onlyB)})
+	return c.JSON(ds)
+}
+
+// denials are the newest refusals of the decision log whose principal the
+// caller may ask about and whose object it may see.
+func (s *Server) denials(ctx context.Context) ([]accessapi.LoggedDecision, error) {
+	if s.DecisionLog == "" {
+		return []accessapi.LoggedDecision{}, nil
+	}
+	out, err := accessapi.ReadDecisionLog(s.DecisionLog, MaxDenials, func(l accessapi.LoggedDecision) bool {
+		return !l.Result.Allow && len(l.Input.Required) > 0 && s.mayRead(ctx, l)
+	})
+	if err != nil {
+		return nil, backend.Errorf(backend.EINTERNAL, "decision log: %v", err)
+	}
+	if out == nil {
+		out = []accessapi.LoggedDecision{}
+	}
+	return out, nil
+}
+
+// mayRead: the caller may ask about a logged decision's principal and see
+// its object.
+func (s *Server) mayRead(ctx context.Context, l accessapi.LoggedDecision) bool {
+	p := l.Input.Principal
+	scope := "users"
+	if p.Kind == "machine" {
+		scope = "machines"
+	}
+	asker := askerOf(ctx)
+	self := asker != nil && asker.IsUser() && p.Kind == "user" && p.Name == asker.Name
+	if !self && s.askAbout(ctx, scope, p.Name) != nil {
+		return false
+	}
+	if o := l.Input.Object; o != nil && !s.canSee(ctx, o.Scope, o.Key) {
+		return false
+	}
+	return true
+}
+
+// explainLogged explains a logged decision again: its logged input at its
+// logged time. A decision the caller may not read is answered exactly as
+// one that is not in the log.
+func (s *Server) explainLogged(ctx context.Context, id string) (accessapi.Explanation, error) {
+	var found []accessapi.LoggedDecision
+	if s.DecisionLog != "" {
+		var err error
+		found, err = accessapi.ReadDecisionLog(s.DecisionLog, 1, func(l accessapi.LoggedDecision) bool { return l.DecisionID == id })
+		if err != nil {
+			return accessapi.Explanation{}, backend.Errorf(backend.EINTERNAL, "decision log: %v", err)
+		}
+	}
+	if len(found) == 0 || !s.mayRead(ctx, found[0]) {
+		return accessapi.Explanation{}, backend.NewError(backend.ENOTFOUND, "GET", "decisions", id, "Not Found")
+	}
+	l := found[0]
+	in := l.Input
+	var x policies.Explanation
+	var err error
+	if r, ok := s.Policy.(Replayer); ok {
+		x, err = r.ExplainReplay(ctx, in, l.Replay())
+	} else {
+		x, err = s.explainDecision(ctx, in)
+	}
+	if err != nil {
+		return accessapi.Explanation{}, &backend.Error{Code: backend.EINTERNAL, Messages: []string{"authorization failed"}, Err: err}
+	}
+	out := accessapi.Explanation{User: in.Principal.Name, Method: in.Method, Path: in.Path, Allowed: x.Decision.Allow,
+		Required: append([]backend.Claim{}, in.Required...), Messages: []string{}, Missing: []backend.Claim{}, GrantedBy: []string{},
+		DecisionID: l.DecisionID, Revision: x.Revision}
+	switch {
+	case x.Decision.NotFound:
+		out.Status, out.Messages = 404, []string{"Not Found"}
+	case !x.Decision.Allow:
+		out.Status, out.Messages = 403, append([]string{"Cannot access " + in.Path}, x.Decision.Reasons...)
+	default:
+		out.Status = 200
+	}
+	out.Steps = append([]accessapi.Step{{Step: "route", Outcome: accessapi.Pass, Detail: "replayed from the decision log at " +
+		l.Timestamp.UTC().Format("2006-01-02 15:04:05 MST") + " with the policy now served"}},
+		accessapi.TrailSteps(x, func(scope, name string) bool { return s.canSee(ctx, scope, name) })...)
+	return out, nil
+}
+
+// Replayer evaluates a logged input as it was decided (policies/opa
+// Engine.ExplainReplay).
+type Replayer interface {
+	ExplainReplay(ctx context.Context, in policies.Input, r policies.Replay) (policies.Explanation, error)
 }
 
 func nonNil(ss []string) []string {

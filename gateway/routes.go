@@ -18,6 +18,7 @@ func (s *Server) routes() {
 	}
 
 	s.authzenRoutes()
+	s.uiRoutes()
 
 	api := apiGroup{s: s, r: s.app.Group(apiBase, s.guard)}
 	api.Get("/info", s.handleInfo)
@@ -45,6 +46,7 @@ func (s *Server) routes() {
 	api.Get("/access/who", s.handleWho)
 	api.Get("/access/tenants/:key", s.handleTenantView)
 	api.Get("/access/roles/diff", s.handleRoleDiff)
+	api.Get("/access/denials", s.handleDenials)
 
 	api.Post("/users/import", s.handleImport)
 	api.Post("/roles/import", s.handleImport)

@@ -169,6 +169,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 			Streams:    hub,
 			TenantOf:   policy.TenantOf,
 
+			DecisionLog: cfg.DecisionLog,
 			LoginTarpit: time.Second,
 			BenchRoute:  cfg.BenchRoutes,
 		},

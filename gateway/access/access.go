@@ -15,10 +15,13 @@ import (
 // ExplainRequest asks what a request would get, without running it. User
 // is whose request it is: the asker itself when empty.
 type ExplainRequest struct {
-	User   string          `json:"User,omitempty"`
-	Method string          `json:"Method"`
-	Path   string          `json:"Path"`
-	Body   json.RawMessage `json:"Body,omitempty"`
+	// Decision, instead of a request, names a logged decision to explain
+	// again: its logged input, evaluated at its logged time.
+	Decision string          `json:"Decision,omitempty"`
+	User     string          `json:"User,omitempty"`
+	Method   string          `json:"Method"`
+	Path     string          `json:"Path"`
+	Body     json.RawMessage `json:"Body,omitempty"`
 }
 
 // Explanation answers an ExplainRequest (POST /api/v3/access/explain).

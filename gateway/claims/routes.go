@@ -216,6 +216,7 @@ func buildTable() *routeTable {
 	add("GET", "/access/tenants/{key}", route{h: hObject, scope: "tenants", action: "get", op: "get", resolve: true})
 	add("GET", "/access/roles/diff", route{h: hQueryRoles, scope: "roles", op: "get"})
 	add("GET", "/access/who", route{h: hFixed, scope: "info", action: "get", op: "get"})
+	add("GET", "/access/denials", route{h: hFixed, scope: "info", action: "get", op: "get"})
 
 	sort.SliceStable(all, func(i, j int) bool {
 		if all[i].pattern != all[j].pattern {
