@@ -106,6 +106,9 @@ type Deps struct {
 	// DecisionLog is the decision log file (--decision-log), read back by
 	// the access explorer's recent denials; "" for none.
 	DecisionLog string
+	// Candidates loads a candidate policy for the access explorer's policy
+	// diff; nil answers 503.
+	Candidates Candidates
 }
 
 // policyListInput asks which objects of scope the principal may see.

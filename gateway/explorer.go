@@ -113,7 +113,12 @@ func (s *Server) question(ctx context.Context, in policies.Input) (policies.Deci
 // may reports whether p may do action on scope/key, by the decision a
 // request for it gets ("*" asks for every object of the scope).
 func (s *Server) may(ctx context.Context, p *auth.Principal, scope, action, key string) (bool, error) {
-	d, err := s.question(ctx, questionInput(p, scope, action, key))
+	return mayWith(ctx, s.question, p, scope, action, key)
+}
+
+// mayWith is may, decided by q (the served policy, or a candidate).
+func mayWith(ctx context.Context, q decider, p *auth.Principal, scope, action, key string) (bool, error) {
+	d, err := q(ctx, questionInput(p, scope, action, key))
 	if err != nil {
 		return false, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 	}
@@ -227,6 +232,11 @@ func sortedKeys(m map[string]bool) []string {
 
 // matrix is what p can do, per scope and action (docs/design.md §9.8).
 func (s *Server) matrix(ctx context.Context, p *auth.Principal) (accessapi.Matrix, error) {
+	return s.matrixWith(ctx, s.question, p)
+}
+
+// matrixWith is matrix, decided by q.
+func (s *Server) matrixWith(ctx context.Context, q decider, p *auth.Principal) (accessapi.Matrix, error) {
 	cands, err := s.roleCandidates(ctx, p)
 	if err != nil {
 		return accessapi.Matrix{}, err
@@ -235,7 +245,7 @@ func (s *Server) matrix(ctx context.Context, p *auth.Principal) (accessapi.Matri
 	out := accessapi.Matrix{User: p.Name, Scopes: make([]accessapi.ScopeAccess, len(scopes))}
 	errs := make([]error, len(scopes))
 	parallel(len(scopes), func(i int) {
-		out.Scopes[i], errs[i] = s.scopeAccess(ctx, p, scopes[i], cands[scopes[i]])
+		out.Scopes[i], errs[i] = s.scopeAccess(ctx, q, p, scopes[i], cands[scopes[i]])
 	})
 	for _, err := range errs {
 		if err != nil {
@@ -245,9 +255,9 @@ func (s *Server) matrix(ctx context.Context, p *auth.Principal) (accessapi.Matri
 	return out, nil
 }
 
-func (s *Server) scopeAccess(ctx context.Context, p *auth.Principal, scope string, cd *candidates) (accessapi.ScopeAccess, error) {
+func (s *Server) scopeAccess(ctx context.Context, q decider, p *auth.Principal, scope string, cd *candidates) (accessapi.ScopeAccess, error) {
 	sa := accessapi.ScopeAccess{Scope: scope, Actions: []accessapi.ActionAccess{}}
-	d, err := s.question(ctx, policyListInput(p, scope))
+	d, err := q(ctx, policyListInput(p, scope))
 	if err != nil {
 		return sa, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 	}
@@ -261,7 +271,7 @@ func (s *Server) scopeAccess(ctx context.Context, p *auth.Principal, scope strin
 	someOf := func(action string, keys map[string]bool) ([]string, error) {
 		var out []string
 		for _, k := range sortedKeys(keys) {
-			ok, err := s.may(ctx, p, scope, action, k)
+			ok, err := mayWith(ctx, q, p, scope, action, k)
 			if err != nil {
 				return nil, err
 			}
@@ -273,7 +283,7 @@ func (s *Server) scopeAccess(ctx context.Context, p *auth.Principal, scope strin
 	}
 	for _, action := range backend.Scopes[scope] {
 		cell := accessapi.ActionAccess{Action: action, Access: accessapi.None}
-		all, err := s.may(ctx, p, scope, action, "*")
+		all, err := mayWith(ctx, q, p, scope, action, "*")
 		if err != nil {
 			return sa, err
 		}
@@ -284,7 +294,7 @@ func (s *Server) scopeAccess(ctx context.Context, p *auth.Principal, scope strin
 		}
 		for _, key := range sortedKeys(cd.actions[action]) {
 			pa := accessapi.PointerAccess{Action: key, Access: accessapi.None}
-			all, err := s.may(ctx, p, scope, key, "*")
+			all, err := mayWith(ctx, q, p, scope, key, "*")
 			if err != nil {
 				return sa, err
 			}

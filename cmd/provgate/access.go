@@ -1,15 +1,19 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,8 +34,9 @@ func accessCommand(ctx context.Context, args []string, getenv func(string) strin
 	conn := addConnFlags(fs, getenv)
 	asJSON := fs.Bool("json", false, "print the server's JSON answer")
 	var (
-		user               *string
+		user, policy       *string
 		scope, action, key *string
+		replay             *int
 		usage              string
 	)
 	switch sub {
@@ -45,7 +50,9 @@ func accessCommand(ctx context.Context, args []string, getenv func(string) strin
 	case "what":
 		usage = "USER"
 	case "diff":
-		usage = "ROLE_A ROLE_B"
+		policy = fs.String("policy", "", "a candidate policy (a directory, a .tar.gz of one, or an OPA bundle .tar.gz) to compare with the served one")
+		replay = fs.Int("replay", 100, "with --policy: how many of the newest logged decisions to replay")
+		usage = "ROLE_A ROLE_B | --policy DIR|FILE"
 	default:
 		return usagef("access: unknown subcommand %q (want explain, who, what or diff)", sub)
 	}
@@ -97,8 +104,17 @@ func accessCommand(ctx context.Context, args []string, getenv func(string) strin
 		}
 		raw, err = c.do(http.MethodGet, "/access/users/"+url.PathEscape(fs.Arg(0)), nil)
 	case "diff":
+		if *policy != "" {
+			archive, err := policyArchive(*policy)
+			if err != nil {
+				return fmt.Errorf("access diff: %w", err)
+			}
+			sub = "policy diff"
+			raw, err = c.do(http.MethodPost, "/access/policy/diff", access.PolicyDiffRequest{Archive: archive, Replay: *replay})
+			break
+		}
 		if fs.NArg() != 2 {
-			return usagef("access diff: want ROLE_A ROLE_B")
+			return usagef("access diff: want ROLE_A ROLE_B, or --policy")
 		}
 		v := url.Values{"a": {fs.Arg(0)}, "b": {fs.Arg(1)}}
 		raw, err = c.do(http.MethodGet, "/access/roles/diff?"+v.Encode(), nil)
@@ -226,6 +242,21 @@ func printAccess(sub string, raw []byte, w io.Writer) error {
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", sc.Scope, a.Action, a.Access, strings.TrimSpace(detail))
 			}
 		}
+	case "policy diff":
+		var x access.PolicyDiff
+		if err := json.Unmarshal(raw, &x); err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "served %s, candidate %s\n", x.Revision, x.Candidate)
+		for _, u := range x.Users {
+			for _, c := range u.Changes {
+				fmt.Fprintf(tw, "  %s\t%s %s\t%s -> %s\n", u.User, c.Scope, c.Action, c.Before, c.After)
+			}
+		}
+		fmt.Fprintf(tw, "replayed %d logged decisions, %d would change:\n", x.Replayed, len(x.Changed))
+		for _, c := range x.Changed {
+			fmt.Fprintf(tw, "  %s\t%s %s\t%s -> %s\t%s\n", c.Principal, c.Method, c.Path, c.Logged, c.Candidate, strings.Join(c.Reasons, "; "))
+		}
 	case "diff":
 		var x access.RoleDiff
 		if err := json.Unmarshal(raw, &x); err != nil {
@@ -241,4 +272,44 @@ func printAccess(sub string, raw []byte, w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// policyArchive reads a candidate policy: a .tar.gz as it is, or a
+// directory packed into one.
+func policyArchive(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return os.ReadFile(path)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(path, p)
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: filepath.ToSlash(rel), Mode: 0o600, Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err = tw.Write(b)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	return buf.Bytes(), err
 }

@@ -172,3 +172,59 @@ type RoleDiff struct {
 	OnlyA []string `json:"OnlyA"`
 	OnlyB []string `json:"OnlyB"`
 }
+
+// PolicyDiffRequest is POST /api/v3/access/policy/diff: a candidate policy
+// (a .tar.gz of a policy directory or an OPA bundle, base64) and how many
+// of the newest decision-log lines to replay against it (default 100).
+type PolicyDiffRequest struct {
+	Archive []byte `json:"Archive"`
+	Replay  int    `json:"Replay,omitempty"`
+}
+
+// PolicyDiff is what activating a candidate policy would change: each
+// user's matrix cells that change (of the users the asker may see), and the
+// logged decisions whose outcome would change.
+type PolicyDiff struct {
+	Revision  string        `json:"Revision"`
+	Candidate string        `json:"Candidate"`
+	Users     []UserDiff    `json:"Users"`
+	Replayed  int           `json:"Replayed"`
+	Changed   []ReplayDelta `json:"Changed"`
+}
+
+// UserDiff is one user's changed cells.
+type UserDiff struct {
+	User    string       `json:"User"`
+	Changes []CellChange `json:"Changes"`
+}
+
+// CellChange is one (scope, action) cell whose access changes: all, some
+// or none, before and with the candidate.
+type CellChange struct {
+	Scope  string `json:"Scope"`
+	Action string `json:"Action"`
+	Before string `json:"Before"`
+	After  string `json:"After"`
+}
+
+// ReplayDelta is a logged decision the candidate decides otherwise.
+type ReplayDelta struct {
+	DecisionID string   `json:"DecisionID"`
+	Principal  string   `json:"Principal"`
+	Method     string   `json:"Method"`
+	Path       string   `json:"Path"`
+	Logged     string   `json:"Logged"`
+	Candidate  string   `json:"Candidate"`
+	Reasons    []string `json:"Reasons"`
+}
+
+// Outcome names a decision: allow, deny or not found.
+func Outcome(allow, notFound bool) string {
+	switch {
+	case notFound:
+		return "not found"
+	case allow:
+		return "allow"
+	}
+	return "deny"
+}

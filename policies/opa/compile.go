@@ -154,7 +154,7 @@ func (s *source) modules() map[string]string {
 // embedded suites test the embedded policy alone, as the build does: an
 // extension only narrows what the base allows, so a broad veto (a change
 // freeze, a token age limit) is what it means to do, not a broken base;
-// its effect is shown by the access explorer's policy diff instead. Every
+// its effect is shown by the access explorer's policy diff instead (POST /api/v3/access/policy/diff, provgate access diff --policy). Every
 // suite runs at TestClock.
 func (s *source) test(ctx context.Context) error {
 	if !s.extensions {
