@@ -83,8 +83,14 @@ hiding contains name if {
 
 license_step := {
 	"licensed": licensed,
-	"failures": sort(authz.license_failures),
+	"failures": license_failures,
 }
+
+# The gate's failures exist only without a license: with one, nothing is
+# compiled to find none.
+license_failures := [] if authz.licensed
+
+else := sort(authz.license_failures)
 
 # One required claim: held by the decision's own rule, licensed by the
 # gate's, and what covers it: the principal's self claims, its direct
@@ -99,22 +105,28 @@ claim_step(c) := {
 	"token_roles": token_roles_step(c),
 	"restriction": restriction_step(c),
 	"own_credential": own_credential(c),
-	"granted_by": sort(granted_by(c)),
+	"granted_by": granted_by(c),
 }
 
-covered_by(c) := {x |
+# covered_by(c): the grants of the principal covering c. The self claims
+# are looked up as the decision does (grants.self_holds_one), without
+# building them.
+covered_by(c) := self_cover(c) | grant_covers(claims.compile_wanted(c))
+
+self_cover(c) := {{"source": "self", "role": "", "claim": ""}} if {
+	grants.self_holds_one(claims.wanted(c))
+} else := {{"source": "self", "role": "", "claim": ""} |
+	not claims.wanted(c)
 	b := claims.compile_wanted(c)
-	some x in covers(b)
-}
-
-covers(b) := (({{"source": "self", "role": "", "claim": ""} |
 	some g in grants.self
 	claims.covers(g, b)
-} | {{"source": "claim", "role": "", "claim": text(dc)} |
+}
+
+grant_covers(b) := ({{"source": "claim", "role": "", "claim": text(dc)} |
 	input.principal.kind == "user"
 	some dc in input.principal.claims
 	claims.covers(claims.compile(dc), b)
-}) | {{"source": "role", "role": name, "claim": role_claim_text(name, i)} |
+} | {{"source": "role", "role": name, "claim": role_claim_text(name, i)} |
 	input.principal.kind == "user"
 	some name in input.principal.roles
 	some i, g in grants.role(name)
@@ -161,12 +173,31 @@ own_credential(c) if {
 	grants.own_credential(claims.wanted(c))
 } else := false
 
-# granted_by(c): the roles whose claims cover c, whoever holds them.
-granted_by(c) := {name |
+# granted_by(c): for a claim not held, the roles whose claims cover it,
+# whoever holds them (looked up in each role's index, as holds_one does).
+granted_by(c) := [] if {
+	authz.held(c)
+} else := sort(granting(c))
+
+granting(c) := {name |
+	w := claims.wanted(c)
+	some name, r in data.provgate.roles
+	role_covers_one(name, r, w)
+} if {
+	claims.wanted(c)
+} else := {name |
 	b := claims.compile_wanted(c)
 	some name, _ in data.provgate.roles
 	some g in grants.role(name)
 	claims.covers(g, b)
+}
+
+role_covers_one(_, r, w) if claims.covers_one(r.index, w)
+
+role_covers_one(name, r, w) if {
+	not r.index
+	some g in grants.role(name)
+	claims.covers_one(g, w)
 }
 
 # The extensions' vetoes, each with its package; consulted (as by the
