@@ -105,9 +105,9 @@ func accessCommand(ctx context.Context, args []string, getenv func(string) strin
 		raw, err = c.do(http.MethodGet, "/access/users/"+url.PathEscape(fs.Arg(0)), nil)
 	case "diff":
 		if *policy != "" {
-			archive, err := policyArchive(*policy)
-			if err != nil {
-				return fmt.Errorf("access diff: %w", err)
+			archive, aerr := policyArchive(*policy)
+			if aerr != nil {
+				return fmt.Errorf("access diff: %w", aerr)
 			}
 			sub = "policy diff"
 			raw, err = c.do(http.MethodPost, "/access/policy/diff", access.PolicyDiffRequest{Archive: archive, Replay: *replay})
