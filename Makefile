@@ -35,12 +35,14 @@ lint-tools:
 		$(GO) install honnef.co/go/tools/cmd/staticcheck@v$(STATICCHECK_VERSION); \
 	fi
 
-## test: Go tests with the race detector, then the Rego test suites (the example extensions with theirs)
+## test: Go tests with the race detector, then the Rego test suites: the embedded ones against the
+## embedded policy, each example extension's own with the embedded policy beside it (docs/policies.md)
 test: tools
 	$(GO) test -race -count=1 -timeout 40m ./...
 	"$(OPA)" test policies/
 	@for d in testdata/policy/extensions/*/; do \
-		echo "opa test policies/ provgate_ext:$$d"; "$(OPA)" test policies/ "provgate_ext:$$d" || exit 1; \
+		echo "opa test policies/ provgate_ext:$$d --run '^data\.provgate\.ext\.'"; \
+		"$(OPA)" test policies/ "provgate_ext:$$d" --run '^data\.provgate\.ext\.' || exit 1; \
 	done
 
 ## lint: formatting and static checks for Go (gofmt, vet, staticcheck) and Rego

@@ -25,7 +25,7 @@ type needer interface {
 // without PasswordHash and Secret, with every secure param value masked.
 // A missing object leaves Stored out; the handler answers 404 as before.
 // A store failure is returned: the request then fails closed.
-func (s *Server) objectAttributes(ctx context.Context, res claims.Result, body []byte, in *policies.Input) error {
+func (s *Server) objectAttributes(ctx context.Context, r claims.Resolver, res claims.Result, body []byte, in *policies.Input) error {
 	n, ok := s.Policy.(needer)
 	if !ok {
 		return nil
@@ -36,7 +36,7 @@ func (s *Server) objectAttributes(ctx context.Context, res claims.Result, body [
 	}
 	var stored map[string]any
 	if res.Key != "" && res.Scope != "" {
-		raw, err := s.Resolver.Current(ctx, res.Scope, res.Key)
+		raw, err := r.Current(ctx, res.Scope, res.Key)
 		switch {
 		case backend.IsCode(err, backend.ENOTFOUND):
 		case err != nil:
@@ -55,10 +55,10 @@ func (s *Server) objectAttributes(ctx context.Context, res claims.Result, body [
 		}
 	}
 	if needs.Stored && stored != nil {
-		in.Stored = maskSecure(ctx, s.Resolver, stored, nil)
+		in.Stored = maskSecure(ctx, r, stored, nil)
 	}
 	if proposed != nil {
-		in.Proposed = maskSecure(ctx, s.Resolver, proposed, stored)
+		in.Proposed = maskSecure(ctx, r, proposed, stored)
 	}
 	return nil
 }

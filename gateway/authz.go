@@ -94,50 +94,13 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	if err != nil {
 		return backend.NewError(backend.EBADREQUEST, c.Method(), "", c.OriginalURL(), "malformed query string")
 	}
-	method, path := strings.Clone(c.Method()), strings.Clone(c.Path())
-	res, err := claims.Derive(ctx, claims.Request{Method: method, Path: path, Query: q, Body: c.Body()}, s.Resolver)
-	if err != nil {
-		if res.Ref != "" {
-			// Only the body is at fault: an object the caller may not
-			// see is still not found, as a missing one would be.
-			if herr := s.hidden(c, p, res); herr != nil {
-				return herr
-			}
-		}
-		// The resolver reads the object to authorize it (PUT diffs, index
-		// keys); a missing object is still this request's 404, whose Type
-		// DRP sets to the method (docs/design.md §3.2: "PUT: users/jill").
-		var be *backend.Error
-		if errors.As(err, &be) && be.Code == backend.ENOTFOUND && drpType(be, method) == fiber.MethodGet {
-			be.Type = method
-		}
-		return err
-	}
-	in := policies.Input{
-		Principal: policyPrincipal(p),
-		Required:  res.Claims,
-		Operation: res.Operation,
-		Method:    method,
-		Path:      path,
-	}
-	if res.Key != "" && res.Scope != "" {
-		in.Object = &policies.Object{Scope: res.Scope, Key: res.Key}
-	}
-	if res.List {
-		in.List = &policies.ListRequest{Scope: res.Scope}
-	}
-	if err := s.objectAttributes(ctx, res, c.Body(), &in); err != nil {
-		return err
-	}
-	d, err := s.decide(c, p, res, in)
+	r := apiRequest{Method: strings.Clone(c.Method()), Path: strings.Clone(c.Path()), Query: q, Body: c.Body()}
+	z, err := s.authorize(ctx, p, r, s.realRequest())
 	if err != nil {
 		return err
 	}
-	if err := s.decideItems(c, p, res, in); err != nil {
-		return err
-	}
-	a := &access{Result: res, in: in, authz: authz, ip: ip}
-	if d.Visible != nil && d.Visible.Restricted {
+	a := &access{Result: z.res, in: z.in, authz: authz, ip: ip}
+	if d := z.d; d.Visible != nil && d.Visible.Restricted {
 		a.Visible = append([]string{}, d.Visible.Keys...)
 		if a.Visible == nil {
 			a.Visible = []string{}
@@ -147,12 +110,99 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	return c.Next()
 }
 
+// apiRequest is an API request as authorization reads it: the method, the
+// path as received (still percent-encoded, without the query), the query
+// and the body.
+type apiRequest struct {
+	Method, Path string
+	Query        url.Values
+	Body         []byte
+}
+
+// authorization is what authorizing one request established: the derived
+// claims and object, the policy input and the decision that allowed it.
+type authorization struct {
+	res claims.Result
+	in  policies.Input
+	d   policies.Decision
+}
+
+// decider decides one policy input.
+type decider func(ctx context.Context, in policies.Input) (policies.Decision, error)
+
+// authorizeWith says how authorize reads stored objects and decides: a real
+// request reads the store and the decision cache and counts its outcome;
+// the access explorer (gateway/access.go) decides the request's own input
+// through its explain trail and reads only what its asker may see.
+type authorizeWith struct {
+	resolver claims.Resolver
+	// main decides the request's own input; every other decision authorize
+	// makes (visibility of a bad body's object, import items, a job's
+	// machine) goes through the Decider.
+	main  decider
+	count bool
+}
+
+func (s *Server) realRequest() authorizeWith {
+	return authorizeWith{resolver: s.Resolver, main: s.Policy.Decide, count: true}
+}
+
+// authorize runs docs/design.md §2.1 steps 2-3 for an authenticated
+// principal: derive the claims r needs, build the policy input and decide
+// it, without running the request. The guard calls it for every request
+// under /api/v3; the access explorer calls it for the requests it explains,
+// so that an explained request is authorized exactly as a real one.
+func (s *Server) authorize(ctx context.Context, p *auth.Principal, r apiRequest, w authorizeWith) (*authorization, error) {
+	res, err := claims.Derive(ctx, claims.Request{Method: r.Method, Path: r.Path, Query: r.Query, Body: r.Body}, w.resolver)
+	if err != nil {
+		if res.Ref != "" {
+			// Only the body is at fault: an object the caller may not
+			// see is still not found, as a missing one would be.
+			if herr := s.hidden(ctx, p, r, res, w); herr != nil {
+				return nil, herr
+			}
+		}
+		// The resolver reads the object to authorize it (PUT diffs, index
+		// keys); a missing object is still this request's 404, whose Type
+		// DRP sets to the method (docs/design.md §3.2: "PUT: users/jill").
+		var be *backend.Error
+		if errors.As(err, &be) && be.Code == backend.ENOTFOUND && drpType(be, r.Method) == fiber.MethodGet {
+			be.Type = r.Method
+		}
+		return nil, err
+	}
+	in := policies.Input{
+		Principal: policyPrincipal(p),
+		Required:  res.Claims,
+		Operation: res.Operation,
+		Method:    r.Method,
+		Path:      r.Path,
+	}
+	if res.Key != "" && res.Scope != "" {
+		in.Object = &policies.Object{Scope: res.Scope, Key: res.Key}
+	}
+	if res.List {
+		in.List = &policies.ListRequest{Scope: res.Scope}
+	}
+	if err := s.objectAttributes(ctx, w.resolver, res, r.Body, &in); err != nil {
+		return nil, err
+	}
+	d, err := s.decide(ctx, p, res, in, w.main, w.count)
+	if err != nil {
+		return &authorization{res: res, in: in, d: d}, err
+	}
+	if err := s.decideItems(ctx, p, res, in, w); err != nil {
+		return &authorization{res: res, in: in, d: d}, err
+	}
+	return &authorization{res: res, in: in, d: d}, nil
+}
+
 // decideItems decides each object of an import as its single create would
 // be decided, when the policy reads the proposed object (input.proposed,
 // docs/design.md §4.9, §9.2): the one decision over every item's create
 // claim cannot show the policy each object. Policies that do not read it
 // decide the same from the claims alone.
-func (s *Server) decideItems(c *fiber.Ctx, p *auth.Principal, res claims.Result, in policies.Input) error {
+func (s *Server) decideItems(ctx context.Context, p *auth.Principal, res claims.Result, in policies.Input, w authorizeWith) error {
 	if len(res.Items) == 0 {
 		return nil
 	}
@@ -165,10 +215,10 @@ func (s *Server) decideItems(c *fiber.Ctx, p *auth.Principal, res claims.Result,
 		single := in
 		single.Required = []backend.Claim{item.Claim}
 		single.Proposed = nil
-		if err := s.objectAttributes(userContext(c), one, item.Body, &single); err != nil {
+		if err := s.objectAttributes(ctx, w.resolver, one, item.Body, &single); err != nil {
 			return err
 		}
-		if _, err := s.decide(c, p, one, single); err != nil {
+		if _, err := s.decide(ctx, p, one, single, s.Policy.Decide, w.count); err != nil {
 			return err
 		}
 	}
@@ -186,54 +236,64 @@ func (s *Server) fresh(ctx context.Context) error {
 	return nil
 }
 
-// decide asks the policies about in for principal p and turns the decision
-// into the request's answer: a hidden object is not found (named as the
-// caller named it), a refusal is 403 with the policy's reasons.
-func (s *Server) decide(c *fiber.Ctx, p *auth.Principal, res claims.Result, in policies.Input) (policies.Decision, error) {
-	d, err := s.Policy.Decide(userContext(c), in)
+// decide asks the policies about in for principal p (with fn) and turns
+// the decision into the request's answer: a hidden object is not found
+// (named as the caller named it), a refusal is 403 with the policy's
+// reasons. count records the outcome in the decision metrics.
+func (s *Server) decide(ctx context.Context, p *auth.Principal, res claims.Result, in policies.Input, fn decider, count bool) (policies.Decision, error) {
+	outcome := func(o string) {
+		if count {
+			s.metrics.decisions.WithLabelValues(o).Inc()
+		}
+	}
+	d, err := fn(ctx, in)
 	if err != nil {
-		s.metrics.decisions.WithLabelValues("error").Inc()
+		outcome("error")
 		return d, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 	}
 	if d.NotFound {
-		s.metrics.decisions.WithLabelValues("hidden").Inc()
+		outcome("hidden")
 		return d, notFound(in.Method, res.Scope, res.Ref)
 	}
-	if err := s.jobMachineHidden(c, p, res); err != nil {
-		s.metrics.decisions.WithLabelValues("hidden").Inc()
+	if err := s.jobMachineHidden(ctx, p, res); err != nil {
+		outcome("hidden")
 		return d, err
 	}
 	if !d.Allow {
-		s.metrics.decisions.WithLabelValues("deny").Inc()
+		outcome("deny")
 		msgs := append([]string{"Cannot access " + in.Path}, d.Reasons...)
 		return d, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Messages: msgs}
 	}
-	s.metrics.decisions.WithLabelValues("allow").Inc()
+	outcome("allow")
 	return d, nil
 }
 
 // hidden answers whether the object res names is hidden from p, as the
 // not-found error the request then gets (nil when it is visible).
 // Visibility does not depend on claims: the policy decides it first.
-func (s *Server) hidden(c *fiber.Ctx, p *auth.Principal, res claims.Result) error {
+func (s *Server) hidden(ctx context.Context, p *auth.Principal, r apiRequest, res claims.Result, w authorizeWith) error {
 	in := policies.Input{
 		Principal: policyPrincipal(p),
 		Required:  []backend.Claim{{Scope: res.Scope, Action: "get", Specific: res.Specific}},
 		Operation: res.Operation,
-		Method:    strings.Clone(c.Method()),
-		Path:      strings.Clone(c.Path()),
+		Method:    r.Method,
+		Path:      r.Path,
 		Object:    &policies.Object{Scope: res.Scope, Key: res.Key},
 	}
-	d, err := s.Policy.Decide(userContext(c), in)
+	d, err := s.Policy.Decide(ctx, in)
 	if err != nil {
 		return &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 	}
 	if d.NotFound {
-		s.metrics.decisions.WithLabelValues("hidden").Inc()
+		if w.count {
+			s.metrics.decisions.WithLabelValues("hidden").Inc()
+		}
 		return notFound(in.Method, res.Scope, res.Ref)
 	}
-	if err := s.jobMachineHidden(c, p, res); err != nil {
-		s.metrics.decisions.WithLabelValues("hidden").Inc()
+	if err := s.jobMachineHidden(ctx, p, res); err != nil {
+		if w.count {
+			s.metrics.decisions.WithLabelValues("hidden").Inc()
+		}
 		return err
 	}
 	return nil
@@ -255,7 +315,7 @@ func (s *Server) reauthorize(c *fiber.Ctx) error {
 	}
 	in := a.in
 	in.Principal = policyPrincipal(p)
-	_, err = s.decide(c, p, a.Result, in)
+	_, err = s.decide(ctx, p, a.Result, in, s.Policy.Decide, true)
 	return err
 }
 
@@ -263,7 +323,7 @@ func (s *Server) reauthorize(c *fiber.Ctx) error {
 // jobs follow their machine (docs/design.md §6), so the job of a machine the
 // tenant hides is not found, and a job cannot be created for it. A job's
 // claims name its machine as their specific (docs/design.md §5.5).
-func (s *Server) jobMachineHidden(c *fiber.Ctx, p *auth.Principal, res claims.Result) error {
+func (s *Server) jobMachineHidden(ctx context.Context, p *auth.Principal, res claims.Result) error {
 	if res.Scope != "jobs" || res.List {
 		return nil
 	}
@@ -285,7 +345,7 @@ func (s *Server) jobMachineHidden(c *fiber.Ctx, p *auth.Principal, res claims.Re
 			return nil
 		}
 	} else {
-		vis, err := s.machineVisibility(c)
+		vis, err := s.machineVisibilityOf(ctx, p)
 		if err != nil || vis == nil || slices.Contains(vis, machine) {
 			return err
 		}

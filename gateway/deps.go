@@ -109,6 +109,12 @@ type Deps struct {
 	LoginTarpit time.Duration
 	// BenchRoute enables the unauthenticated benchmark baseline route.
 	BenchRoute bool
+	// DecisionLog is the decision log file (--decision-log), read back by
+	// the access explorer's recent denials; "" for none.
+	DecisionLog string
+	// Candidates loads a candidate policy for the access explorer's policy
+	// diff; nil answers 503.
+	Candidates Candidates
 }
 
 // policyListInput asks which objects of scope the principal may see.

@@ -141,5 +141,11 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if c.Method() == fiber.MethodHead {
 		return c.SendStatus(out.Code)
 	}
+	if isAuthzen(c) {
+		// The AuthZEN API's errors are a status with a message string
+		// (docs/design.md §9.9).
+		c.Set(fiber.HeaderContentType, fiber.MIMETextPlainCharsetUTF8)
+		return c.Status(out.Code).SendString(strings.Join(out.Messages, "; "))
+	}
 	return c.Status(out.Code).JSON(out)
 }

@@ -272,7 +272,13 @@ func (s *Server) machineVisibility(c *fiber.Ctx) ([]string, error) {
 	if p == nil {
 		return []string{}, nil
 	}
-	d, err := s.Policy.Decide(userContext(c), policyListInput(p, "machines"))
+	return s.machineVisibilityOf(userContext(c), p)
+}
+
+// machineVisibilityOf is machineVisibility for principal p: nil means
+// every machine.
+func (s *Server) machineVisibilityOf(ctx context.Context, p *auth.Principal) ([]string, error) {
+	d, err := s.Policy.Decide(ctx, policyListInput(p, "machines"))
 	if err != nil {
 		return nil, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 	}

@@ -17,6 +17,9 @@ func (s *Server) routes() {
 		s.app.Get("/bench/pools/:key", s.handleBenchPool)
 	}
 
+	s.authzenRoutes()
+	s.uiRoutes()
+
 	api := apiGroup{s: s, r: s.app.Group(apiBase, s.guard)}
 	api.Get("/info", s.handleInfo)
 	api.Get("/prefs", s.handleGetPrefs)
@@ -35,6 +38,16 @@ func (s *Server) routes() {
 	api.Post("/events", s.handlePostEvent)
 	api.Get("/ws", s.handleWS)
 	api.Post("/system/actions/:cmd", s.handleSystemAction)
+
+	// The access explorer (docs/design.md §9.8), before the generic
+	// per-kind routes.
+	api.Post("/access/explain", s.handleExplain)
+	api.Get("/access/users/:key", s.handleUserMatrix)
+	api.Get("/access/who", s.handleWho)
+	api.Get("/access/tenants/:key", s.handleTenantView)
+	api.Get("/access/roles/diff", s.handleRoleDiff)
+	api.Get("/access/denials", s.handleDenials)
+	api.Post("/access/policy/diff", s.handlePolicyDiff)
 
 	api.Post("/users/import", s.handleImport)
 	api.Post("/roles/import", s.handleImport)

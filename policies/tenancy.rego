@@ -65,11 +65,20 @@ restricts(scope) if {
 
 hidden if hides(input.object.scope, input.object.key)
 
+hidden if other_machine
+
 # hides(scope, key): a tenant of the principal restricts scope and does not
 # list key. The grant check asks it of the roles a write names
 # (grants.visible_role).
 hides(scope, key) if {
 	some name in tenant_names
+	tenant_hides(name, scope, key)
+}
+
+# tenant_hides(name, scope, key): tenant name (of the principal) restricts
+# scope and does not list key. The access explorer names these tenants in
+# its trail (provgate.explain).
+tenant_hides(name, scope, key) if {
 	_ = data.provgate.tenants[name].members[scope]
 	not data.provgate.tenants[name].member_set[scope][key]
 	not searched_member(name, scope, key)
@@ -79,7 +88,7 @@ hides(scope, key) if {
 # found, as a machine its tenant hides would be, so that neither the answer
 # nor its message tells another machine's UUID from a missing one
 # (docs/design.md §6.1).
-hidden if {
+other_machine if {
 	operations_machine
 	input.object.scope == "machines"
 	input.object.key != input.principal.name

@@ -29,6 +29,9 @@ const (
 	extPattern     = "^BenchmarkDecideExtension$"
 	extOff         = "BenchmarkDecideExtension/ext=false"
 	extOn          = "BenchmarkDecideExtension/ext=true"
+	explainPattern = "^BenchmarkExplain$"
+	explainOff     = "BenchmarkExplain/explain=false"
+	explainOn      = "BenchmarkExplain/explain=true"
 )
 
 // benchLine is one parsed `go test -bench` result.
@@ -84,11 +87,11 @@ func runDecide(ctx context.Context, cfg config, tmp string, logf func(string, ..
 	args := func(pattern string) []string {
 		return []string{"-test.run", "^$", "-test.bench", pattern, "-test.benchmem", "-test.benchtime", cfg.DecideBenchtime.String()}
 	}
-	res := &decideResult{Command: fmt.Sprintf("go test -c -o opa.test %s; then per round: opa.test %s; opa.test %s; opa.test %s",
-		decidePkg, shellJoin(args(decidePattern)), shellJoin(args(trivialPattern)), shellJoin(args(extPattern)))}
+	res := &decideResult{Command: fmt.Sprintf("go test -c -o opa.test %s; then per round: opa.test %s; opa.test %s; opa.test %s; opa.test %s",
+		decidePkg, shellJoin(args(decidePattern)), shellJoin(args(trivialPattern)), shellJoin(args(extPattern)), shellJoin(args(explainPattern)))}
 	for round := 1; round <= cfg.DecideRounds; round++ {
 		got := map[string]benchLine{}
-		for _, pattern := range []string{decidePattern, trivialPattern, extPattern} {
+		for _, pattern := range []string{decidePattern, trivialPattern, extPattern, explainPattern} {
 			t0 := time.Now()
 			c := exec.CommandContext(ctx, bin, args(pattern)...)
 			c.Dir = decidePkg
@@ -101,7 +104,7 @@ func runDecide(ctx context.Context, cfg config, tmp string, logf func(string, ..
 			}
 			logf("decide round %d %s: %.1f s", round, pattern, time.Since(t0).Seconds())
 		}
-		for _, name := range []string{decideSmall, decideLarge, trivialName, extOff, extOn} {
+		for _, name := range []string{decideSmall, decideLarge, trivialName, extOff, extOn, explainOff, explainOn} {
 			if _, ok := got[name]; !ok {
 				return nil, fmt.Errorf("benchmark %s missing from the output of round %d", name, round)
 			}

@@ -58,6 +58,10 @@ var figureSpecs = map[string]figure{
 	"10b": {Name: "p50 latency, user create with 5 roles (superuser)", Unit: "ms"},
 	"10c": {Name: "role create with 10 claims p50, this build / -baseline-server build", Target: atMost(1.2)},
 	"10d": {Name: "user create with 5 roles p50, this build / -baseline-server build", Target: atMost(1.2)},
+	"12a": {Name: "explain (decision and trail) / uncached decision, ns/op", Target: atMost(2)},
+	"12b": {Name: "who can get one machine over the large fleet's users, p50", Unit: "ms", Target: atMost(200)},
+	"12c": {Name: "a user's matrix, p50 (large fleet)", Unit: "ms", Target: atMost(100)},
+	"12d": {Name: "AuthZEN evaluation / authorized GET, throughput", Target: atLeast(0.7)},
 }
 
 // spec returns the figure id with its name, unit and target filled in.
@@ -139,7 +143,7 @@ func poolFigures(p *poolResult, skipped string) []figure {
 // decideFigures computes figure 3.
 func decideFigures(d *decideResult, skipped string) []figure {
 	if d == nil {
-		return skippedFigures(skipped, "3a", "3b", "3c", "3d", "3e", "3f", "3g")
+		return skippedFigures(skipped, "3a", "3b", "3c", "3d", "3e", "3f", "3g", "12a")
 	}
 	type metric func(map[string]benchLine) float64
 	ns := func(name string) metric { return func(r map[string]benchLine) float64 { return r[name].NsOp } }
@@ -157,6 +161,8 @@ func decideFigures(d *decideResult, skipped string) []figure {
 		fromRounds("3f", d.perRound(div(allocs(decideLarge), allocs(decideSmall))), "both sizes in the same round and binary"),
 		fromRounds("3g", d.perRound(div(ns(extOn), ns(extOff))),
 			"uncached allowed PATCH, 10 roles+tenants; the extension (a change freeze read from data.provgate_ext) is evaluated and does not veto"),
+		fromRounds("12a", d.perRound(div(ns(explainOn), ns(explainOff))),
+			"Engine.Explain (decision and trail in one query, the trail converted to Go) vs Engine.Decide uncached, the same allowed PATCH input, 10 roles+tenants, in the same benchmark binary and round"),
 	}
 }
 

@@ -92,4 +92,21 @@ var limits = map[string]string{
 	"9l": "The filter runs in SQL on the Pool expression index; the count uses the same index.",
 	"9m": "Pool status reads the pool's machines through the Pool index and decodes them; it grows with the " +
 		"pool, not with the fleet.",
+	"12a": "Explain evaluates the decision and the trail (policies/explain.rego) in one query: the trail " +
+		"reads the decision's own rules, which the query shares, but adds per claim the search for the " +
+		"grant that covers it (the user's roles' claims, compiled containment) and converts the whole " +
+		"trail from OPA's value to Go (a JSON round trip), about 1,900 allocations above the decision's. " +
+		"Returning the trail as OPA's AST and reading it without JSON, and looking covers up through the " +
+		"role index as the decision does, would bring it towards the target.",
+	"12b": "Who can decides every user the caller may see, one full uncached decision each (the decision " +
+		"cache holds 10,000 entries and every user's input differs by its name), on 2 CPUs: about 0.5-0.8 ms " +
+		"per user here, so 10,000 users take seconds. Users with the same roles and tenant get the same " +
+		"answer unless a rule reads the principal's name; grouping them (with the engine proving from the " +
+		"compiled policy that no extension reads input.principal.name) or deciding all principals in one " +
+		"Rego query would cut it by the number of distinct (roles, tenant) pairs.",
+	"12d": "An evaluation authenticates, parses the AuthZEN body, checks that the caller may ask about the " +
+		"subject (a decision), that it may see the resource (a list decision and a store read), reads the " +
+		"subject's user record, and decides: three decisions and two store reads against the GET's one " +
+		"cached decision and one cached read. Caching the subject principal and the caller's visibility " +
+		"per caller would leave one decision per evaluation.",
 }

@@ -28,6 +28,10 @@ const (
 	legStatusSmall = "small-pool-status"
 	legAllocLarge  = "large-allocate-100"
 	legAllocSmall  = "small-allocate-100"
+	legWho         = "large-who-can"
+	legMatrix      = "large-user-matrix"
+	legAuthzen     = "small-authzen-evaluation"
+	legAuthzenGet  = "small-authorized-get"
 )
 
 // writeKinds are the writes of figures 9a-9f, each measured on the large
@@ -58,6 +62,7 @@ type scaleResult struct {
 	Writes       map[string][]legResult
 	Reads        map[string][]legResult
 	Allocs       map[string][]legResult
+	Explorer     map[string][]legResult
 	Startup      time.Duration
 	Mem          memPeak
 	Notes        []string
@@ -356,6 +361,30 @@ func runScale(ctx context.Context, cfg config, tmp, pub, lic string, logf func(s
 		return nil, err
 	}
 
+	// Figures 10b-10d: the access explorer on the large fleet, AuthZEN on
+	// the small server against an authorized GET of the same machine.
+	who := "/api/v3/access/who?scope=machines&action=get&key=" + large.uuids[len(large.uuids)/2]
+	matrix := "/api/v3/access/users/u-5"
+	if _, err := large.admin.do(ctx, "GET", who, nil, 200, nil); err != nil {
+		return nil, fmt.Errorf("who can: %w", err)
+	}
+	eval, err := json.Marshal(map[string]any{"subject": map[string]any{"type": "user", "id": "u-1"},
+		"action": map[string]any{"name": "get"}, "resource": map[string]any{"type": "machines", "id": small.uuids[0]}})
+	if err != nil {
+		return nil, err
+	}
+	explorerLegs := []legSpec{
+		{Name: legWho, Clients: 1, Op: get(large, who, large.admin.auth)},
+		{Name: legMatrix, Clients: 1, Op: get(large, matrix, large.admin.auth)},
+		{Name: legAuthzen, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "POST",
+			URL: small.srv.Base + "/access/v1/evaluation", Auth: small.admin.auth, ContentType: "application/json", Body: eval, Want: 200})},
+		{Name: legAuthzenGet, Clients: cfg.Clients, Op: get(small, "/api/v3/machines/"+small.uuids[0], small.admin.auth)},
+	}
+	logf("figures 10b-10d: %d rounds of %s per leg", cfg.Rounds, cfg.Leg)
+	if res.Explorer, err = interleave(ctx, explorerLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
+		return nil, err
+	}
+
 	allocLegs := []legSpec{
 		{Name: legAllocLarge, Clients: 1, Op: large.allocOp(backend.DefaultPool)},
 		{Name: legAllocSmall, Clients: 1, Op: small.allocOp(benchPool)},
@@ -398,7 +427,7 @@ func (s *scaleServer) allocOp(pool string) op {
 	}
 }
 
-var scaleIDs = []string{"9a", "9b", "9c", "9d", "9e", "9f", "9g", "9h", "9i", "9j", "9k", "9l", "9m", "9n"}
+var scaleIDs = []string{"9a", "9b", "9c", "9d", "9e", "9f", "9g", "9h", "9i", "9j", "9k", "9l", "9m", "9n", "12b", "12c", "12d"}
 
 // p50Ratios is, per round, the p50 latency of a over that of b.
 func p50Ratios(a, b []legResult) []float64 {
@@ -409,6 +438,17 @@ func p50Ratios(a, b []legResult) []float64 {
 		}
 	}
 	return out
+}
+
+// p50Of is figure id: the median over rounds of each leg's p50, in ms.
+func p50Of(id string, legs []legResult, note string) figure {
+	f := spec(id)
+	rounds := make([]float64, 0, len(legs))
+	for _, l := range legs {
+		rounds = append(rounds, ms(l.P50))
+	}
+	f.Value, f.Rounds, f.Note = median(rounds), rounds, note
+	return f
 }
 
 // scaleFigures computes figures 9.
@@ -451,6 +491,10 @@ func scaleFigures(r *scaleResult, skipped string) []figure {
 			"GET /api/v3/pools/bench-pool/status (the same 100 machines in both fleets, the rest of the large one in the default pool), one client, p50 large vs small"),
 		fromRounds("9n", p50Ratios(r.Allocs[legAllocLarge], r.Allocs[legAllocSmall]),
 			"allocateMachines {pool/count: 100} and releaseMachines of those 100, one client, p50: from the large fleet's default pool (all but 100 of its machines Free) vs the small fleet's 100-machine pool"),
+		p50Of("12b", r.Explorer[legWho], fmt.Sprintf("GET /api/v3/access/who?scope=machines&action=get&key=<uuid> as the admin on the large server (%d users, each decided), one client, median of the rounds' p50", r.Large.Users)),
+		p50Of("12c", r.Explorer[legMatrix], "GET /api/v3/access/users/u-5 as the admin on the large server (every scope and action decided), one client, median of the rounds' p50"),
+		fromRounds("12d", throughputRatios(r.Explorer[legAuthzen], r.Explorer[legAuthzenGet]),
+			"POST /access/v1/evaluation (admin asks whether u-1 may get a machine) vs GET /api/v3/machines/<uuid> as the admin, small server, the configured clients"),
 	)
 	return figs
 }

@@ -63,6 +63,7 @@ commands:
   license    keygen | sign | verify: manage signed license documents
   policy     test DIR | eval --input FILE: check a policy directory, decide one input
   import     create the users or roles of a JSON file through a running server
+  access     explain | who | what | diff: ask a running server's access explorer
 
 Run "provgate <command> -h" for a command's flags.
 `
@@ -95,11 +96,13 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 		return policyCommand(ctx, rest, stdout, stderr)
 	case "import":
 		return importCommand(ctx, rest, getenv, stdout, stderr)
+	case "access":
+		return accessCommand(ctx, rest, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprint(stderr, usageText)
 		return errHelp
 	}
-	return usagef("unknown command %q (commands: serve, version, license, policy, import; see provgate help)", cmd)
+	return usagef("unknown command %q (commands: serve, version, license, policy, import, access; see provgate help)", cmd)
 }
 
 // versionString prefers the link-time version, then the module version that

@@ -10,9 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/access"
 	"github.com/provgate/provgate/policies"
 	"github.com/provgate/provgate/policies/opa"
 )
@@ -94,13 +97,14 @@ func policyEval(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	pubPath := fs.String("policy-bundle-public-key", "", "PEM public key the bundle must be signed with")
 	allowHTTP := fs.Bool("policy-bundle-allow-http", false, "let --policy-bundle be a plain http:// URL")
 	dataPath := fs.String("data", "", "JSON file with data.provgate (roles, tenants, license); empty data when not given")
+	explain := fs.Bool("explain", false, "print the decision's trail too: the steps of the access explorer's explain")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
 	if err := required(fs, "input"); err != nil {
 		return err
 	}
-	in, err := readInput(*inputPath)
+	in, logged, err := readInput(*inputPath)
 	if err != nil {
 		return err
 	}
@@ -144,29 +148,87 @@ func policyEval(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			Ungranted []backend.Claim `json:"ungranted"`
 		}{e.Revision(), missing})
 	}
-	d, err := e.Decide(ctx, in)
+	// A decision-log line is evaluated as it was decided: at its time and
+	// with its non-deterministic built-ins' answers.
+	x, err := e.ExplainReplay(ctx, in, logged.replay())
 	if err != nil {
 		return fmt.Errorf("policy eval: %s", err)
 	}
 	out := struct {
 		Revision string            `json:"revision"`
 		Decision policies.Decision `json:"decision"`
-	}{e.Revision(), d}
+		// Logged and MatchesLog compare with the logged result of a
+		// decision-log line.
+		Logged     *policies.Decision `json:"logged,omitempty"`
+		MatchesLog *bool              `json:"matches_log,omitempty"`
+		Steps      []access.Step      `json:"steps,omitempty"`
+	}{Revision: e.Revision(), Decision: x.Decision}
+	if logged.Result != nil {
+		same := reflect.DeepEqual(normalized(*logged.Result), normalized(x.Decision))
+		out.Logged, out.MatchesLog = logged.Result, &same
+		if len(logged.Truncated) > 0 {
+			fmt.Fprintln(stderr, "policy eval: the logged line was truncated; the replayed input may differ from the decided one")
+		}
+	}
+	if *explain {
+		out.Steps = access.TrailSteps(x, nil)
+	}
 	return enc.Encode(out)
 }
 
-// readInput reads a policies.Input from path: a bare input, or an example
-// file ({"description", "input", "decision"}) holding it under "input".
-// Unknown fields are refused, so a misspelt field is not silently absent.
-func readInput(path string) (policies.Input, error) {
+// normalized gives nil and empty lists one form, for comparing decisions.
+func normalized(d policies.Decision) policies.Decision {
+	if len(d.Reasons) == 0 {
+		d.Reasons = nil
+	}
+	if d.Visible != nil && len(d.Visible.Keys) == 0 {
+		v := *d.Visible
+		v.Keys = nil
+		d.Visible = &v
+	}
+	return d
+}
+
+// loggedLine is what a decision-log line adds around its input.
+type loggedLine struct {
+	Timestamp  time.Time          `json:"timestamp"`
+	Result     *policies.Decision `json:"result"`
+	NDBuiltins json.RawMessage    `json:"nd_builtin_cache"`
+	Truncated  map[string]int     `json:"truncated"`
+}
+
+func (l loggedLine) replay() policies.Replay {
+	var r policies.Replay
+	if !l.Timestamp.IsZero() {
+		r.At = l.Timestamp.UnixNano()
+	}
+	if len(l.NDBuiltins) > 0 && string(l.NDBuiltins) != "null" {
+		r.NDBuiltins = l.NDBuiltins
+	}
+	return r
+}
+
+// readInput reads a policies.Input from path: a bare input, an example
+// file ({"description", "input", "decision"}) or a decision-log line
+// (whose time, nd_builtin_cache and result come back in logged). Unknown
+// fields of the input are refused, so a misspelt field is not silently
+// absent.
+func readInput(path string) (policies.Input, loggedLine, error) {
+	var logged loggedLine
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return policies.Input{}, fmt.Errorf("policy eval: %w", err)
+		return policies.Input{}, logged, fmt.Errorf("policy eval: %w", err)
 	}
 	var wrapper struct {
-		Input json.RawMessage `json:"input"`
+		Input      json.RawMessage `json:"input"`
+		DecisionID string          `json:"decision_id"`
 	}
 	if json.Unmarshal(raw, &wrapper) == nil && len(wrapper.Input) > 0 {
+		if wrapper.DecisionID != "" {
+			if err := json.Unmarshal(raw, &logged); err != nil {
+				return policies.Input{}, logged, fmt.Errorf("policy eval: %s: not a decision-log line: %w", path, err)
+			}
+		}
 		raw = wrapper.Input
 	}
 	var in policies.Input
@@ -174,9 +236,9 @@ func readInput(path string) (policies.Input, error) {
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(&in); err != nil {
-		return policies.Input{}, fmt.Errorf("policy eval: %s: not a policy input: %w", path, err)
+		return policies.Input{}, logged, fmt.Errorf("policy eval: %s: not a policy input: %w", path, err)
 	}
-	return in, nil
+	return in, logged, nil
 }
 
 // isBundle tells a bundle from a policy directory: a URL, a file (a

@@ -21,10 +21,10 @@ func runPolicy(t *testing.T, args ...string) (string, error) {
 }
 
 // provgate policy test runs what a reload runs: the example extensions
-// pass, and one that breaks the embedded suites is refused with the
-// failing tests named and exit status 1.
+// pass, a broad veto loads (it only narrows the base), and one whose own
+// test fails is refused with the failing test named and exit status 1.
 func TestPolicyTestCommand(t *testing.T) {
-	for _, name := range []string{"protected", "freeze", "fresh_token"} {
+	for _, name := range []string{"protected", "freeze", "fresh_token", "weekday_freeze"} {
 		dir := filepath.Join("..", "..", "testdata", "policy", "extensions", name)
 		out, err := runPolicy(t, "test", dir)
 		if err != nil || !strings.Contains(out, "PASS "+dir+" (revision sha256:") || !strings.Contains(out, "mode=extensions") {
@@ -35,9 +35,15 @@ func TestPolicyTestCommand(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "x.rego"), []byte("package provgate.ext.x\n\ndeny contains \"no\" if input.principal.kind == \"user\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if out, err := runPolicy(t, "test", dir); err != nil {
+		t.Errorf("policy test of a broad veto: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "x_test.rego"), []byte("package provgate.ext.x_test\n\ntest_never if false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	_, err := runPolicy(t, "test", dir)
-	if err == nil || !strings.Contains(err.Error(), "embedded suites with the extensions") || report(err, &bytes.Buffer{}) != 1 {
-		t.Errorf("policy test of a breaking extension: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "test_never") || report(err, &bytes.Buffer{}) != 1 {
+		t.Errorf("policy test of an extension failing its test: %v", err)
 	}
 	if _, err := runPolicy(t, "test"); report(err, &bytes.Buffer{}) != 2 {
 		t.Errorf("policy test without a directory: %v", err)

@@ -171,6 +171,18 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 			Streams:    hub,
 			TenantOf:   policy.TenantOf,
 
+			DecisionLog: cfg.DecisionLog,
+			Candidates: func(ctx context.Context, archive []byte) (gateway.CandidatePolicy, error) {
+				key, err := bundlePublicKey(cfg)
+				if err != nil {
+					return nil, err
+				}
+				c, err := engine.Candidate(ctx, archive, key)
+				if err != nil {
+					return nil, err
+				}
+				return c, nil
+			},
 			LoginTarpit: time.Second,
 			BenchRoute:  cfg.BenchRoutes,
 		},
@@ -178,6 +190,19 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 
 	closers = append(closers, startBackground(ctx, cfg, st, cb, engine, relay, logger))
 	return srv.App(), closeAll, nil
+}
+
+// bundlePublicKey is the --policy-bundle-public-key a candidate bundle is
+// checked with, as the served one is.
+func bundlePublicKey(cfg Config) (string, error) {
+	if cfg.PolicyBundlePublicKey == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(cfg.PolicyBundlePublicKey)
+	if err != nil {
+		return "", backend.Errorf(backend.EINTERNAL, "policy bundle public key: %v", err)
+	}
+	return string(b), nil
 }
 
 // viewCacheSize is --object-cache-size as objects.Options counts it: the

@@ -205,6 +205,21 @@ func (d *deriver) derive() (Result, error) {
 		}
 		d.add("create", m)
 		out.Proposal = ProposeBody
+	case hBodyUser:
+		user, err := bodyUser(d.r.Body)
+		if err != nil {
+			return Result{}, err
+		}
+		out.Key, out.Ref, out.Specific = user, user, user
+		d.add("get", user)
+	case hQueryRoles:
+		for _, k := range []string{"a", "b"} {
+			name := d.r.Query.Get(k)
+			if name == "" {
+				return Result{}, backend.NewError(backend.EBADREQUEST, d.r.Method, "roles", "", "query parameter "+k+" (a role name) is required")
+			}
+			d.add("get", name)
+		}
 	case hSystemAction:
 		// docs/design.md §5.4: system actions are claimed on specific "global".
 		out.Operation = "action:" + d.caps.cmd
@@ -339,6 +354,21 @@ func ImportItems(scope string, body []byte) ([]json.RawMessage, error) {
 			fmt.Sprintf("import body holds %d objects, at most %d are allowed per request", len(items), MaxImportItems))
 	}
 	return items, nil
+}
+
+// bodyUser reads the User an access question is about ("" for the caller
+// itself).
+func bodyUser(body []byte) (string, error) {
+	var q struct {
+		User string `json:"User"`
+	}
+	if len(body) == 0 {
+		return "", nil
+	}
+	if err := json.Unmarshal(body, &q); err != nil {
+		return "", backend.NewError(backend.EBADREQUEST, "POST", "access", "", "body must be a JSON object: "+err.Error())
+	}
+	return q.User, nil
 }
 
 // createSpecific is the claim specific of a create: the key the object

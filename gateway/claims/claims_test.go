@@ -117,7 +117,7 @@ func routeCase(ri RouteInfo) testCase {
 	rel := strings.TrimPrefix(ri.Pattern, apiBase+"/")
 	parts := strings.Split(rel, "/")
 	kind := parts[0]
-	if (kind == "indexes" || kind == "meta") && len(parts) > 1 {
+	if (kind == "indexes" || kind == "meta" || kind == "access") && len(parts) > 1 {
 		kind = parts[1]
 	}
 	for i, s := range parts {
@@ -150,8 +150,13 @@ func routeCase(ri RouteInfo) testCase {
 	case last == "import":
 		// Two named objects and one that names no key of its own.
 		tc.Body = `[{"Name":"a1"},{"Name":"b2"},{}]`
+	case ri.Pattern == apiBase+"/access/explain":
+		tc.Body = `{"User":"bob","Method":"GET","Path":"/machines"}`
 	case ri.Method == "POST" || ri.Method == "PUT":
 		tc.Body = `{}`
+	}
+	if ri.Pattern == apiBase+"/access/roles/diff" {
+		tc.Query = "a=ops&b=reader"
 	}
 	return tc
 }

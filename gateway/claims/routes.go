@@ -51,6 +51,8 @@ const (
 	hObject                      // one claim on the addressed object
 	hPatch                       // update:<pointer> per patch op
 	hPut                         // update:<pointer> per changed leaf
+	hBodyUser                    // users get <the body's User> ("" asks about oneself)
+	hQueryRoles                  // roles get <a>, roles get <b> (the query's a and b)
 )
 
 // actionFrom says where an object claim's action comes from.
@@ -206,6 +208,18 @@ func buildTable() *routeTable {
 	// is authorized when it is sent (docs/design.md §13.2).
 	add("GET", "/ws", route{h: hFixed, scope: "info", action: "get", op: "get"})
 	add("POST", "/system/actions/{cmd}", route{h: hSystemAction, scope: "system"})
+	// The access explorer (docs/design.md §9.8). Questions about a user
+	// need get on that user, which every user holds on itself; the
+	// answers then list only what the caller may see.
+	add("POST", "/access/explain", route{h: hBodyUser, scope: "users", op: "get"})
+	add("GET", "/access/users/{key}", route{h: hObject, scope: "users", action: "get", op: "get", resolve: true})
+	add("GET", "/access/tenants/{key}", route{h: hObject, scope: "tenants", action: "get", op: "get", resolve: true})
+	add("GET", "/access/roles/diff", route{h: hQueryRoles, scope: "roles", op: "get"})
+	add("GET", "/access/who", route{h: hFixed, scope: "info", action: "get", op: "get"})
+	add("GET", "/access/denials", route{h: hFixed, scope: "info", action: "get", op: "get"})
+	// A candidate policy is compiled and run in the server, and its diff
+	// replays other users' logged requests: a system act.
+	add("POST", "/access/policy/diff", route{h: hFixed, scope: "system", action: "action:policyDiff", specific: "global", op: "action:policyDiff"})
 
 	sort.SliceStable(all, func(i, j int) bool {
 		if all[i].pattern != all[j].pattern {

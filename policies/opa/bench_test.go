@@ -154,3 +154,32 @@ func BenchmarkDecideExtension(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkExplain evaluates the decision with its explain trail (the
+// access explorer's explain) for the input of BenchmarkDecide's uncached
+// patch case; explain=false is that uncached decision alone, in the same
+// run, so that the two compare (figure 10a of cmd/provgate-bench).
+func BenchmarkExplain(b *testing.B) {
+	e, err := New(context.Background(), Options{CacheSize: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := e.SetData(context.Background(), benchData(10)); err != nil {
+		b.Fatal(err)
+	}
+	in := benchInput()
+	ctx := context.Background()
+	b.Run("explain=false", func(b *testing.B) { benchDecide(b, e, in, true) })
+	b.Run("explain=true", func(b *testing.B) {
+		if x, err := e.Explain(ctx, in); err != nil || !x.Decision.Allow || x.Trail == nil {
+			b.Fatalf("%+v %v", x, err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := e.Explain(ctx, in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -44,9 +44,10 @@ type logEvent struct {
 	nd any
 }
 
-// logLine is one decision-log entry (OPA's names; "erased" lists the
-// JSON pointers of input fields removed because they look secret, and
-// "truncated" how many entries each cut list lost, by its pointer).
+// logLine is one decision-log entry (OPA's names; "masked" lists the
+// JSON pointers of input values replaced because they are secrets (see
+// mask), and "truncated" how many entries each cut list lost, by its
+// pointer).
 type logLine struct {
 	DecisionID string                    `json:"decision_id"`
 	RequestID  string                    `json:"request_id,omitempty"`
@@ -58,7 +59,7 @@ type logLine struct {
 	Result     policies.Decision         `json:"result"`
 	Timestamp  time.Time                 `json:"timestamp"`
 	Metrics    map[string]int64          `json:"metrics,omitempty"`
-	Erased     []string                  `json:"erased,omitempty"`
+	Masked     []string                  `json:"masked,omitempty"`
 	Truncated  map[string]int            `json:"truncated,omitempty"`
 	NDBuiltins any                       `json:"nd_builtin_cache,omitempty"`
 }
@@ -129,9 +130,9 @@ func encodeLine(ev logEvent) ([]byte, error) {
 	if err := json.Unmarshal(ev.input, &input); err != nil {
 		return nil, err
 	}
-	var erased []string
-	input = erase(input, "/input", &erased)
-	sort.Strings(erased)
+	var masked []string
+	input = mask(input, "/input", &masked)
+	sort.Strings(masked)
 	truncated := map[string]int{}
 	input = bound(input, "/input", truncated)
 	result := ev.result
@@ -162,7 +163,7 @@ func encodeLine(ev logEvent) ([]byte, error) {
 		Input:      input,
 		Result:     result,
 		Timestamp:  ev.at.UTC(),
-		Erased:     erased,
+		Masked:     masked,
 		Truncated:  truncated,
 	}
 	if ev.eval > 0 {
@@ -170,29 +171,6 @@ func encodeLine(ev logEvent) ([]byte, error) {
 	}
 	b, err := json.Marshal(line)
 	return append(b, '\n'), err
-}
-
-// erase removes fields whose names look secret. The input should carry no
-// secret at all; this keeps one out of the log should a future field do so.
-// machine_token names a kind of token (discovery, operations), not a token.
-func erase(v any, path string, erased *[]string) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, val := range x {
-			p := path + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
-			if secretName(k) {
-				delete(x, k)
-				*erased = append(*erased, p)
-				continue
-			}
-			x[k] = erase(val, p, erased)
-		}
-	case []any:
-		for i, val := range x {
-			x[i] = erase(val, fmt.Sprintf("%s/%d", path, i), erased)
-		}
-	}
-	return v
 }
 
 // bound cuts every list of v longer than maxLogList and every string longer
@@ -228,19 +206,6 @@ func boundString(s string) string {
 		cut--
 	}
 	return fmt.Sprintf("%s...(%d more bytes)", s[:cut], len(s)-cut)
-}
-
-func secretName(k string) bool {
-	if k == "machine_token" {
-		return false
-	}
-	k = strings.ToLower(k)
-	for _, w := range []string{"password", "secret", "token", "authorization", "credential"} {
-		if strings.Contains(k, w) {
-			return true
-		}
-	}
-	return false
 }
 
 // newDecisionID returns a random UUID (version 4).

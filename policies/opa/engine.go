@@ -111,6 +111,11 @@ type policy struct {
 	claimContains *rego.PreparedEvalQuery
 	// ungranted is nil when the policy does not define the grant check.
 	ungranted *rego.PreparedEvalQuery
+	// explain evaluates the decision with its trail; nil when the policy
+	// defines no explain entry point.
+	explain *rego.PreparedEvalQuery
+	// roleDiff is nil when the policy defines no role diff function.
+	roleDiff *rego.PreparedEvalQuery
 	// needs are the costly input parts the policy reads.
 	needs policies.Needs
 	// revision names the policy's content (contentRevision) or its
@@ -262,11 +267,23 @@ func (e *Engine) SetData(ctx context.Context, d policies.Data) error {
 // evaluation error or an undefined or malformed decision is an error
 // (EINTERNAL), never an allow.
 func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decision, error) {
+	return e.decide(ctx, in, e.dlog)
+}
+
+// Question is Decide for a question about access rather than a request
+// (the access explorer's matrices, who-can lists and searches): the same
+// evaluation and cache, but no decision log line, since no request was
+// made (docs/design.md §9.8).
+func (e *Engine) Question(ctx context.Context, in policies.Input) (policies.Decision, error) {
+	return e.decide(ctx, in, nil)
+}
+
+func (e *Engine) decide(ctx context.Context, in policies.Input, dlog *decisionLog) (policies.Decision, error) {
 	p := e.policy.Load()
 	dataRev := e.dataRev.Load()
 
 	var raw []byte
-	if e.cache != nil || e.dlog != nil {
+	if e.cache != nil || dlog != nil {
 		var err error
 		if raw, err = json.Marshal(in); err != nil {
 			return policies.Decision{}, internal("encode policy input", err)
@@ -276,7 +293,7 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 	if e.cache != nil {
 		key = cacheKey{policy: p.rev, data: dataRev, input: sha256.Sum256(raw)}
 		if d, ok := e.cache.get(key); ok {
-			e.dlog.add(logEvent{input: raw, result: d, requestID: policies.RequestID(ctx), revision: p.revision, cached: true})
+			dlog.add(logEvent{input: raw, result: d, requestID: policies.RequestID(ctx), revision: p.revision, cached: true})
 			return d.Clone(), nil
 		}
 	}
@@ -295,7 +312,7 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 	if e.now != nil {
 		opts = append(opts, rego.EvalTime(e.now()))
 	}
-	if e.cache != nil || e.dlog != nil {
+	if e.cache != nil || dlog != nil {
 		nd = builtins.NDBCache{}
 		opts = append(opts, rego.EvalNDBuiltinCache(nd))
 	}
@@ -312,12 +329,12 @@ func (e *Engine) Decide(ctx context.Context, in policies.Input) (policies.Decisi
 	if e.cache != nil && len(nd) == 0 {
 		e.cache.put(key, d)
 	}
-	if e.dlog != nil {
+	if dlog != nil {
 		ev := logEvent{input: raw, result: d, eval: elapsed, requestID: policies.RequestID(ctx), revision: p.revision}
 		if len(nd) > 0 {
 			ev.nd, _ = ast.JSON(nd.AsValue())
 		}
-		e.dlog.add(ev)
+		dlog.add(ev)
 	}
 	return d.Clone(), nil
 }

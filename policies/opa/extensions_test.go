@@ -2,6 +2,7 @@ package opa
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -139,16 +140,56 @@ func TestFailingExtensionTestKeepsPolicy(t *testing.T) {
 		t.Errorf("old policy not kept: %+v", d)
 	}
 
-	// An extension that refuses what the embedded suites expect allowed,
-	// with no test of its own.
+	// An extension that refuses what the embedded suites expect allowed
+	// loads: vetoes only narrow the base, and the embedded suites test the
+	// embedded policy (docs/design.md §9.6).
 	writeFile(t, dir, "data.json", `{"freeze": {"users": ["carol"], "reason": "release weekend, ask the on-call lead"}}`)
 	writeFile(t, dir, "everything.rego", "package provgate.ext.everything\n\ndeny contains \"no users\" if input.principal.kind == \"user\"\n")
-	err = e.Reload(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "embedded suites with the extensions") {
-		t.Fatalf("Reload = %v, want the embedded suites to fail", err)
+	if err := e.Reload(context.Background()); err != nil {
+		t.Fatalf("Reload of a broad veto = %v, want it loaded", err)
 	}
-	if d := decide(t, e, request(user("dave", "superuser"), claim("machines", "update:/Description", "m1"))); !d.Allow {
-		t.Errorf("old policy not kept: %+v", d)
+	if d := decide(t, e, request(user("dave", "superuser"), claim("machines", "update:/Description", "m1"))); d.Allow {
+		t.Errorf("broad veto not served: %+v", d)
+	}
+}
+
+// A change freeze keyed on the weekday loads on the very weekday it
+// freezes (its suites run at TestClock, not the server's clock) and
+// refuses changes that day, and only that day.
+func TestWeekdayFreezeLoadsOnItsDay(t *testing.T) {
+	friday := time.Date(2026, 1, 9, 10, 0, 0, 0, time.UTC)
+	now := friday
+	e := extEngine(t, filepath.Join(examples, "weekday_freeze"), Options{Now: func() time.Time { return now }, CacheSize: -1})
+	patch := request(user("ops", "superuser"), claim("machines", "update:/Description", "m1"))
+	patch.Method = "PATCH"
+	if d := decide(t, e, patch); d.Allow || len(d.Reasons) != 1 || !strings.Contains(d.Reasons[0], "Friday") {
+		t.Errorf("Friday PATCH: %+v", d)
+	}
+	get := patch
+	get.Method = "GET"
+	if d := decide(t, e, get); !d.Allow {
+		t.Errorf("Friday GET: %+v", d)
+	}
+	now = friday.Add(-24 * time.Hour)
+	if d := decide(t, e, patch); !d.Allow {
+		t.Errorf("Thursday PATCH: %+v", d)
+	}
+	if err := e.Reload(context.Background()); err != nil {
+		t.Errorf("reload on Thursday: %v", err)
+	}
+}
+
+// Every suite runs at TestClock: a test that reads the clock unmocked sees
+// it, one that mocks it sees its own.
+func TestSuitesRunAtTestClock(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "c.rego", "package provgate.ext.c\n\ndeny contains \"x\" if false\n")
+	writeFile(t, dir, "c_test.rego", fmt.Sprintf("package provgate.ext.c_test\n\n"+
+		"test_clock if time.now_ns() == %d\n\ntest_mocked if time.now_ns() == 7 with time.now_ns as 7\n", TestClock.UnixNano()))
+	extEngine(t, dir, Options{})
+	writeFile(t, dir, "c_test.rego", "package provgate.ext.c_test\n\ntest_clock if time.now_ns() == 1\n")
+	if _, err := New(context.Background(), Options{PolicyDir: dir}); err == nil || !strings.Contains(err.Error(), "test_clock") {
+		t.Errorf("a test expecting another clock: %v", err)
 	}
 }
 

@@ -202,9 +202,17 @@ func decisionFrom(rs rego.ResultSet) (policies.Decision, error) {
 	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
 		return policies.Decision{}, internal("evaluate policy", errUndefined)
 	}
-	m, ok := rs[0].Expressions[0].Value.(map[string]any)
+	return decisionValue(rs[0].Expressions[0].Value)
+}
+
+// decisionValue reads one decision value (see decisionFrom).
+func decisionValue(v any) (policies.Decision, error) {
+	if v == nil {
+		return policies.Decision{}, internal("evaluate policy", errUndefined)
+	}
+	m, ok := v.(map[string]any)
 	if !ok {
-		return policies.Decision{}, malformed("decision is %T, not an object", rs[0].Expressions[0].Value)
+		return policies.Decision{}, malformed("decision is %T, not an object", v)
 	}
 	var d policies.Decision
 	if d.Allow, ok = m["allow"].(bool); !ok {

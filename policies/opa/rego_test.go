@@ -27,6 +27,10 @@ func embeddedModules(t testing.TB) map[string]*ast.Module {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As on load: every suite at the fixed test clock.
+	for name := range policies.Tests() {
+		fixClock(mods[name], TestClock)
+	}
 	return mods
 }
 

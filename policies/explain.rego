@@ -1,0 +1,243 @@
+# The trail of one decision, for the access explorer (docs/design.md
+# §9.8): what the decision found at each step, worked out by the very
+# rules the decision evaluates (tenancy.hides, authz.held,
+# authz.licensed_for, the extensions' deny sets), never by a second copy
+# of them. The server evaluates decision and trail in one query, so both
+# see the same input, data and clock.
+
+# METADATA
+# title: Explain
+# description: >-
+#   The trail of one decision: tenant visibility, the license gate, each required claim with what covers it, the extensions' vetoes.
+# schemas:
+#   - input: schema.input
+#   - data.provgate.roles: schema.provgate.roles.schema
+#   - data.provgate.tenants: schema.provgate.tenants.schema
+#   - data.provgate.user_tenant: schema.provgate.user_tenant.schema
+#   - data.provgate.machine_tenants: schema.provgate.machine_tenants.schema
+#   - data.provgate.license: schema.provgate.license.schema
+#   - data.provgate.scopes: schema.provgate.scopes.schema
+package provgate.explain
+
+import data.provgate.authz
+import data.provgate.claims
+import data.provgate.grants
+import data.provgate.tenancy
+
+# METADATA
+# title: Trail
+# description: |
+#   The steps of data.provgate.authz.decision for the same input (Go:
+#   policies.Trail): tenant, license, claims (one per required claim, in
+#   order) and vetoes (consulted only when everything before allows).
+# entrypoint: true
+trail := {
+	"tenant": tenant_step,
+	"license": license_step,
+	"claims": [claim_step(c) | some c in input.required],
+	"vetoes_consulted": vetoes_consulted,
+	"vetoes": veto_steps,
+}
+
+# Booleans of rules that are true or undefined (an undefined argument
+# would leave a whole call undefined, so each gets its own rule).
+vetoes_consulted if authz.allow
+
+else := false
+
+hidden if tenancy.hidden
+
+else := false
+
+other_machine if tenancy.other_machine
+
+else := false
+
+licensed if authz.licensed
+
+else := false
+
+held(c) if authz.held(c)
+
+else := false
+
+licensed_for(c) if authz.licensed_for(c)
+
+else := false
+
+# Tenant visibility: the tenants restricting the principal and, for an
+# addressed object they hide, which of them hide it (the other machine of
+# an operations token counts as hidden by its own machine).
+tenant_step := {
+	"tenants": sort(tenancy.tenant_names),
+	"hidden": hidden,
+	"hidden_by": sort(hiding),
+	"other_machine": other_machine,
+}
+
+hiding contains name if {
+	input.object
+	some name in tenancy.tenant_names
+	tenancy.tenant_hides(name, input.object.scope, input.object.key)
+}
+
+license_step := {
+	"licensed": licensed,
+	"failures": license_failures,
+}
+
+# The gate's failures exist only without a license: with one, nothing is
+# compiled to find none.
+license_failures := [] if authz.licensed
+
+else := sort(authz.license_failures)
+
+# One required claim: held by the decision's own rule, licensed by the
+# gate's, and what covers it: the principal's self claims, its direct
+# claims, the claims of its roles (each with the role), or its machine
+# token's set. A token restricted to roles or by claims must also cover
+# it there; granted_by names every role whose claims would cover it.
+claim_step(c) := {
+	"claim": {"scope": c.scope, "action": c.action, "specific": c.specific},
+	"held": held(c),
+	"licensed": licensed_for(c),
+	"covered_by": sort(covered_by(c)),
+	"token_roles": token_roles_step(c),
+	"restriction": restriction_step(c),
+	"own_credential": own_credential(c),
+	"granted_by": granted_by(c),
+}
+
+# covered_by(c): the grants of the principal covering c. The self claims
+# are looked up as the decision does (grants.self_holds_one), without
+# building them.
+covered_by(c) := self_cover(c) | grant_covers(claims.compile_wanted(c))
+
+self_cover(c) := {{"source": "self", "role": "", "claim": ""}} if {
+	grants.self_holds_one(claims.wanted(c))
+} else := {{"source": "self", "role": "", "claim": ""} |
+	not claims.wanted(c)
+	b := claims.compile_wanted(c)
+	some g in grants.self
+	claims.covers(g, b)
+}
+
+grant_covers(b) := ({{"source": "claim", "role": "", "claim": text(dc)} |
+	input.principal.kind == "user"
+	some dc in input.principal.claims
+	claims.covers(claims.compile(dc), b)
+} | {{"source": "role", "role": name, "claim": role_claim_text(name, i)} |
+	input.principal.kind == "user"
+	some name in input.principal.roles
+	some i, g in grants.role(name)
+	claims.covers(g, b)
+}) | {{"source": "machine_token", "role": input.principal.machine_token, "claim": ""} |
+	input.principal.kind == "machine"
+	some g in grants.held
+	claims.covers(g, b)
+}
+
+role_claim_text(name, i) := text(data.provgate.roles[name].claims[i]) if {
+	data.provgate.roles[name].claims[i]
+} else := ""
+
+text(c) := sprintf("%s %s %s", [c.scope, c.action, c.specific])
+
+# token_roles_step(c): for a token minted for named roles, which of them
+# cover c (the claim must be held by one of them too).
+token_roles_step(c) := {"restricted": true, "covered_by": sort([name |
+	b := claims.compile_wanted(c)
+	some name in input.principal.token_roles
+	some g in grants.role(name)
+	claims.covers(g, b)
+])} if {
+	grants.role_restricted
+} else := {"restricted": false, "covered_by": []}
+
+# restriction_step(c): for a token narrowed by claims, whether one of them
+# covers c.
+restriction_step(c) := {"restricted": true, "covered": within_restriction(c)} if {
+	grants.claim_restricted
+} else := {"restricted": false, "covered": true}
+
+within_restriction(c) if {
+	b := claims.compile_wanted(c)
+	some g in grants.restrict
+	claims.covers(g, b)
+} else := false
+
+# own_credential(c): a restricted token never changes its own user's
+# password or Secret (grants.own_credential), whatever covers it.
+own_credential(c) if {
+	grants.restricted
+	grants.own_credential(claims.wanted(c))
+} else := false
+
+# granted_by(c): for a claim not held, the roles whose claims cover it,
+# whoever holds them (looked up in each role's index, as holds_one does).
+granted_by(c) := [] if {
+	authz.held(c)
+} else := sort(granting(c))
+
+granting(c) := {name |
+	w := claims.wanted(c)
+	some name, r in data.provgate.roles
+	role_covers_one(name, r, w)
+} if {
+	claims.wanted(c)
+} else := {name |
+	b := claims.compile_wanted(c)
+	some name, _ in data.provgate.roles
+	some g in grants.role(name)
+	claims.covers(g, b)
+}
+
+role_covers_one(_, r, w) if claims.covers_one(r.index, w)
+
+role_covers_one(name, r, w) if {
+	not r.index
+	some g in grants.role(name)
+	claims.covers_one(g, w)
+}
+
+# The extensions' vetoes, each with its package; consulted (as by the
+# decision) only when the request is otherwise allowed.
+veto_steps := sort([{"package": pkg, "message": authz.veto_reason(msg)} |
+	some pkg
+	some msg in data.provgate.ext[pkg].deny
+]) if {
+	authz.allow
+} else := []
+
+# METADATA
+# title: Role diff
+# description: |
+#   The atomic claims (one scope, one action, one specific or "*") of
+#   claims a that no claim of b covers, and the other way round, by the
+#   decision's own containment (claims.covers).
+role_diff(a, b) := {"only_a": uncovered(a, b), "only_b": uncovered(b, a)}
+
+uncovered(xs, ys) := sort([sprintf("%s %s %s", t) |
+	some t in atoms(xs)
+	not covered_atom(t, ys)
+])
+
+atoms(cs) := {[scope, action, spec] |
+	some c in cs
+	some scope, actions in claims.compile(c)
+	some action, n in actions
+	some spec in node_specs(n)
+}
+
+node_specs(n) := {"*"} if n.all
+
+else := object.keys(n.keys)
+
+covered_atom(t, ys) if {
+	some y in ys
+	claims.covers(claims.compile(y), {t[0]: {t[1]: atom_node(t[2])}})
+}
+
+atom_node(spec) := {"all": true, "keys": {}} if spec == "*"
+
+else := {"all": false, "keys": {spec: true}}

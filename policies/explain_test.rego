@@ -1,0 +1,148 @@
+# The explain trail (docs/design.md §9.8): each step reports what the
+# decision's own rules found, and the trail agrees with the decision.
+package provgate.explain_test
+
+import data.provgate.fixtures
+
+c(scope, action, specific) := fixtures.claim(scope, action, specific)
+
+explain(world, request_) := out if {
+	out := {"decision": data.provgate.authz.decision, "trail": data.provgate.explain.trail} with input as request_
+		with data.provgate.roles as world.roles
+		with data.provgate.tenants as world.tenants
+		with data.provgate.user_tenant as world.user_tenant
+		with data.provgate.machine_tenants as world.machine_tenants
+		with data.provgate.license as world.license
+		with data.provgate.scopes as world.scopes
+}
+
+on_object(req, scope, key) := object.union(req, {"object": {"scope": scope, "key": key}})
+
+test_role_claim_covered_names_role_and_claim if {
+	x := explain(fixtures.data_licensed, fixtures.request(fixtures.user("olga", ["operator"]), [c("machines", "get", "m1")]))
+	x.decision.allow
+	step := x.trail.claims[0]
+	step.held
+	step.covered_by == [{"source": "role", "role": "operator", "claim": "machines get,list,action:callbackDo *"}]
+	x.trail.vetoes_consulted
+}
+
+test_missing_claim_not_covered_lists_granting_roles if {
+	x := explain(fixtures.data_licensed, fixtures.request(fixtures.user("olga", ["operator"]), [c("pools", "update:/Description", "p3")]))
+	not x.decision.allow
+	step := x.trail.claims[0]
+	not step.held
+	step.covered_by == []
+	step.granted_by == ["superuser"]
+	not x.trail.vetoes_consulted
+}
+
+test_self_claim_covered_by_self if {
+	x := explain(fixtures.data_licensed, fixtures.request(fixtures.user("nobody", []), [c("users", "password", "nobody")]))
+	x.decision.allow
+	x.trail.claims[0].covered_by == [{"source": "self", "role": "", "claim": ""}]
+}
+
+test_tenant_hidden_names_hiding_tenant if {
+	req := on_object(fixtures.request(fixtures.user("tina", ["superuser"]), [c("machines", "get", "m3")]), "machines", "m3")
+	x := explain(fixtures.data_licensed, req)
+	x.decision.not_found
+	x.trail.tenant == {"tenants": ["t1"], "hidden": true, "hidden_by": ["t1"], "other_machine": false}
+}
+
+test_tenant_member_visible if {
+	req := on_object(fixtures.request(fixtures.user("tina", ["superuser"]), [c("machines", "get", "m1")]), "machines", "m1")
+	x := explain(fixtures.data_licensed, req)
+	x.decision.allow
+	x.trail.tenant.hidden == false
+	x.trail.tenant.hidden_by == []
+}
+
+test_other_machine_hidden_for_operations_token if {
+	req := on_object(fixtures.request(fixtures.machine("mt2", "operations"), [c("machines", "get", "mt1")]), "machines", "mt1")
+	x := explain(fixtures.data_licensed, req)
+	x.decision.not_found
+	x.trail.tenant.other_machine
+}
+
+test_machine_token_covers_own_machine if {
+	req := on_object(fixtures.request(fixtures.machine("mt2", "operations"), [c("machines", "get", "mt2")]), "machines", "mt2")
+	x := explain(fixtures.data_licensed, req)
+	x.decision.allow
+	x.trail.claims[0].covered_by == [{"source": "machine_token", "role": "operations", "claim": ""}]
+}
+
+test_unlicensed_role_change_reports_license_failure if {
+	x := explain(fixtures.data_unlicensed, fixtures.request(fixtures.user("r", ["rbac-admin"]), [c("roles", "create", "x")]))
+	not x.decision.allow
+	x.trail.license.licensed == false
+	x.trail.license.failures == ["roles create is a licensed enterprise feature"]
+	x.trail.claims[0].held
+	x.trail.claims[0].licensed == false
+}
+
+test_token_roles_step_names_covering_token_role if {
+	p := object.union(fixtures.user("u", ["reader", "poolreader"]), {"token_roles": ["poolreader"]})
+	x := explain(fixtures.data_licensed, fixtures.request(p, [c("machines", "get", "m1"), c("pools", "get", "p1")]))
+	not x.decision.allow
+	x.trail.claims[0].token_roles == {"restricted": true, "covered_by": []}
+	not x.trail.claims[0].held
+	x.trail.claims[1].token_roles == {"restricted": true, "covered_by": ["poolreader"]}
+	x.trail.claims[1].held
+}
+
+test_claim_restriction_step_reports_cover if {
+	p := object.union(fixtures.user("u", ["reader"]), {"restrict": [c("machines", "get", "m1")]})
+	x := explain(fixtures.data_licensed, fixtures.request(p, [c("machines", "get", "m2")]))
+	not x.decision.allow
+	x.trail.claims[0].restriction == {"restricted": true, "covered": false}
+}
+
+test_restricted_token_own_password_flagged if {
+	p := object.union(fixtures.user("u", ["superuser"]), {"token_roles": ["superuser"]})
+	x := explain(fixtures.data_licensed, fixtures.request(p, [c("users", "password", "u")]))
+	not x.decision.allow
+	x.trail.claims[0].own_credential
+}
+
+test_extension_veto_named_with_package if {
+	req := fixtures.request(fixtures.user("root", ["superuser"]), [c("machines", "delete", "m1")])
+	x := explain(fixtures.data_licensed, req) with data.provgate.ext as {"freeze": {"deny": {"frozen"}}}
+	not x.decision.allow
+	x.trail.vetoes_consulted
+	x.trail.vetoes == [{"package": "freeze", "message": "frozen"}]
+	x.decision.reasons == ["frozen"]
+}
+
+# Every held/not-held verdict of the trail is the decision's: a request is
+# allowed exactly when every claim step is held and licensed and no veto
+# applies.
+test_trail_agrees_with_decision if {
+	every req in [
+		fixtures.request(fixtures.user("olga", ["operator"]), [c("machines", "get", "m1"), c("pools", "get", "p3")]),
+		fixtures.request(fixtures.user("olga", ["operator"]), [c("pools", "update:/Description", "p1")]),
+		fixtures.request(fixtures.user("rita", ["reader"]), [c("machines", "list", "")]),
+		fixtures.request(fixtures.user("r", ["rbac-admin"]), [c("roles", "create", "x")]),
+	] {
+		x := explain(fixtures.data_licensed, req)
+		all_held := count([s | some s in x.trail.claims; s.held; s.licensed]) == count(x.trail.claims)
+		x.decision.allow == all_held
+	}
+}
+
+test_role_diff_lists_uncovered_atoms_both_ways if {
+	d := data.provgate.explain.role_diff(
+		[c("machines", "get,list", "*"), c("pools", "get", "p1")],
+		[c("machines", "get", "m1,m2"), c("pools", "*", "p1,p2")],
+	) with data.provgate.scopes as fixtures.scopes
+	d.only_a == ["machines get *", "machines list *"]
+	"pools delete p2" in d.only_b
+	not "machines get m1" in d.only_b
+	"pools delete p1" in d.only_b
+	not "pools get p1" in d.only_b
+}
+
+test_role_diff_equal_roles_empty if {
+	d := data.provgate.explain.role_diff([c("machines", "*", "*")], [c("machines", "*", "*")]) with data.provgate.scopes as fixtures.scopes
+	d == {"only_a": [], "only_b": []}
+}

@@ -1,0 +1,125 @@
+package opa
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown/builtins"
+
+	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/policies"
+)
+
+// explainQuery evaluates the decision and its trail in one query, so that
+// both read the same input, data snapshot and clock, and the trail's rules
+// share the decision's evaluations (docs/design.md §9.8).
+const explainQuery = "decision = " + DecisionPath + "; trail = " + policies.ExplainPath
+
+// Explain evaluates the decision for in together with its trail, without
+// the cache and without a decision log line: it answers "what would this
+// request get, and why", not a request that happened. A policy without
+// the explain entry point gives the decision alone (Trail nil).
+func (e *Engine) Explain(ctx context.Context, in policies.Input) (policies.Explanation, error) {
+	return e.explain(ctx, in, policies.Replay{})
+}
+
+// ExplainReplay is Explain for a logged input, evaluated as it was logged
+// (at its time, with its non-deterministic built-ins' answers).
+func (e *Engine) ExplainReplay(ctx context.Context, in policies.Input, r policies.Replay) (policies.Explanation, error) {
+	return e.explain(ctx, in, r)
+}
+
+func (e *Engine) explain(ctx context.Context, in policies.Input, r policies.Replay) (policies.Explanation, error) {
+	p := e.policy.Load()
+	out := policies.Explanation{DecisionID: newDecisionID(), Revision: p.revision}
+	value, err := inputValue(in)
+	if err != nil {
+		return out, internal("encode policy input", err)
+	}
+	opts := []rego.EvalOption{rego.EvalParsedInput(value)}
+	switch {
+	case r.At != 0:
+		opts = append(opts, rego.EvalTime(time.Unix(0, r.At)))
+	case e.now != nil:
+		opts = append(opts, rego.EvalTime(e.now()))
+	}
+	if len(r.NDBuiltins) > 0 {
+		var nd builtins.NDBCache
+		if err := json.Unmarshal(r.NDBuiltins, &nd); err != nil {
+			return out, internal("read logged nd_builtin_cache", err)
+		}
+		opts = append(opts, rego.EvalNDBuiltinCache(nd))
+	}
+	if p.explain == nil {
+		rs, err := p.decision.Eval(ctx, opts...)
+		if err != nil {
+			return out, internal("evaluate policy", err)
+		}
+		out.Decision, err = decisionFrom(rs)
+		return out, err
+	}
+	rs, err := p.explain.Eval(ctx, opts...)
+	if err != nil {
+		return out, internal("evaluate policy", err)
+	}
+	if len(rs) != 1 {
+		return out, internal("evaluate policy", errUndefined)
+	}
+	if out.Decision, err = decisionValue(rs[0].Bindings["decision"]); err != nil {
+		return out, err
+	}
+	raw, err := json.Marshal(rs[0].Bindings["trail"])
+	if err != nil {
+		return out, internal("read explain trail", err)
+	}
+	var t policies.Trail
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return out, internal("read explain trail", fmt.Errorf("malformed trail: %w", err))
+	}
+	out.Trail = &t
+	return out, nil
+}
+
+// RoleDiffPath is the policy's role diff function (policies/explain.rego).
+const RoleDiffPath = "data.provgate.explain.role_diff"
+
+// RoleDiff returns the atomic claims of a that no claim of b covers and the
+// other way round, by the policy's own containment. A policy without the
+// function answers an error.
+func (e *Engine) RoleDiff(ctx context.Context, a, b []backend.Claim) (onlyA, onlyB []string, err error) {
+	p := e.policy.Load()
+	if p.roleDiff == nil {
+		return nil, nil, internal("role diff", fmt.Errorf("the served policy defines no %s", RoleDiffPath))
+	}
+	in := map[string]any{"a": claimList(a), "b": claimList(b)}
+	rs, err := p.roleDiff.Eval(ctx, rego.EvalInput(in))
+	if err != nil {
+		return nil, nil, internal("role diff", err)
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, nil, internal("role diff", errUndefined)
+	}
+	var out struct {
+		OnlyA []string `json:"only_a"`
+		OnlyB []string `json:"only_b"`
+	}
+	raw, err := json.Marshal(rs[0].Expressions[0].Value)
+	if err == nil {
+		err = json.Unmarshal(raw, &out)
+	}
+	if err != nil {
+		return nil, nil, internal("role diff", err)
+	}
+	return out.OnlyA, out.OnlyB, nil
+}
+
+func claimList(cs []backend.Claim) []any {
+	out := make([]any, len(cs))
+	for i, c := range cs {
+		out[i] = map[string]any{"scope": c.Scope, "action": c.Action, "specific": c.Specific}
+	}
+	return out
+}
