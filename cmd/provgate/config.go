@@ -27,8 +27,10 @@ import (
 const envPrefix = "PROVGATE_"
 
 // Config is everything the serve command needs. It is filled from defaults,
-// then the environment, then flags, so the most explicit source wins.
+// then the --config file, then the environment, then flags, so the most
+// explicit source wins.
 type Config struct {
+	ConfigFile       string // YAML file of flag values (--config), applied before the environment
 	DataDir          string // state directory: SQLite file, TLS files, initial admin password
 	Database         string // DSN; empty selects the SQLite file <DataDir>/provgate.db
 	Listen           string // host:port of the API listener
@@ -97,6 +99,7 @@ func defaultConfig() Config {
 func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.ConfigFile, configFlag, c.ConfigFile, "YAML `file` setting any of these flags by name (data-dir: /var/lib/provgate); the environment and flags win over it")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the SQLite database, generated TLS files and the initial admin password")
 	fs.StringVar(&c.Database, "database", c.Database, "database: postgres://..., postgresql://... or libpq key=value pairs for PostgreSQL, sqlite:PATH for a SQLite file; empty selects the SQLite file <data-dir>/provgate.db")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the API listener, host:port")
@@ -295,6 +298,7 @@ func (c Config) LogValue() slog.Value { return slog.GroupValue(c.attrs()...) }
 
 func (c Config) attrs() []slog.Attr {
 	return []slog.Attr{
+		slog.String("config", c.ConfigFile),
 		slog.String("data_dir", c.DataDir),
 		slog.String("database", store.RedactDSN(c.Database)),
 		slog.String("listen", c.Listen),

@@ -163,18 +163,41 @@ func serveCommand(ctx context.Context, args []string, getenv func(string) string
 	return serveOn(ctx, cfg, ln, app, logger, ready)
 }
 
-// loadConfig applies defaults, then PROVGATE_* variables, then flags, and
-// validates the result. Every failure is a usage error: the operator fixes it
-// in the command line or the environment.
+// loadConfig applies defaults, then the --config file, then PROVGATE_*
+// variables, then flags, and validates the result. Every failure is a usage
+// error: the operator fixes it in the command line, the file or the
+// environment.
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	return loadConfigAs("serve", args, getenv, stderr)
+}
+
+// loadConfigAs is loadConfig for a command named name that takes the
+// server's flags.
+func loadConfigAs(name string, args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	// The file ranks below the environment and the flags, so it is applied
+	// first; the flags are read once beforehand only to find it.
+	probe := defaultConfig()
+	if err := parseFlags(probe.flagSet(name), args, stderr); err != nil {
+		return Config{}, err
+	}
+	file := probe.ConfigFile
+	if file == "" {
+		file = getenv(envName(configFlag))
+	}
 	cfg := defaultConfig()
-	fs := cfg.flagSet("serve")
+	fs := cfg.flagSet(name)
+	if file != "" {
+		if err := applyFile(fs, file); err != nil {
+			return Config{}, usageError{err}
+		}
+	}
 	if err := applyEnv(fs, getenv); err != nil {
 		return Config{}, usageError{err}
 	}
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return Config{}, err
 	}
+	cfg.ConfigFile = file
 	if err := cfg.Validate(); err != nil {
 		return Config{}, usageError{err}
 	}
