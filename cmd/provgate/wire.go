@@ -128,11 +128,15 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	// streams authenticate again.
 	fresh.OnReload(hub.Recheck)
 
-	if _, err = obj.Accounts.Bootstrap(ctx, func() (string, error) {
+	created, err := obj.Accounts.Bootstrap(ctx, func() (string, error) {
 		pw, _, err := initialAdminPassword(cfg, stdout)
 		return pw, err
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, nil, err
+	}
+	if !created && cfg.AdminPassword != "" {
+		warnAdminPasswordIgnored(ctx, cfg.AdminPassword, obj.Accounts, logger)
 	}
 	if err = obj.Objects.InstallBuiltins(ctx); err != nil {
 		return nil, nil, err
