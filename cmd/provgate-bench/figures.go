@@ -53,7 +53,7 @@ var figureSpecs = map[string]figure{
 	"9k":  {Name: "peak memory of the large-fleet server (VmHWM)", Unit: "MiB", Target: &target{Bound: 500, Strict: true}},
 	"9l":  {Name: "filtered list of 50 p50, large fleet / small", Target: atMost(3)},
 	"9m":  {Name: "pool status p50 (100-machine pool), large fleet / small", Target: atMost(3)},
-	"9n":  {Name: "allocate and release 100 machines p50, large fleet's default pool / small fleet's pool"},
+	"9n":  {Name: "allocate and release 100 machines p50, large fleet's default pool / small fleet's pool", Target: atMost(1.5)},
 	"10a": {Name: "p50 latency, role create with 10 claims (superuser)", Unit: "ms"},
 	"10b": {Name: "p50 latency, user create with 5 roles (superuser)", Unit: "ms"},
 	"10c": {Name: "role create with 10 claims p50, this build / -baseline-server build", Target: atMost(1.2)},
