@@ -58,6 +58,9 @@ var figureSpecs = map[string]figure{
 	"10b": {Name: "p50 latency, user create with 5 roles (superuser)", Unit: "ms"},
 	"10c": {Name: "role create with 10 claims p50, this build / -baseline-server build", Target: atMost(1.2)},
 	"10d": {Name: "user create with 5 roles p50, this build / -baseline-server build", Target: atMost(1.2)},
+	"13a": {Name: "list of 50 machines / authorized GET of one machine, throughput", Target: atLeast(0.1)},
+	"13b": {Name: "list of 50 machines with slim=Params / authorized GET of one machine, throughput", Target: atLeast(0.1)},
+	"13c": {Name: "filtered list of 50 machines / authorized GET of one machine, throughput", Target: atLeast(0.1)},
 	"12a": {Name: "explain (decision and trail) / uncached decision, ns/op", Target: atMost(2)},
 	"12b": {Name: "who can get one machine over the large fleet's users, p50", Unit: "ms", Target: atMost(200)},
 	"12c": {Name: "a user's matrix, p50 (large fleet)", Unit: "ms", Target: atMost(100)},
@@ -91,7 +94,7 @@ func fromRounds(id string, rounds []float64, note string) figure {
 	return f
 }
 
-var gatewayIDs = []string{"1", "2a", "2b", "4", "6", "7a", "7b", "7c", "7d", "7e", "7f", "7g", "7h"}
+var gatewayIDs = []string{"1", "2a", "2b", "4", "6", "7a", "7b", "7c", "7d", "7e", "7f", "7g", "7h", "13a", "13b", "13c"}
 
 // gatewayFigures computes figures 1, 2, 4, 6 and the latencies of 7.
 func gatewayFigures(g *gatewayResult, skipped string) []figure {
@@ -108,6 +111,12 @@ func gatewayFigures(g *gatewayResult, skipped string) []figure {
 			"Bearer clients' throughput while 16 more clients send Basic with a new wrong password each time (refused: 403, or 429 once over the failed-login limit), vs Bearer alone"),
 		fromRounds("4", costRatios(l[legListTenant], l[legListAll]),
 			"GET /api/v3/machines?limit=50 by a tenant user who sees 1% of the machines vs a user outside any tenant; both get 50 rows"),
+		fromRounds("13a", throughputRatios(l[legListAll], l[legGetOne]),
+			"GET /api/v3/machines?limit=50 vs GET /api/v3/machines/<uuid>, both by the user outside any tenant"),
+		fromRounds("13b", throughputRatios(l[legListSlim], l[legGetOne]),
+			"GET /api/v3/machines?limit=50&slim=Params vs the same GET of one machine"),
+		fromRounds("13c", throughputRatios(l[legListFilter], l[legGetOne]),
+			"GET /api/v3/machines?limit=50&Pool=bench (an indexed filter every machine matches) vs the same GET of one machine"),
 		fromRounds("6", costRatios(c[legCallback], c[legDirect]),
 			"POST .../actions/callbackDo (gateway, auth, policy, machine load, render, outbound POST, attempt record) vs POSTing the same body to the same receiver directly"),
 	}
