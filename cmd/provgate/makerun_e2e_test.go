@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,12 @@ func TestMakeRunInterrupt(t *testing.T) {
 	cmdline := "make -s -C ../.. -o build run RUN_BIN=" + quote(os.Args[0]) +
 		" RUN_LISTEN=127.0.0.1:0 ARGS=" + quote("--data-dir "+dir+" --shutdown-timeout 5s")
 	cmd := exec.Command("script", "-qefc", cmdline, "/dev/null")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "PROVGATE_ADMIN_PASSWORD="+e2eAdminPassword)
+	// The make that runs the tests (make test) must not hand its flags or
+	// jobserver to this one.
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
+	})
+	cmd.Env = append(env, childEnv+"=1", "PROVGATE_ADMIN_PASSWORD="+e2eAdminPassword)
 	var out logBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	stdin, err := cmd.StdinPipe()
