@@ -115,6 +115,8 @@ type Deps struct {
 	// Candidates loads a candidate policy for the access explorer's policy
 	// diff; nil answers 503.
 	Candidates Candidates
+	// Store is checked by /readyz; nil answers 503 there.
+	Store Pinger
 }
 
 // policyListInput asks which objects of scope the principal may see.

@@ -316,7 +316,7 @@ func (s *Server) handlePoolOp(c *fiber.Ctx) error {
 	}
 	// The verb is the one the request was authorized for (action:<verb>).
 	verb := backend.PoolVerb(strings.TrimPrefix(accessOf(c).Operation, "action:"))
-	res, err := s.Pools.Op(userContext(c), verb, routeKey(c), c.Body(), backend.PoolOptions{
+	res, err := s.Pools.Op(s.waitContext(userContext(c)), verb, routeKey(c), c.Body(), backend.PoolOptions{
 		SourcePool: strings.Clone(c.Query("source-pool")), Force: c.QueryBool("force"), Visible: vis})
 	if err != nil {
 		return err

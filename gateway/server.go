@@ -41,6 +41,8 @@ type Server struct {
 	servedBy map[string]string
 	// streamFresh paces event streams' freshness checks.
 	streamFresh freshGate
+	// drain is set when a graceful shutdown starts (Drain).
+	drain drainState
 	Deps
 }
 
@@ -59,6 +61,7 @@ func New(opts Options) *Server {
 		reg = prometheus.NewRegistry()
 	}
 	s := &Server{log: opts.Logger, version: opts.Version, started: time.Now(), reg: reg, Deps: opts.Deps}
+	s.drain.ch = make(chan struct{})
 	s.metrics = newMetrics(reg)
 	if rc, ok := opts.Deps.Policy.(reloadCounter); ok {
 		registerReloads(reg, rc)

@@ -51,6 +51,8 @@ type Store struct {
 	revStmts sync.Map
 	hookMu   sync.RWMutex
 	onWrite  []func(prefix, key string)
+	// file is the SQLite file opened (health.go); nil on PostgreSQL.
+	file *sqliteFile
 }
 
 const (
@@ -73,6 +75,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	} else {
 		s.dialect = dialectSQLite
 		s.db, err = openSQLite(ctx, dsn, log)
+		s.file = openedFile(dsn)
 	}
 	if err != nil {
 		return nil, err

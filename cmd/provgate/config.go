@@ -47,6 +47,9 @@ type Config struct {
 	BodyLimit             int64         // largest request body in bytes
 	MaxTokenTTL           time.Duration // upper bound for a requested token ttl
 	ShutdownTimeout       time.Duration // how long in-flight requests get after a stop signal
+	// ShutdownDelay is how long a stopping server keeps serving while
+	// /readyz answers 503, so that load balancers stop sending first.
+	ShutdownDelay time.Duration
 	BenchRoutes           bool          // enables the unauthenticated benchmark route
 	// PolicyWatchInterval is how often the policy dir is polled for changed
 	// files; tests shorten it so that a reload is seen quickly.
@@ -118,6 +121,7 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.Var((*byteSize)(&c.BodyLimit), "body-limit", "largest request body in `bytes` (suffixes KiB, MiB, GiB accepted)")
 	fs.DurationVar(&c.MaxTokenTTL, "max-token-ttl", c.MaxTokenTTL, "longest token lifetime a client may request")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time in-flight requests get to finish after SIGINT/SIGTERM")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "after SIGINT/SIGTERM, how long to go on serving with /readyz answering 503 before the listener closes (e.g. 5s behind a load balancer)")
 	fs.BoolVar(&c.BenchRoutes, "bench-routes", c.BenchRoutes, "enable the unauthenticated route used only by benchmarks")
 	fs.DurationVar(&c.CallbackDeliveryLease, "callback-delivery-lease", c.CallbackDeliveryLease, "how long a server owns a claimed jobfail delivery before another may retry it (lower only for tests)")
 	fs.IntVar(&c.EventBuffer, "event-buffer", c.EventBuffer, "events that may wait for one event stream (GET /api/v3/ws) before it is closed as too slow")
@@ -231,6 +235,9 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout)
 	}
+	if c.ShutdownDelay < 0 || c.ShutdownDelay > 10*time.Minute {
+		return fmt.Errorf("--shutdown-delay %s: must be between 0s and 10m", c.ShutdownDelay)
+	}
 	// A send may use nine tenths of the lease; below a second that leaves
 	// no time for a request.
 	if c.CallbackDeliveryLease < time.Second {
@@ -312,6 +319,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.Int64("body_limit", c.BodyLimit),
 		slog.String("max_token_ttl", c.MaxTokenTTL.String()),
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
+		slog.String("shutdown_delay", c.ShutdownDelay.String()),
 		slog.Bool("bench_routes", c.BenchRoutes),
 		slog.String("callback_delivery_lease", c.CallbackDeliveryLease.String()),
 		slog.Int("event_buffer", c.EventBuffer),

@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/backend/callback"
 	"github.com/provgate/provgate/backend/license"
@@ -40,7 +38,7 @@ const (
 // buildApp is the one place that assembles the concrete pieces: store,
 // policy engine, services and gateway (docs/design.md §1.3). cleanup stops
 // background work and closes the store, after the listener has drained.
-func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) (app *fiber.App, cleanup func(), err error) {
+func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) (srv *gateway.Server, cleanup func(), err error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -147,7 +145,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		return nil, nil, fmt.Errorf("policy data: %w", err)
 	}
 
-	srv := gateway.New(gateway.Options{
+	srv = gateway.New(gateway.Options{
 		Logger:    logger,
 		Version:   version,
 		BodyLimit: int(cfg.BodyLimit),
@@ -185,11 +183,12 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 			},
 			LoginTarpit: time.Second,
 			BenchRoute:  cfg.BenchRoutes,
+			Store:       st,
 		},
 	})
 
 	closers = append(closers, startBackground(ctx, cfg, st, cb, engine, relay, logger))
-	return srv.App(), closeAll, nil
+	return srv, closeAll, nil
 }
 
 // bundlePublicKey is the --policy-bundle-public-key a candidate bundle is

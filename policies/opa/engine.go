@@ -470,3 +470,7 @@ var errUndefined = errors.New("policy decision is undefined")
 func internal(what string, err error) error {
 	return &backend.Error{Code: backend.EINTERNAL, Messages: []string{what + ": " + err.Error()}, Err: err}
 }
+
+// Loaded reports whether the engine holds a compiled policy (readiness,
+// docs/design.md §15.4).
+func (e *Engine) Loaded() bool { return e.policy.Load() != nil }
