@@ -47,10 +47,10 @@ type Config struct {
 	BodyLimit             int64         // largest request body in bytes
 	MaxTokenTTL           time.Duration // upper bound for a requested token ttl
 	ShutdownTimeout       time.Duration // how long in-flight requests get after a stop signal
+	BenchRoutes           bool          // enables the unauthenticated benchmark route
 	// ShutdownDelay is how long a stopping server keeps serving while
 	// /readyz answers 503, so that load balancers stop sending first.
 	ShutdownDelay time.Duration
-	BenchRoutes           bool          // enables the unauthenticated benchmark route
 	// PolicyWatchInterval is how often the policy dir is polled for changed
 	// files; tests shorten it so that a reload is seen quickly.
 	PolicyWatchInterval time.Duration

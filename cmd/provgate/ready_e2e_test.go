@@ -209,4 +209,3 @@ func TestE2EDrain(t *testing.T) {
 		}
 	}, "--shutdown-delay", "5s")
 }
-
