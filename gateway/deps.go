@@ -117,6 +117,9 @@ type Deps struct {
 	Candidates Candidates
 	// Store is checked by /readyz; nil answers 503 there.
 	Store Pinger
+	// Callbacks counts callback attempts and jobfail deliveries for the
+	// metrics; nil exports none.
+	Callbacks CallbackCounter
 }
 
 // policyListInput asks which objects of scope the principal may see.

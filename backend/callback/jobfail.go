@@ -144,6 +144,14 @@ func (s *Service) deliver(worker context.Context, d backend.Delivery) {
 			next = s.opts.Now().Add(redeliveryDelay(attempts))
 		}
 	}
+	switch state {
+	case backend.DeliveryPending:
+		s.deliveries.Add("retry")
+	case backend.DeliveryFailed:
+		s.deliveries.Add("failed")
+	default:
+		s.deliveries.Add(string(state))
+	}
 	if state == backend.DeliveryFailed {
 		s.log.Warn("callback: delivery failed for good", "plugin", d.Plugin, "callback", d.Callback,
 			"machine", d.Machine, "job", d.Job, "attempts", d.Attempts, "err", lastErr)

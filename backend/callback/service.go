@@ -74,6 +74,16 @@ type Service struct {
 
 	mu     sync.Mutex
 	states map[string]*pluginState
+
+	// attempts and deliveries count outcomes for the metrics (Counts).
+	attempts, deliveries backend.Counts
+}
+
+// Counts returns the callback attempts made by outcome (ok, client_error,
+// server_error, error: no answer) and the jobfail deliveries finished by
+// outcome (done, retry, failed) since the start (docs/design.md §15.4).
+func (s *Service) Counts() (attempts, deliveries map[string]uint64) {
+	return s.attempts.Snapshot(), s.deliveries.Snapshot()
 }
 
 // pluginState is one plugin's parsed configuration and its token cache; a

@@ -2,11 +2,16 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 )
 
 // pingTimeout bounds Ping when its ctx has no deadline.
@@ -64,4 +69,68 @@ func (s *Store) Ping(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// QueryBuckets are the upper bounds, in seconds, of the store latency
+// histogram (QueryStats).
+var QueryBuckets = [...]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+// queryStats is a latency histogram of the statements run through GORM,
+// kept with atomics so that it costs no lock per statement.
+type queryStats struct {
+	counts [len(QueryBuckets) + 1]atomic.Uint64 // per QueryBuckets entry, then +Inf
+	sumNs  atomic.Int64
+	errors atomic.Uint64
+}
+
+func (q *queryStats) observe(d time.Duration, failed bool) {
+	sec := d.Seconds()
+	i := 0
+	for i < len(QueryBuckets) && sec > QueryBuckets[i] {
+		i++
+	}
+	q.counts[i].Add(1)
+	q.sumNs.Add(int64(d))
+	if failed {
+		q.errors.Add(1)
+	}
+}
+
+// QueryStats is the latency histogram of the store's statements since the
+// start: the bucket bounds in seconds (QueryBuckets), how many took at most
+// each bound (cumulative, as Prometheus counts them), their count, their
+// total seconds, and how many failed (not found excluded) (docs/design.md
+// §15.4).
+func (s *Store) QueryStats() (bounds []float64, cumulative []uint64, count uint64, sum float64, failed uint64) {
+	q := &s.stats
+	cumulative = make([]uint64, len(QueryBuckets))
+	var n uint64
+	for i := range QueryBuckets {
+		n += q.counts[i].Load()
+		cumulative[i] = n
+	}
+	n += q.counts[len(QueryBuckets)].Load()
+	return QueryBuckets[:], cumulative, n, time.Duration(q.sumNs.Load()).Seconds(), q.errors.Load()
+}
+
+// SQLDB is the connection pool, whose sql.DBStats the metrics export.
+func (s *Store) SQLDB() *sql.DB {
+	d, _ := s.db.DB()
+	return d
+}
+
+// timedLogger is the store's GORM logger with every statement timed into
+// stats.
+type timedLogger struct {
+	logger.Interface
+	stats *queryStats
+}
+
+func (l timedLogger) LogMode(level logger.LogLevel) logger.Interface {
+	return timedLogger{Interface: l.Interface.LogMode(level), stats: l.stats}
+}
+
+func (l timedLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	l.stats.observe(time.Since(begin), err != nil && !errors.Is(err, gorm.ErrRecordNotFound))
+	l.Interface.Trace(ctx, begin, fc, err)
 }

@@ -53,6 +53,8 @@ type Store struct {
 	onWrite  []func(prefix, key string)
 	// file is the SQLite file opened (health.go); nil on PostgreSQL.
 	file *sqliteFile
+	// stats times the statements (QueryStats).
+	stats queryStats
 }
 
 const (
@@ -80,6 +82,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.db.Logger = timedLogger{Interface: s.db.Logger, stats: &s.stats}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err

@@ -184,6 +184,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 			LoginTarpit: time.Second,
 			BenchRoute:  cfg.BenchRoutes,
 			Store:       st,
+			Callbacks:   cb,
 		},
 	})
 
