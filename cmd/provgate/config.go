@@ -48,6 +48,11 @@ type Config struct {
 	MaxTokenTTL           time.Duration // upper bound for a requested token ttl
 	ShutdownTimeout       time.Duration // how long in-flight requests get after a stop signal
 	BenchRoutes           bool          // enables the unauthenticated benchmark route
+	// DecisionLogURL receives decisions batched and gzipped in OPA's
+	// decision-log upload format.
+	DecisionLogURL string
+	// DecisionLogURLBuffer bounds the decisions waiting for upload.
+	DecisionLogURLBuffer int
 	// ShutdownDelay is how long a stopping server keeps serving while
 	// /readyz answers 503, so that load balancers stop sending first.
 	ShutdownDelay time.Duration
@@ -90,6 +95,7 @@ func defaultConfig() Config {
 		EventBuffer:           256,
 		EventStreams:          16,
 		ObjectCacheSize:       objects.DefaultViewCacheSize,
+		DecisionLogURLBuffer:  10000,
 	}
 }
 
@@ -114,6 +120,8 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.BoolVar(&c.PolicyBundleAllowHTTP, "policy-bundle-allow-http", c.PolicyBundleAllowHTTP, "let --policy-bundle be a plain http:// URL, which anyone on the way can read or replace (prefer https)")
 	fs.DurationVar(&c.PolicyWatchInterval, "policy-watch-interval", c.PolicyWatchInterval, "how often --policy-dir or --policy-bundle is checked for changes (SIGHUP reloads at once)")
 	fs.StringVar(&c.DecisionLog, "decision-log", c.DecisionLog, "file that receives policy decisions as JSON lines")
+	fs.StringVar(&c.DecisionLogURL, "decision-log-url", c.DecisionLogURL, "http(s) endpoint that receives policy decisions batched and gzipped as OPA's decision-log service API does (POST of a JSON array)")
+	fs.IntVar(&c.DecisionLogURLBuffer, "decision-log-url-buffer", c.DecisionLogURLBuffer, "decisions that may wait for upload to --decision-log-url; more are dropped (and counted) while the receiver is down or slow")
 	fs.StringVar(&c.CallbackExecDir, "callback-exec-dir", c.CallbackExecDir, "directory whose executables callback exec auth may run; empty disables exec auth")
 	fs.StringVar(&c.CallbackAllow, "callback-allow", c.CallbackAllow, "comma-separated CIDR prefixes or addresses callbacks may reach although refused by default (loopback, link-local, unspecified, multicast)")
 	fs.StringVar(&c.CallbackDeny, "callback-deny", c.CallbackDeny, "comma-separated CIDR prefixes or addresses callbacks may never reach (wins over --callback-allow)")
@@ -178,6 +186,15 @@ func (c Config) Validate() error {
 	}
 	if c.License != "" && c.LicensePublicKey == "" {
 		return errors.New("--license needs --license-public-key to verify it")
+	}
+	if c.DecisionLogURL != "" {
+		u, err := url.Parse(c.DecisionLogURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("--decision-log-url: want an http:// or https:// URL, e.g. https://collector.example/logs")
+		}
+	}
+	if c.DecisionLogURLBuffer < 1 || c.DecisionLogURLBuffer > 1<<20 {
+		return fmt.Errorf("--decision-log-url-buffer %d: must be between 1 and 1048576", c.DecisionLogURLBuffer)
 	}
 	if c.PolicyBundle != "" && c.PolicyDir != "" {
 		return errors.New("--policy-bundle and --policy-dir exclude each other")
@@ -312,6 +329,8 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("policy_watch_interval", c.PolicyWatchInterval.String()),
 		slog.Bool("policy_bundle_allow_http", c.PolicyBundleAllowHTTP),
 		slog.String("decision_log", c.DecisionLog),
+		slog.String("decision_log_url", redactDSN(c.DecisionLogURL)),
+		slog.Int("decision_log_url_buffer", c.DecisionLogURLBuffer),
 		slog.String("callback_exec_dir", c.CallbackExecDir),
 		slog.String("callback_allow", c.CallbackAllow),
 		slog.String("callback_deny", c.CallbackDeny),
