@@ -79,6 +79,8 @@ func (s *Service) enqueueJobFail(ctx context.Context, job *backend.Job) error {
 // RunWorker sends queued deliveries until ctx ends, polling every interval
 // (and at once again while batches come back full).
 func (s *Service) RunWorker(ctx context.Context, interval time.Duration) {
+	// Attempt records still queued are written before the worker stops.
+	defer s.FlushAttempts()
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
@@ -146,11 +148,11 @@ func (s *Service) deliver(worker context.Context, d backend.Delivery) {
 	}
 	switch state {
 	case backend.DeliveryPending:
-		s.deliveries.Add("retry")
+		s.deliveryCounts.Add("retry")
 	case backend.DeliveryFailed:
-		s.deliveries.Add("failed")
+		s.deliveryCounts.Add("failed")
 	default:
-		s.deliveries.Add(string(state))
+		s.deliveryCounts.Add(string(state))
 	}
 	if state == backend.DeliveryFailed {
 		s.log.Warn("callback: delivery failed for good", "plugin", d.Plugin, "callback", d.Callback,

@@ -72,18 +72,21 @@ type Service struct {
 	secure   http.RoundTripper
 	insecure http.RoundTripper
 
+	attempts *attemptLog // nil without a Store
+
 	mu     sync.Mutex
 	states map[string]*pluginState
 
-	// attempts and deliveries count outcomes for the metrics (Counts).
-	attempts, deliveries backend.Counts
+	// attemptCounts and deliveryCounts count outcomes for the metrics
+	// (Counts).
+	attemptCounts, deliveryCounts backend.Counts
 }
 
 // Counts returns the callback attempts made by outcome (ok, client_error,
 // server_error, error: no answer) and the jobfail deliveries finished by
 // outcome (done, retry, failed) since the start (docs/design.md §15.4).
 func (s *Service) Counts() (attempts, deliveries map[string]uint64) {
-	return s.attempts.Snapshot(), s.deliveries.Snapshot()
+	return s.attemptCounts.Snapshot(), s.deliveryCounts.Snapshot()
 }
 
 // pluginState is one plugin's parsed configuration and its token cache; a
@@ -133,6 +136,9 @@ func New(opts Options) *Service {
 		}
 	}
 	s := &Service{opts: opts, log: opts.Logger, states: map[string]*pluginState{}}
+	if opts.Store != nil {
+		s.attempts = newAttemptLog(opts.Store, opts.Logger)
+	}
 	s.secure = opts.Transport
 	if s.secure == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -277,6 +283,14 @@ func (st *pluginState) problemsOf(name string, cb *Callback) []string {
 		}
 	}
 	return out
+}
+
+// FlushAttempts returns once every attempt record made so far is in the
+// store (docs/design.md §12.8).
+func (s *Service) FlushAttempts() {
+	if s.attempts != nil {
+		s.attempts.flush()
+	}
 }
 
 func (s *Service) debug() bool { return s.opts.Debug != nil && s.opts.Debug() }
