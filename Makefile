@@ -13,9 +13,16 @@ ARGS     ?=
 
 .PHONY: run build dist test tools lint-tools lint bench fuzz clean
 
-## run: start the server on https://127.0.0.1:8092 with data in ./provgate-data
-run:
-	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/provgate $(ARGS)
+## run: build, then serve on https://127.0.0.1:8092 only (RUN_LISTEN; `provgate serve` alone listens on
+## every interface, :8092) with data in ./provgate-data; ARGS adds serve flags. Ctrl-C stops it with status 0:
+## in the foreground of a terminal the server runs as its own job (set -m), so the interrupt reaches it
+## alone and make reports its exit status instead of dying of the signal itself (ps's "+" marks the
+## foreground; in the background, or without ps, it runs as before).
+RUN_LISTEN ?= 127.0.0.1:8092
+RUN_BIN    ?= bin/provgate
+run: build
+	@if [ -t 0 ] && ps -o stat= -p $$$$ 2>/dev/null | grep -q '+'; then set -m; fi; \
+		$(RUN_BIN) serve --listen $(RUN_LISTEN) $(ARGS)
 
 ## build: build bin/provgate
 build:
