@@ -29,7 +29,8 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/provgate ./cmd/provgate
 
 ## dist: static release binaries (CGO_ENABLED=0) with the version stamped, one tarball per
-## platform (the binary, LICENSE, README.md, the systemd unit and its environment file) and
+## platform (the binary, LICENSE, README.md, the systemd unit, its environment file and the
+## sample configuration file) and
 ## SHA256SUMS, in $(DIST); e.g. make dist VERSION=v1.2.3
 DIST           ?= dist
 DIST_PLATFORMS ?= linux/amd64 linux/arm64
@@ -40,7 +41,7 @@ dist:
 		echo "building $$name"; mkdir -p "$(DIST)/$$name"; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' \
 			-o "$(DIST)/$$name/provgate" ./cmd/provgate; \
-		cp LICENSE README.md deploy/provgate.service deploy/provgate.env "$(DIST)/$$name/"; \
+		cp LICENSE README.md deploy/provgate.service deploy/provgate.env deploy/provgate.yaml "$(DIST)/$$name/"; \
 		tar -C "$(DIST)" --sort=name --owner=0 --group=0 --numeric-owner --mtime='@0' \
 			-czf "$(DIST)/$$name.tar.gz" "$$name"; \
 		rm -rf "$(DIST)/$$name"; \
