@@ -71,9 +71,14 @@ else := false
 tenant_step := {
 	"tenants": sort(tenancy.tenant_names),
 	"hidden": hidden,
-	"hidden_by": sort(hiding),
+	"hidden_by": hidden_by,
 	"other_machine": other_machine,
 }
+
+# Which tenants hide the object is worked out only when it is hidden.
+hidden_by := sort(hiding) if tenancy.hidden
+
+else := []
 
 hiding contains name if {
 	input.object
@@ -110,8 +115,11 @@ claim_step(c) := {
 
 # covered_by(c): the grants of the principal covering c. The self claims
 # are looked up as the decision does (grants.self_holds_one), without
-# building them.
-covered_by(c) := self_cover(c) | grant_covers(claims.compile_wanted(c))
+# building them; so are the other grants of a single-valued claim
+# (grant_covers_one).
+covered_by(c) := self_cover(c) | grant_covers_one(w) if {
+	w := claims.wanted(c)
+} else := self_cover(c) | grant_covers(claims.compile_wanted(c))
 
 self_cover(c) := {{"source": "self", "role": "", "claim": ""}} if {
 	grants.self_holds_one(claims.wanted(c))
@@ -135,6 +143,26 @@ grant_covers(b) := ({{"source": "claim", "role": "", "claim": text(dc)} |
 	input.principal.kind == "machine"
 	some g in grants.held
 	claims.covers(g, b)
+}
+
+# grant_covers_one(w): grant_covers for a wanted claim, with the decision's
+# own containment (claims.covers_one, key lookups only): a role is first
+# looked up in its index, as grants.holds_one does, and only the claims of
+# a role that covers w are visited to name the one that does.
+grant_covers_one(w) := ({{"source": "claim", "role": "", "claim": text(dc)} |
+	input.principal.kind == "user"
+	some dc in input.principal.claims
+	claims.covers_one(claims.compile(dc), w)
+} | {{"source": "role", "role": name, "claim": role_claim_text(name, i)} |
+	input.principal.kind == "user"
+	some name in input.principal.roles
+	role_covers_one(name, data.provgate.roles[name], w)
+	some i, g in grants.role(name)
+	claims.covers_one(g, w)
+}) | {{"source": "machine_token", "role": input.principal.machine_token, "claim": ""} |
+	input.principal.kind == "machine"
+	some g in grants.held
+	claims.covers_one(g, w)
 }
 
 role_claim_text(name, i) := text(data.provgate.roles[name].claims[i]) if {
