@@ -164,14 +164,14 @@ func (s *Server) roleCandidates(ctx context.Context, p *auth.Principal) (map[str
 	}
 	var held []backend.Claim
 	for _, name := range p.Roles {
-		m, _, err := s.Objects.Get(ctx, "roles", name)
+		v, err := s.Objects.View(ctx, "roles", name)
 		if backend.IsCode(err, backend.ENOTFOUND) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if r, ok := m.(*backend.Role); ok {
+		if r, ok := v.Model.(*backend.Role); ok {
 			held = append(held, r.Claims...)
 		}
 	}
@@ -354,7 +354,9 @@ func (s *Server) objectVisible(ctx context.Context, scope, key string) error {
 	if !s.canSee(ctx, scope, key) {
 		return notFound(fiber.MethodGet, scope, key)
 	}
-	if _, _, err := s.Objects.Get(ctx, scope, key); err != nil {
+	// Through the read cache, which never answers a changed or deleted
+	// object (docs/design.md §14.6).
+	if _, err := s.Objects.View(ctx, scope, key); err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
 			return notFound(fiber.MethodGet, scope, key)
 		}
