@@ -395,16 +395,11 @@ func (s *Server) who(ctx context.Context, scope, action, key string) (accessapi.
 	if err != nil {
 		return out, err
 	}
-	allowed := make([]bool, len(users))
-	errs := make([]error, len(users))
-	parallel(len(users), func(i int) {
-		p := &auth.Principal{Kind: auth.KindUser, Name: users[i].Name, Grantor: users[i].Name, Roles: users[i].Roles, Method: auth.MethodBasic}
-		allowed[i], errs[i] = s.may(ctx, p, scope, action, key)
-	})
+	allowed, err := s.mayAll(ctx, users, scope, action, key)
+	if err != nil {
+		return out, err
+	}
 	for i, u := range users {
-		if errs[i] != nil {
-			return out, errs[i]
-		}
 		if allowed[i] {
 			out.Users = append(out.Users, u.Name)
 		}
@@ -449,6 +444,45 @@ func (s *Server) who(ctx context.Context, scope, action, key string) (accessapi.
 		out.Tokens = append(out.Tokens, accessapi.TokenWho{Kind: t.kind, Task: t.task, Allowed: ok, Detail: t.detail})
 	}
 	return out, nil
+}
+
+// batchQuestioner decides many questions at once, deciding users that
+// provably get the same answer once (policies/opa Engine.Questions).
+type batchQuestioner interface {
+	Questions(ctx context.Context, ins []policies.Input) ([]policies.Decision, error)
+}
+
+// mayAll reports, for each user as its login, whether it may do action on
+// scope/key: may for each, decided in one batch where the policy can.
+func (s *Server) mayAll(ctx context.Context, users []*backend.User, scope, action, key string) ([]bool, error) {
+	allowed := make([]bool, len(users))
+	principal := func(u *backend.User) *auth.Principal {
+		return &auth.Principal{Kind: auth.KindUser, Name: u.Name, Grantor: u.Name, Roles: u.Roles, Method: auth.MethodBasic}
+	}
+	if bq, ok := s.Policy.(batchQuestioner); ok {
+		ins := make([]policies.Input, len(users))
+		for i, u := range users {
+			ins[i] = questionInput(principal(u), scope, action, key)
+		}
+		ds, err := bq.Questions(ctx, ins)
+		if err != nil {
+			return nil, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
+		}
+		for i, d := range ds {
+			allowed[i] = d.Allow && !d.NotFound
+		}
+		return allowed, nil
+	}
+	errs := make([]error, len(users))
+	parallel(len(users), func(i int) {
+		allowed[i], errs[i] = s.may(ctx, principal(users[i]), scope, action, key)
+	})
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return allowed, nil
 }
 
 // visibleUsers lists the users the caller may see.

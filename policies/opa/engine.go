@@ -80,9 +80,12 @@ type Engine struct {
 	bundle *bundleConfig // nil unless serving a bundle
 	store  storage.Store
 
-	policy   atomic.Pointer[policy]
-	policyN  atomic.Uint64 // source of policy revisions
-	dataRev  atomic.Uint64
+	policy  atomic.Pointer[policy]
+	policyN atomic.Uint64 // source of policy revisions
+	dataRev atomic.Uint64
+	// dataSeq is odd while SetData writes: Questions checks that its
+	// batch saw one data revision throughout.
+	dataSeq  atomic.Uint64
 	reloadMu sync.Mutex // one Reload at a time
 	dataMu   sync.Mutex // one SetData at a time
 
@@ -118,6 +121,9 @@ type policy struct {
 	roleDiff *rego.PreparedEvalQuery
 	// needs are the costly input parts the policy reads.
 	needs policies.Needs
+	// nameBlind: the policy reads a user's name only as the embedded
+	// policy does (principalNameBlind), so Questions may group users.
+	nameBlind bool
 	// revision names the policy's content (contentRevision) or its
 	// bundle's manifest revision.
 	revision string
@@ -244,6 +250,8 @@ func (e *Engine) SetData(ctx context.Context, d policies.Data) error {
 	}
 	e.dataMu.Lock()
 	defer e.dataMu.Unlock()
+	e.dataSeq.Add(1)
+	defer e.dataSeq.Add(1)
 	txn, err := e.store.NewTransaction(ctx, storage.WriteParams)
 	if err != nil {
 		return internal("open policy data transaction", err)
