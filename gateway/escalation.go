@@ -9,6 +9,7 @@ import (
 	"github.com/provgate/provgate/backend"
 	accessapi "github.com/provgate/provgate/gateway/access"
 	"github.com/provgate/provgate/gateway/auth"
+	"github.com/provgate/provgate/policies"
 )
 
 // The escalation report (docs/design.md §5.9, §9.8): every user the asker
@@ -52,67 +53,105 @@ func (s *Server) handleEscalation(c *fiber.Ctx) error {
 }
 
 // escalation lists the users the caller may see who can hand out
-// authority. Machine and job tokens never grant anything (§5.9).
+// authority. Machine and job tokens never grant anything (§5.9). Every
+// user's grant paths are decided in batches (Engine.Questions: users that
+// provably get the same answer are decided once), first on every object,
+// then on the objects each user's roles name; only a path a user has is
+// explained again, for the role that covers it.
 func (s *Server) escalation(ctx context.Context) (accessapi.Escalation, error) {
 	out := accessapi.Escalation{Users: []accessapi.Escalator{}}
 	users, err := s.visibleUsers(ctx)
 	if err != nil {
 		return out, err
 	}
-	routes := make([][]accessapi.GrantRoute, len(users))
-	errs := make([]error, len(users))
-	parallel(len(users), func(i int) {
-		p := &auth.Principal{Kind: auth.KindUser, Name: users[i].Name, Grantor: users[i].Name, Roles: users[i].Roles, Method: auth.MethodBasic}
-		routes[i], errs[i] = s.grantRoutes(ctx, p)
-	})
+	ps := make([]*auth.Principal, len(users))
 	for i, u := range users {
-		if errs[i] != nil {
-			return out, errs[i]
+		ps[i] = &auth.Principal{Kind: auth.KindUser, Name: u.Name, Grantor: u.Name, Roles: u.Roles, Method: auth.MethodBasic}
+	}
+	type ask struct {
+		user   int
+		gp     grantPath
+		action string
+		key    string
+		from   int // the ask on every object it follows
+	}
+	decide := func(asks []ask) ([]bool, error) {
+		ins := make([]policies.Input, len(asks))
+		for i, a := range asks {
+			ins[i] = questionInput(ps[a.user], a.gp.scope, a.action, a.key)
 		}
-		if len(routes[i]) > 0 {
-			out.Users = append(out.Users, accessapi.Escalator{User: u.Name, Routes: routes[i]})
+		return s.decideAll(ctx, ins)
+	}
+	// Every path on every object.
+	var all []ask
+	for i := range users {
+		for _, gp := range grantPaths {
+			for _, action := range gp.actions {
+				all = append(all, ask{user: i, gp: gp, action: action, key: "*"})
+			}
 		}
 	}
-	return out, nil
-}
-
-// grantRoutes are the grant paths open to p: each path's claim on every
-// object, else on each object its roles name that the asker may see.
-func (s *Server) grantRoutes(ctx context.Context, p *auth.Principal) ([]accessapi.GrantRoute, error) {
-	cands, err := s.roleCandidates(ctx, p)
+	allOK, err := decide(all)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	var out []accessapi.GrantRoute
-	for _, gp := range grantPaths {
-		for _, action := range gp.actions {
-			r, ok, err := s.grantRoute(ctx, p, gp, action, "*")
+	// Then, where a user may not on every object, the objects its roles
+	// name that the caller may see (never the user itself where the path
+	// is about others; a create names no object).
+	var some []ask
+	cands := map[int]map[string]*candidates{}
+	for i, a := range all {
+		base, _, _ := strings.Cut(a.action, ":")
+		if allOK[i] || base == "create" {
+			continue
+		}
+		if _, ok := cands[a.user]; !ok {
+			if cands[a.user], err = s.roleCandidates(ctx, ps[a.user]); err != nil {
+				return out, err
+			}
+		}
+		cd := cands[a.user][a.gp.scope]
+		if cd == nil {
+			continue
+		}
+		for _, k := range sortedKeys(cd.keys[base]) {
+			if (a.gp.others && k == ps[a.user].Name) || !s.canSee(ctx, a.gp.scope, k) {
+				continue
+			}
+			some = append(some, ask{user: a.user, gp: a.gp, action: a.action, key: k, from: i})
+		}
+	}
+	someOK, err := decide(some)
+	if err != nil {
+		return out, err
+	}
+	// The routes in order: per user, per path and action, every object or
+	// the objects named; each explained for the role that covers it.
+	routes := make([][]accessapi.GrantRoute, len(users))
+	j := 0
+	for i, a := range all {
+		var asks []ask
+		if allOK[i] {
+			asks = append(asks, a)
+		}
+		for ; j < len(some) && some[j].from == i; j++ {
+			if someOK[j] {
+				asks = append(asks, some[j])
+			}
+		}
+		for _, k := range asks {
+			r, ok, err := s.grantRoute(ctx, ps[k.user], k.gp, k.action, k.key)
 			if err != nil {
-				return nil, err
+				return out, err
 			}
 			if ok {
-				out = append(out, r)
-				continue
+				routes[a.user] = append(routes[a.user], r)
 			}
-			// A create names no object (its claim's specific is empty): only
-			// a claim on every object covers it.
-			base, _, _ := strings.Cut(action, ":")
-			cd := cands[gp.scope]
-			if cd == nil || base == "create" {
-				continue
-			}
-			for _, k := range sortedKeys(cd.keys[base]) {
-				if (gp.others && k == p.Name) || !s.canSee(ctx, gp.scope, k) {
-					continue
-				}
-				r, ok, err := s.grantRoute(ctx, p, gp, action, k)
-				if err != nil {
-					return nil, err
-				}
-				if ok {
-					out = append(out, r)
-				}
-			}
+		}
+	}
+	for i, u := range users {
+		if len(routes[i]) > 0 {
+			out.Users = append(out.Users, accessapi.Escalator{User: u.Name, Routes: routes[i]})
 		}
 	}
 	return out, nil

@@ -453,17 +453,22 @@ type batchQuestioner interface {
 }
 
 // mayAll reports, for each user as its login, whether it may do action on
-// scope/key: may for each, decided in one batch where the policy can.
+// scope/key.
 func (s *Server) mayAll(ctx context.Context, users []*backend.User, scope, action, key string) ([]bool, error) {
-	allowed := make([]bool, len(users))
-	principal := func(u *backend.User) *auth.Principal {
-		return &auth.Principal{Kind: auth.KindUser, Name: u.Name, Grantor: u.Name, Roles: u.Roles, Method: auth.MethodBasic}
+	ins := make([]policies.Input, len(users))
+	for i, u := range users {
+		ins[i] = questionInput(&auth.Principal{Kind: auth.KindUser, Name: u.Name, Grantor: u.Name, Roles: u.Roles, Method: auth.MethodBasic},
+			scope, action, key)
 	}
+	return s.decideAll(ctx, ins)
+}
+
+// decideAll reports whether each question's decision allows it (and does
+// not hide its object): in one batch where the policy can, else one
+// question at a time on every CPU.
+func (s *Server) decideAll(ctx context.Context, ins []policies.Input) ([]bool, error) {
+	allowed := make([]bool, len(ins))
 	if bq, ok := s.Policy.(batchQuestioner); ok {
-		ins := make([]policies.Input, len(users))
-		for i, u := range users {
-			ins[i] = questionInput(principal(u), scope, action, key)
-		}
 		ds, err := bq.Questions(ctx, ins)
 		if err != nil {
 			return nil, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
@@ -473,9 +478,14 @@ func (s *Server) mayAll(ctx context.Context, users []*backend.User, scope, actio
 		}
 		return allowed, nil
 	}
-	errs := make([]error, len(users))
-	parallel(len(users), func(i int) {
-		allowed[i], errs[i] = s.may(ctx, principal(users[i]), scope, action, key)
+	errs := make([]error, len(ins))
+	parallel(len(ins), func(i int) {
+		d, err := s.question(ctx, ins[i])
+		if err != nil {
+			errs[i] = &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
+			return
+		}
+		allowed[i] = d.Allow && !d.NotFound
 	})
 	for _, err := range errs {
 		if err != nil {
