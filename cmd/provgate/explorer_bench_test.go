@@ -11,7 +11,9 @@ import (
 // running server, in process, so that -cpuprofile sees the server's side:
 // an AuthZEN evaluation beside the authorized GET it is compared with in
 // make bench (figure 12d), and who can over PROVGATE_BENCH_USERS users
-// (default 1000; figure 12b uses 10,000 with the bench tool's fleet).
+// (default 1000; figure 12b uses 10,000 with the bench tool's fleet),
+// holding PROVGATE_BENCH_ROLES roles (default 50) and, with
+// PROVGATE_BENCH_TENANTS, that many tenants of 10 users each.
 // Timings are for profiling; make bench reports the figures.
 func BenchmarkExplorer(b *testing.B) {
 	s := startE2E(b, dbCase{Name: "sqlite"}, licenseArgs(b)...)
@@ -22,19 +24,35 @@ func BenchmarkExplorer(b *testing.B) {
 	}
 	s.AddRole("b-reader", [3]string{"machines", "get,list", "*"})
 	s.AddUser("b-u1", "b-u1-pw-1", "b-reader")
+	nroles, tenants := 50, 0
+	if v, err := strconv.Atoi(os.Getenv("PROVGATE_BENCH_ROLES")); err == nil && v > 0 {
+		nroles = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("PROVGATE_BENCH_TENANTS")); err == nil && v > 0 {
+		tenants = v
+	}
 	roles := []map[string]any{}
-	for i := range 50 {
+	for i := range nroles {
 		roles = append(roles, map[string]any{"Name": fmt.Sprintf("b-r%d", i), "Claims": []map[string]string{
 			{"scope": "machines", "action": "get,list", "specific": "*"}, {"scope": "profiles", "action": "get", "specific": fmt.Sprintf("p-%d", i)}}})
 	}
 	s.Must(201, "POST", "/roles/import", roles, admin())
 	batch := []map[string]any{}
 	for i := range users {
-		batch = append(batch, map[string]any{"Name": fmt.Sprintf("b-user-%d", i), "Roles": []string{fmt.Sprintf("b-r%d", i%50)}})
+		batch = append(batch, map[string]any{"Name": fmt.Sprintf("b-user-%d", i), "Roles": []string{fmt.Sprintf("b-r%d", i%nroles)}})
 		if len(batch) == 500 || i == users-1 {
 			s.Must(201, "POST", "/users/import", batch, admin())
 			batch = batch[:0]
 		}
+	}
+	// Tenant i holds users 10i..10i+9 and shows one other machine.
+	for i := range tenants {
+		var us []string
+		for j := 10 * i; j < 10*i+10 && j < users; j++ {
+			us = append(us, fmt.Sprintf("b-user-%d", j))
+		}
+		s.Must(201, "POST", "/tenants", map[string]any{"Name": fmt.Sprintf("b-t%d", i), "Users": us,
+			"Members": map[string][]string{"machines": {}}}, admin())
 	}
 	eval := map[string]any{"subject": map[string]any{"type": "user", "id": "b-u1"}, "action": map[string]any{"name": "get"},
 		"resource": map[string]any{"type": "machines", "id": m}}

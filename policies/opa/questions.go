@@ -56,39 +56,29 @@ func (e *Engine) questionsGrouped(ctx context.Context, ins []policies.Input) ([]
 	if err != nil {
 		return nil, err
 	}
+	keys := make([][sha256.Size]byte, len(ins))
+	grouped := make([]bool, len(ins))
+	onCPUs(len(ins), func(i int) { keys[i], grouped[i] = groupKey(ins[i], tenants) })
 	rep := make([]int, len(ins)) // the input whose decision ins[i] gets
 	var decide []int
 	reps := map[[sha256.Size]byte]int{}
-	for i, in := range ins {
+	for i := range ins {
 		rep[i] = i
-		if key, ok := groupKey(in, tenants); ok {
-			if r, seen := reps[key]; seen {
+		if grouped[i] {
+			if r, seen := reps[keys[i]]; seen {
 				rep[i] = r
 				continue
 			}
-			reps[key] = i
+			reps[keys[i]] = i
 		}
 		decide = append(decide, i)
 	}
 	out := make([]policies.Decision, len(ins))
 	errs := make([]error, len(ins))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(decide)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				j := int(next.Add(1)) - 1
-				if j >= len(decide) {
-					return
-				}
-				i := decide[j]
-				out[i], errs[i] = e.Question(ctx, ins[i])
-			}
-		}()
-	}
-	wg.Wait()
+	onCPUs(len(decide), func(j int) {
+		i := decide[j]
+		out[i], errs[i] = e.Question(ctx, ins[i])
+	})
 	for i := range ins {
 		if errs[i] != nil {
 			return nil, errs[i]
@@ -98,6 +88,26 @@ func (e *Engine) questionsGrouped(ctx context.Context, ins []policies.Input) ([]
 		}
 	}
 	return out, nil
+}
+
+// onCPUs runs fn(0..n-1) on as many goroutines as there are CPUs.
+func onCPUs(n int, fn func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j := int(next.Add(1)) - 1
+				if j >= n {
+					return
+				}
+				fn(j)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // groupKey is what decides in, the user's name aside: the input without
