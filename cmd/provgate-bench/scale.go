@@ -521,7 +521,7 @@ func scaleFigures(r *scaleResult, skipped string) []figure {
 // explorerFigures computes figures 12b-12d.
 func explorerFigures(r *scaleResult) []figure {
 	return []figure{
-		p50Of("12b", r.Explorer[legWho], fmt.Sprintf("GET /api/v3/access/who?scope=machines&action=get&key=<uuid> as the admin on the large server (%d users, each decided), one client, median of the rounds' p50", r.Large.Users)),
+		p50Of("12b", r.Explorer[legWho], fmt.Sprintf("GET /api/v3/access/who?scope=machines&action=get&key=<uuid> as the admin on the large server (%d users; users provably alike decided once, Engine.Questions), one client, median of the rounds' p50", r.Large.Users)),
 		p50Of("12c", r.Explorer[legMatrix], "GET /api/v3/access/users/u-5 as the admin on the large server (every scope and action decided), one client, median of the rounds' p50"),
 		fromRounds("12d", throughputRatios(r.Explorer[legAuthzen], r.Explorer[legAuthzenGet]),
 			"POST /access/v1/evaluation (admin asks whether u-1 may get a machine) vs GET /api/v3/machines/<uuid> as the admin, small server, the configured clients"),
