@@ -102,16 +102,38 @@ else := sort(authz.license_failures)
 # claims, the claims of its roles (each with the role), or its machine
 # token's set. A token restricted to roles or by claims must also cover
 # it there; granted_by names every role whose claims would cover it.
+# A token that is not restricted has no token steps to work out: they are
+# written as the step functions would answer them.
 claim_step(c) := {
 	"claim": {"scope": c.scope, "action": c.action, "specific": c.specific},
-	"held": held(c),
+	"held": h,
+	"licensed": licensed_for(c),
+	"covered_by": sort(covered_by(c)),
+	"token_roles": {"restricted": false, "covered_by": []},
+	"restriction": {"restricted": false, "covered": true},
+	"own_credential": false,
+	"granted_by": granted_by_if(c, h),
+} if {
+	not grants.restricted
+	h := held(c)
+} else := {
+	"claim": {"scope": c.scope, "action": c.action, "specific": c.specific},
+	"held": h,
 	"licensed": licensed_for(c),
 	"covered_by": sort(covered_by(c)),
 	"token_roles": token_roles_step(c),
 	"restriction": restriction_step(c),
 	"own_credential": own_credential(c),
-	"granted_by": granted_by(c),
+	"granted_by": granted_by_if(c, h),
+} if {
+	h := held(c)
 }
+
+# granted_by_if(c, h): for a claim not held (h false), the roles that
+# would grant it.
+granted_by_if(_, true) := []
+
+granted_by_if(c, false) := sort(granting(c))
 
 # covered_by(c): the grants of the principal covering c. The self claims
 # are looked up as the decision does (grants.self_holds_one), without
@@ -201,11 +223,8 @@ own_credential(c) if {
 	grants.own_credential(claims.wanted(c))
 } else := false
 
-# granted_by(c): for a claim not held, the roles whose claims cover it,
-# whoever holds them (looked up in each role's index, as holds_one does).
-granted_by(c) := [] if {
-	authz.held(c)
-} else := sort(granting(c))
+# granting(c): the roles whose claims cover c, whoever holds them (looked
+# up in each role's index, as holds_one does).
 
 granting(c) := {name |
 	w := claims.wanted(c)
