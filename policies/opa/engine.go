@@ -287,11 +287,18 @@ func (e *Engine) Question(ctx context.Context, in policies.Input) (policies.Deci
 }
 
 func (e *Engine) decide(ctx context.Context, in policies.Input, dlog *decisionLog) (policies.Decision, error) {
+	return e.decideKeyed(ctx, in, dlog, nil)
+}
+
+// decideKeyed is decide, cached under group instead of the input's own
+// hash when group is set (Questions: the key of every input its decision
+// holds for).
+func (e *Engine) decideKeyed(ctx context.Context, in policies.Input, dlog *decisionLog, group *[sha256.Size]byte) (policies.Decision, error) {
 	p := e.policy.Load()
 	dataRev := e.dataRev.Load()
 
 	var raw []byte
-	if e.cache != nil || dlog != nil {
+	if (e.cache != nil && group == nil) || dlog != nil {
 		var err error
 		if raw, err = json.Marshal(in); err != nil {
 			return policies.Decision{}, internal("encode policy input", err)
@@ -299,7 +306,12 @@ func (e *Engine) decide(ctx context.Context, in policies.Input, dlog *decisionLo
 	}
 	var key cacheKey
 	if e.cache != nil {
-		key = cacheKey{policy: p.rev, data: dataRev, input: sha256.Sum256(raw)}
+		key = cacheKey{policy: p.rev, data: dataRev}
+		if group != nil {
+			key.input = *group
+		} else {
+			key.input = sha256.Sum256(raw)
+		}
 		if d, ok := e.cache.get(key); ok {
 			dlog.add(logEvent{input: raw, result: d, requestID: policies.RequestID(ctx), revision: p.revision, cached: true})
 			return d.Clone(), nil

@@ -77,6 +77,12 @@ func (e *Engine) questionsGrouped(ctx context.Context, ins []policies.Input) ([]
 	errs := make([]error, len(ins))
 	onCPUs(len(decide), func(j int) {
 		i := decide[j]
+		if grouped[i] {
+			// Cached under the group's key: the next batch finds it for
+			// whichever member comes first.
+			out[i], errs[i] = e.decideKeyed(ctx, ins[i], nil, &keys[i])
+			return
+		}
 		out[i], errs[i] = e.Question(ctx, ins[i])
 	})
 	for i := range ins {
@@ -112,7 +118,9 @@ func onCPUs(n int, fn func(i int)) {
 
 // groupKey is what decides in, the user's name aside: the input without
 // the name, and the user's tenant (data.provgate.user_tenant, the one
-// place the policy looks a user's name up). ok is false for an input whose
+// place the policy looks a user's name up). The hashed bytes hold a zero
+// byte, which no JSON encoding of an input does, so a group's key is
+// never an input's own in the decision cache. ok is false for an input whose
 // other parts could name the user: its object, a required specific, a
 // list (whose visible keys hold the user's own name), stored or proposed
 // objects, grants, a grantor.

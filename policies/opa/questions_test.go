@@ -135,17 +135,20 @@ func TestQuestionsAgreeWithQuestion(t *testing.T) {
 		if err := e.SetData(ctx, data(hide)); err != nil {
 			t.Fatal(err)
 		}
-		got, err := e.Questions(ctx, ins)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, in := range ins {
-			want, err := e.Question(ctx, in)
+		// Twice: the second batch reads the groups' cached decisions.
+		for range 2 {
+			got, err := e.Questions(ctx, ins)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got[i], want) {
-				t.Errorf("hide %v: %s %v: grouped %+v, alone %+v", hide, in.Principal.Name, in.Required, got[i], want)
+			for i, in := range ins {
+				want, err := e.Question(ctx, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got[i], want) {
+					t.Errorf("hide %v: %s %v: grouped %+v, alone %+v", hide, in.Principal.Name, in.Required, got[i], want)
+				}
 			}
 		}
 	}
