@@ -316,8 +316,9 @@ func (s *Server) handlePoolOp(c *fiber.Ctx) error {
 	}
 	// The verb is the one the request was authorized for (action:<verb>).
 	verb := backend.PoolVerb(strings.TrimPrefix(accessOf(c).Operation, "action:"))
-	res, err := s.Pools.Op(userContext(c), verb, routeKey(c), c.Body(), backend.PoolOptions{
+	res, err := s.Pools.Op(s.waitContext(userContext(c)), verb, routeKey(c), c.Body(), backend.PoolOptions{
 		SourcePool: strings.Clone(c.Query("source-pool")), Force: c.QueryBool("force"), Visible: vis})
+	s.metrics.countPoolOp(string(verb), len(res), err)
 	if err != nil {
 		return err
 	}
@@ -329,6 +330,7 @@ func (s *Server) handleReleaseToPool(c *fiber.Ctx) error {
 		return unavailable("pools")
 	}
 	res, err := s.Pools.ReleaseToPool(userContext(c), routeKey(c))
+	s.metrics.countPoolOp("releaseToPool", len(res), err)
 	if err != nil {
 		return err
 	}

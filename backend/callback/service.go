@@ -76,6 +76,17 @@ type Service struct {
 
 	mu     sync.Mutex
 	states map[string]*pluginState
+
+	// attemptCounts and deliveryCounts count outcomes for the metrics
+	// (Counts).
+	attemptCounts, deliveryCounts backend.Counts
+}
+
+// Counts returns the callback attempts made by outcome (ok, client_error,
+// server_error, error: no answer) and the jobfail deliveries finished by
+// outcome (done, retry, failed) since the start (docs/design.md §15.4).
+func (s *Service) Counts() (attempts, deliveries map[string]uint64) {
+	return s.attemptCounts.Snapshot(), s.deliveryCounts.Snapshot()
 }
 
 // pluginState is one plugin's parsed configuration and its token cache; a

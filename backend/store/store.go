@@ -51,6 +51,10 @@ type Store struct {
 	revStmts sync.Map
 	hookMu   sync.RWMutex
 	onWrite  []func(prefix, key string)
+	// file is the SQLite file opened (health.go); nil on PostgreSQL.
+	file *sqliteFile
+	// stats times the statements (QueryStats).
+	stats queryStats
 }
 
 const (
@@ -73,10 +77,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	} else {
 		s.dialect = dialectSQLite
 		s.db, err = openSQLite(ctx, dsn, log)
+		s.file = openedFile(dsn)
 	}
 	if err != nil {
 		return nil, err
 	}
+	s.db.Logger = timedLogger{Interface: s.db.Logger, stats: &s.stats}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err

@@ -48,6 +48,14 @@ type Config struct {
 	MaxTokenTTL           time.Duration // upper bound for a requested token ttl
 	ShutdownTimeout       time.Duration // how long in-flight requests get after a stop signal
 	BenchRoutes           bool          // enables the unauthenticated benchmark route
+	// DecisionLogURL receives decisions batched and gzipped in OPA's
+	// decision-log upload format.
+	DecisionLogURL string
+	// DecisionLogURLBuffer bounds the decisions waiting for upload.
+	DecisionLogURLBuffer int
+	// ShutdownDelay is how long a stopping server keeps serving while
+	// /readyz answers 503, so that load balancers stop sending first.
+	ShutdownDelay time.Duration
 	// PolicyWatchInterval is how often the policy dir is polled for changed
 	// files; tests shorten it so that a reload is seen quickly.
 	PolicyWatchInterval time.Duration
@@ -87,6 +95,7 @@ func defaultConfig() Config {
 		EventBuffer:           256,
 		EventStreams:          16,
 		ObjectCacheSize:       objects.DefaultViewCacheSize,
+		DecisionLogURLBuffer:  10000,
 	}
 }
 
@@ -111,6 +120,8 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.BoolVar(&c.PolicyBundleAllowHTTP, "policy-bundle-allow-http", c.PolicyBundleAllowHTTP, "let --policy-bundle be a plain http:// URL, which anyone on the way can read or replace (prefer https)")
 	fs.DurationVar(&c.PolicyWatchInterval, "policy-watch-interval", c.PolicyWatchInterval, "how often --policy-dir or --policy-bundle is checked for changes (SIGHUP reloads at once)")
 	fs.StringVar(&c.DecisionLog, "decision-log", c.DecisionLog, "file that receives policy decisions as JSON lines")
+	fs.StringVar(&c.DecisionLogURL, "decision-log-url", c.DecisionLogURL, "http(s) endpoint that receives policy decisions batched and gzipped as OPA's decision-log service API does (POST of a JSON array)")
+	fs.IntVar(&c.DecisionLogURLBuffer, "decision-log-url-buffer", c.DecisionLogURLBuffer, "decisions that may wait for upload to --decision-log-url; more are dropped (and counted) while the receiver is down or slow")
 	fs.StringVar(&c.CallbackExecDir, "callback-exec-dir", c.CallbackExecDir, "directory whose executables callback exec auth may run; empty disables exec auth")
 	fs.StringVar(&c.CallbackAllow, "callback-allow", c.CallbackAllow, "comma-separated CIDR prefixes or addresses callbacks may reach although refused by default (loopback, link-local, unspecified, multicast)")
 	fs.StringVar(&c.CallbackDeny, "callback-deny", c.CallbackDeny, "comma-separated CIDR prefixes or addresses callbacks may never reach (wins over --callback-allow)")
@@ -118,6 +129,7 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.Var((*byteSize)(&c.BodyLimit), "body-limit", "largest request body in `bytes` (suffixes KiB, MiB, GiB accepted)")
 	fs.DurationVar(&c.MaxTokenTTL, "max-token-ttl", c.MaxTokenTTL, "longest token lifetime a client may request")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time in-flight requests get to finish after SIGINT/SIGTERM")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "after SIGINT/SIGTERM, how long to go on serving with /readyz answering 503 before the listener closes (e.g. 5s behind a load balancer)")
 	fs.BoolVar(&c.BenchRoutes, "bench-routes", c.BenchRoutes, "enable the unauthenticated route used only by benchmarks")
 	fs.DurationVar(&c.CallbackDeliveryLease, "callback-delivery-lease", c.CallbackDeliveryLease, "how long a server owns a claimed jobfail delivery before another may retry it (lower only for tests)")
 	fs.IntVar(&c.EventBuffer, "event-buffer", c.EventBuffer, "events that may wait for one event stream (GET /api/v3/ws) before it is closed as too slow")
@@ -175,6 +187,15 @@ func (c Config) Validate() error {
 	if c.License != "" && c.LicensePublicKey == "" {
 		return errors.New("--license needs --license-public-key to verify it")
 	}
+	if c.DecisionLogURL != "" {
+		u, err := url.Parse(c.DecisionLogURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("--decision-log-url: want an http:// or https:// URL, e.g. https://collector.example/logs")
+		}
+	}
+	if c.DecisionLogURLBuffer < 1 || c.DecisionLogURLBuffer > 1<<20 {
+		return fmt.Errorf("--decision-log-url-buffer %d: must be between 1 and 1048576", c.DecisionLogURLBuffer)
+	}
 	if c.PolicyBundle != "" && c.PolicyDir != "" {
 		return errors.New("--policy-bundle and --policy-dir exclude each other")
 	}
@@ -230,6 +251,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout)
+	}
+	if c.ShutdownDelay < 0 || c.ShutdownDelay > 10*time.Minute {
+		return fmt.Errorf("--shutdown-delay %s: must be between 0s and 10m", c.ShutdownDelay)
 	}
 	// A send may use nine tenths of the lease; below a second that leaves
 	// no time for a request.
@@ -305,6 +329,8 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("policy_watch_interval", c.PolicyWatchInterval.String()),
 		slog.Bool("policy_bundle_allow_http", c.PolicyBundleAllowHTTP),
 		slog.String("decision_log", c.DecisionLog),
+		slog.String("decision_log_url", redactDSN(c.DecisionLogURL)),
+		slog.Int("decision_log_url_buffer", c.DecisionLogURLBuffer),
 		slog.String("callback_exec_dir", c.CallbackExecDir),
 		slog.String("callback_allow", c.CallbackAllow),
 		slog.String("callback_deny", c.CallbackDeny),
@@ -312,6 +338,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.Int64("body_limit", c.BodyLimit),
 		slog.String("max_token_ttl", c.MaxTokenTTL.String()),
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
+		slog.String("shutdown_delay", c.ShutdownDelay.String()),
 		slog.Bool("bench_routes", c.BenchRoutes),
 		slog.String("callback_delivery_lease", c.CallbackDeliveryLease.String()),
 		slog.Int("event_buffer", c.EventBuffer),

@@ -154,13 +154,13 @@ func serveCommand(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	app, cleanup, err := buildApp(ctx, cfg, logger, stdout)
+	srv, cleanup, err := buildApp(ctx, cfg, logger, stdout)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer cleanup()
-	return serveOn(ctx, cfg, ln, app, logger, ready)
+	return serveOn(ctx, cfg, ln, srv.App(), srv.Drain, logger, ready)
 }
 
 // loadConfig applies defaults, then PROVGATE_* variables, then flags, and

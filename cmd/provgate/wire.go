@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,8 +14,6 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-
-	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/backend/callback"
@@ -40,7 +40,7 @@ const (
 // buildApp is the one place that assembles the concrete pieces: store,
 // policy engine, services and gateway (docs/design.md §1.3). cleanup stops
 // background work and closes the store, after the listener has drained.
-func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) (app *fiber.App, cleanup func(), err error) {
+func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) (srv *gateway.Server, cleanup func(), err error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -147,7 +147,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		return nil, nil, fmt.Errorf("policy data: %w", err)
 	}
 
-	srv := gateway.New(gateway.Options{
+	srv = gateway.New(gateway.Options{
 		Logger:    logger,
 		Version:   version,
 		BodyLimit: int(cfg.BodyLimit),
@@ -185,11 +185,13 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 			},
 			LoginTarpit: time.Second,
 			BenchRoute:  cfg.BenchRoutes,
+			Store:       st,
+			Callbacks:   cb,
 		},
 	})
 
 	closers = append(closers, startBackground(ctx, cfg, st, cb, engine, relay, logger))
-	return srv.App(), closeAll, nil
+	return srv, closeAll, nil
 }
 
 // bundlePublicKey is the --policy-bundle-public-key a candidate bundle is
@@ -238,18 +240,12 @@ func newLicenseHolder(ctx context.Context, cfg Config, st *store.Store) (*licens
 }
 
 // newEngine builds the policy engine (embedded, --policy-dir or
-// --policy-bundle) with its decision log file; closeEngine closes both. The
+// --policy-bundle) with its decision log; closeEngine closes both. The
 // store keeps the newest signed bundle's sequence for every replica.
 func newEngine(ctx context.Context, cfg Config, logger *slog.Logger, st *store.Store) (engine *opa.Engine, closeEngine func(), err error) {
-	var decisionLog io.Writer
-	closeLog := func() {}
-	if cfg.DecisionLog != "" {
-		f, err := os.OpenFile(cfg.DecisionLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return nil, nil, fmt.Errorf("decision log: %w", err)
-		}
-		closeLog = func() { _ = f.Close() }
-		decisionLog = f
+	decisionLog, closeLog, err := openDecisionLog(cfg, logger)
+	if err != nil {
+		return nil, nil, err
 	}
 	var pubKey string
 	if cfg.PolicyBundlePublicKey != "" {
@@ -268,6 +264,74 @@ func newEngine(ctx context.Context, cfg Config, logger *slog.Logger, st *store.S
 		return nil, nil, fmt.Errorf("policies: %w", err)
 	}
 	return engine, func() { _ = engine.Close(); closeLog() }, nil
+}
+
+// decisionLogFlush is how long a stopping server tries to send the
+// decisions still queued for --decision-log-url.
+const decisionLogFlush = 5 * time.Second
+
+// openDecisionLog opens the --decision-log file, reopened on SIGHUP (after
+// logrotate moved it), and starts shipping to --decision-log-url; the
+// writer is nil when neither is set. The URL is the operator's own
+// configuration, like --policy-bundle, so --callback-allow/--callback-deny
+// do not apply to it (docs/design.md §9.5).
+func openDecisionLog(cfg Config, logger *slog.Logger) (w io.Writer, closeLog func(), err error) {
+	var sinks opa.Tee
+	var closers []func()
+	closeLog = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	if cfg.DecisionLog != "" {
+		f, err := opa.OpenLogFile(cfg.DecisionLog)
+		if err != nil {
+			return nil, nil, fmt.Errorf("decision log: %w", err)
+		}
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-hup:
+					if err := f.Reopen(); err != nil {
+						logger.Error("decision log: reopen", "err", err.Error())
+					} else {
+						logger.Info("decision log reopened", "path", cfg.DecisionLog)
+					}
+				case <-stop:
+					return
+				}
+			}
+		}()
+		closers = append(closers, func() { signal.Stop(hup); close(stop); <-done; _ = f.Close() })
+		sinks = append(sinks, f)
+	}
+	if cfg.DecisionLogURL != "" {
+		sh, err := opa.NewShipper(opa.ShipperOptions{URL: cfg.DecisionLogURL, Logger: logger, Buffer: cfg.DecisionLogURLBuffer,
+			Labels: map[string]string{"app": "provgate", "id": newInstanceID(), "version": versionString()}})
+		if err != nil {
+			closeLog()
+			return nil, nil, fmt.Errorf("decision log url: %w", err)
+		}
+		closers = append(closers, func() { sh.Close(decisionLogFlush) })
+		sinks = append(sinks, sh)
+	}
+	if len(sinks) == 0 {
+		return nil, closeLog, nil
+	}
+	return sinks, closeLog, nil
+}
+
+// newInstanceID names this server process in shipped decision logs (OPA's
+// labels.id).
+func newInstanceID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // startBackground starts the jobfail delivery worker, the relay of other
