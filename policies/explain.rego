@@ -45,15 +45,7 @@ vetoes_consulted if authz.allow
 
 else := false
 
-hidden if tenancy.hidden
-
-else := false
-
 other_machine if tenancy.other_machine
-
-else := false
-
-licensed if authz.licensed
 
 else := false
 
@@ -67,18 +59,21 @@ else := false
 
 # Tenant visibility: the tenants restricting the principal and, for an
 # addressed object they hide, which of them hide it (the other machine of
-# an operations token counts as hidden by its own machine).
+# an operations token counts as hidden by its own machine), worked out
+# only when it is hidden.
 tenant_step := {
 	"tenants": sort(tenancy.tenant_names),
-	"hidden": hidden,
-	"hidden_by": hidden_by,
+	"hidden": false,
+	"hidden_by": [],
+	"other_machine": false,
+} if {
+	not tenancy.hidden
+} else := {
+	"tenants": sort(tenancy.tenant_names),
+	"hidden": true,
+	"hidden_by": sort(hiding),
 	"other_machine": other_machine,
 }
-
-# Which tenants hide the object is worked out only when it is hidden.
-hidden_by := sort(hiding) if tenancy.hidden
-
-else := []
 
 hiding contains name if {
 	input.object
@@ -86,16 +81,11 @@ hiding contains name if {
 	tenancy.tenant_hides(name, input.object.scope, input.object.key)
 }
 
-license_step := {
-	"licensed": licensed,
-	"failures": license_failures,
-}
-
 # The gate's failures exist only without a license: with one, nothing is
 # compiled to find none.
-license_failures := [] if authz.licensed
-
-else := sort(authz.license_failures)
+license_step := {"licensed": true, "failures": []} if {
+	authz.licensed
+} else := {"licensed": false, "failures": sort(authz.license_failures)}
 
 # One required claim: held by the decision's own rule, licensed by the
 # gate's, and what covers it: the principal's self claims, its direct
