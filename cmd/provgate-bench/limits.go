@@ -93,10 +93,11 @@ var limits = map[string]string{
 		"pool, not with the fleet.",
 	"12a": "Explain evaluates the decision and the trail (policies/explain.rego) in one query and reads " +
 		"the trail from OPA's terms without a JSON round trip; covers are looked up through each role's " +
-		"index as the decision does. What remains above the decision is the trail's own rules: per " +
-		"claim the covering role's claim named (visiting that role's claims), the token and restriction " +
-		"steps, the license and tenant steps built as objects, about 800 allocations above the decision's " +
-		"700. The benchmark's rounds swing with the machine's load: the interquartile range shows how far.",
+		"index as the decision does, and the common steps (not hidden, licensed, an unrestricted token) " +
+		"are written whole. What remains above the decision is the trail's own rules, chiefly naming the " +
+		"covering role's claim per required claim (visiting that role's claims): about 640 allocations " +
+		"above the decision's 718. The benchmark's rounds swing with the machine's load: the " +
+		"interquartile range shows how far.",
 	"12b": "Who can groups the users that provably get the same answer (the same roles and tenant, a " +
 		"policy that reads names only as the embedded one does, Engine.Questions) and decides each group " +
 		"once, through the decision cache: the large fleet's 10,000 users form about 6,000 groups (each " +
