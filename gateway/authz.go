@@ -277,6 +277,7 @@ func (s *Server) decide(ctx context.Context, p *auth.Principal, res claims.Resul
 	if !d.Allow {
 		outcome("deny")
 		msgs := append([]string{"Cannot access " + in.Path}, d.Reasons...)
+		msgs = append(msgs, s.refusalHints(ctx, in, d)...)
 		return d, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Messages: msgs}
 	}
 	outcome("allow")

@@ -17,7 +17,7 @@ import (
 type Users interface {
 	// Token issues a token for user name, granted by the caller (token request
 	// rules: docs/design.md §8.5, §5.6).
-	Token(ctx context.Context, name string, grantor *auth.Principal, req auth.TokenRequest) (string, error)
+	Token(ctx context.Context, name string, grantor *auth.Principal, req auth.TokenRequest) (auth.IssuedToken, error)
 	ChangePassword(ctx context.Context, name, password string) (backend.Model, error)
 	RotateSecret(ctx context.Context, name string) error
 	RotateSystemSecret(ctx context.Context) error
@@ -109,7 +109,18 @@ func (s *Server) handleUserToken(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"Token": tok, "Info": s.buildInfo(c)})
+	// DRP's reply is {Token, Info}; a token restricted to roles also says
+	// which it carries and which roles= asked for in vain, since those are
+	// dropped without an error (docs/design.md §8.5). DRP clients ignore
+	// the extra members.
+	reply := fiber.Map{"Token": tok.Token, "Info": s.buildInfo(c)}
+	if tok.Roles != nil {
+		reply["Roles"] = tok.Roles
+	}
+	if tok.Dropped != nil {
+		reply["DroppedRoles"] = tok.Dropped
+	}
+	return c.JSON(reply)
 }
 
 func (s *Server) handleUserPassword(c *fiber.Ctx) error {

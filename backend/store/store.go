@@ -62,8 +62,9 @@ const (
 	dialectPostgres = "postgres"
 )
 
-// Open connects to dsn ("postgres://..." for PostgreSQL; anything else is a
-// SQLite file path) and migrates the schema.
+// Open connects to dsn (a postgres:// URL or libpq keyword/value string for
+// PostgreSQL; anything else is a SQLite file path, see ParseDSN for what a
+// configuration may name) and migrates the schema.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	log := opts.Logger
 	if log == nil {
@@ -95,11 +96,6 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
-}
-
-func isPostgresDSN(dsn string) bool {
-	l := strings.ToLower(dsn)
-	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
 }
 
 // Close releases the connection pool.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/provgate/provgate/backend/callback"
 	"github.com/provgate/provgate/backend/objects"
+	"github.com/provgate/provgate/backend/store"
 )
 
 // envPrefix is prepended to a flag's upper-cased name (dashes become
@@ -26,8 +27,10 @@ import (
 const envPrefix = "PROVGATE_"
 
 // Config is everything the serve command needs. It is filled from defaults,
-// then the environment, then flags, so the most explicit source wins.
+// then the --config file, then the environment, then flags, so the most
+// explicit source wins.
 type Config struct {
+	ConfigFile       string // YAML file of flag values (--config), applied before the environment
 	DataDir          string // state directory: SQLite file, TLS files, initial admin password
 	Database         string // DSN; empty selects the SQLite file <DataDir>/provgate.db
 	Listen           string // host:port of the API listener
@@ -105,8 +108,9 @@ func defaultConfig() Config {
 func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.ConfigFile, configFlag, c.ConfigFile, "YAML `file` setting any of these flags by name (data-dir: /var/lib/provgate); the environment and flags win over it")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the SQLite database, generated TLS files and the initial admin password")
-	fs.StringVar(&c.Database, "database", c.Database, "database DSN: postgres://... for PostgreSQL; empty selects the SQLite file <data-dir>/provgate.db")
+	fs.StringVar(&c.Database, "database", c.Database, "database: postgres://..., postgresql://... or libpq key=value pairs for PostgreSQL, sqlite:PATH for a SQLite file; empty selects the SQLite file <data-dir>/provgate.db")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the API listener, host:port")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate file (with --tls-key); default: a self-signed certificate generated in the data dir")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key file (with --tls-cert)")
@@ -272,18 +276,21 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// DatabaseDSN is the DSN to open: --database, or the SQLite file in the data
-// dir.
+// DatabaseDSN is what store.Open is given: the PostgreSQL DSN or SQLite path
+// of --database, or the SQLite file in the data dir. Call it on a validated
+// Config.
 func (c Config) DatabaseDSN() string {
-	if c.Database != "" {
-		return c.Database
+	if c.Database == "" {
+		return filepath.Join(c.DataDir, "provgate.db")
 	}
-	return filepath.Join(c.DataDir, "provgate.db")
+	_, target, _ := store.ParseDSN(c.Database)
+	return target
 }
 
 // IsPostgres reports whether the DSN selects PostgreSQL rather than SQLite.
 func (c Config) IsPostgres() bool {
-	return isPostgresDSN(c.Database)
+	dialect, _, err := store.ParseDSN(c.Database)
+	return err == nil && dialect == store.DialectPostgres
 }
 
 // SlogLevel is LogLevel as a slog level; call it on a validated Config.
@@ -315,8 +322,9 @@ func (c Config) LogValue() slog.Value { return slog.GroupValue(c.attrs()...) }
 
 func (c Config) attrs() []slog.Attr {
 	return []slog.Attr{
+		slog.String("config", c.ConfigFile),
 		slog.String("data_dir", c.DataDir),
-		slog.String("database", redactDSN(c.Database)),
+		slog.String("database", store.RedactDSN(c.Database)),
 		slog.String("listen", c.Listen),
 		slog.String("tls_cert", c.TLSCert),
 		slog.String("tls_key", c.TLSKey),
@@ -325,11 +333,11 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("license_public_key", c.LicensePublicKey),
 		slog.String("license", c.License),
 		slog.String("policy_dir", c.PolicyDir),
-		slog.String("policy_bundle", redactDSN(c.PolicyBundle)),
+		slog.String("policy_bundle", redactURL(c.PolicyBundle)),
 		slog.String("policy_watch_interval", c.PolicyWatchInterval.String()),
 		slog.Bool("policy_bundle_allow_http", c.PolicyBundleAllowHTTP),
 		slog.String("decision_log", c.DecisionLog),
-		slog.String("decision_log_url", redactDSN(c.DecisionLogURL)),
+		slog.String("decision_log_url", redactURL(c.DecisionLogURL)),
 		slog.Int("decision_log_url_buffer", c.DecisionLogURLBuffer),
 		slog.String("callback_exec_dir", c.CallbackExecDir),
 		slog.String("callback_allow", c.CallbackAllow),
@@ -361,33 +369,23 @@ func validateListen(addr string) error {
 	return nil
 }
 
-func isPostgresDSN(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
-}
-
-// validateDSN accepts PostgreSQL URLs and SQLite file names. Errors never
-// echo the DSN, which may hold a password.
+// validateDSN accepts what store.ParseDSN accepts. Errors never echo the
+// DSN, which may hold a password.
 func validateDSN(dsn string) error {
-	if isPostgresDSN(dsn) {
-		if _, err := url.Parse(dsn); err != nil {
-			return errors.New("--database: malformed postgres:// URL")
-		}
-		return nil
-	}
-	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
-		return fmt.Errorf("--database: unsupported scheme %q (want postgres:// or a SQLite file path)", scheme)
+	if _, _, err := store.ParseDSN(dsn); err != nil {
+		return fmt.Errorf("--database: %w", err)
 	}
 	return nil
 }
 
-// redactDSN hides the password of a URL-style DSN.
-func redactDSN(dsn string) string {
-	if !strings.Contains(dsn, "://") {
-		return dsn
+// redactURL hides the password of a URL's user info.
+func redactURL(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
 	}
-	u, err := url.Parse(dsn)
+	u, err := url.Parse(s)
 	if err != nil {
-		return "<unparsable DSN>"
+		return "<unparsable URL>"
 	}
 	return u.Redacted()
 }

@@ -58,7 +58,7 @@ func TestMakeDist(t *testing.T) {
 		seen[arch] = true
 		files := untar(t, tarball)
 		dir := strings.TrimSuffix(name, ".tar.gz") + "/"
-		for _, f := range []string{"provgate", "LICENSE", "README.md", "provgate.service", "provgate.env"} {
+		for _, f := range []string{"provgate", "LICENSE", "README.md", "provgate.service", "provgate.env", "provgate.yaml"} {
 			if _, ok := files[dir+f]; !ok {
 				t.Errorf("%s lacks %s (has %v)", name, dir+f, keys(files))
 			}

@@ -64,6 +64,7 @@ commands:
   policy     test DIR | eval --input FILE: check a policy directory, decide one input
   import     create the users or roles of a JSON file through a running server
   access     explain | who | what | diff | escalation: ask a running server's access explorer
+  admin      reset-password USER: set a user's password in a stopped server's store
 
 Run "provgate <command> -h" for a command's flags.
 `
@@ -98,11 +99,13 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 		return importCommand(ctx, rest, getenv, stdout, stderr)
 	case "access":
 		return accessCommand(ctx, rest, getenv, stdout, stderr)
+	case "admin":
+		return adminCommand(ctx, rest, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprint(stderr, usageText)
 		return errHelp
 	}
-	return usagef("unknown command %q (commands: serve, version, license, policy, import, access; see provgate help)", cmd)
+	return usagef("unknown command %q (commands: serve, version, license, policy, import, access, admin; see provgate help)", cmd)
 }
 
 // versionString prefers the link-time version, then the module version that
@@ -163,18 +166,48 @@ func serveCommand(ctx context.Context, args []string, getenv func(string) string
 	return serveOn(ctx, cfg, ln, srv.App(), srv.Drain, logger, ready)
 }
 
-// loadConfig applies defaults, then PROVGATE_* variables, then flags, and
-// validates the result. Every failure is a usage error: the operator fixes it
-// in the command line or the environment.
+// loadConfig applies defaults, then the --config file, then PROVGATE_*
+// variables, then flags, and validates the result. Every failure is a usage
+// error: the operator fixes it in the command line, the file or the
+// environment.
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	return loadConfigAs("serve", args, getenv, stderr, nil)
+}
+
+// loadConfigAs is loadConfig for a command named name that takes the
+// server's flags; extra, when not nil, adds the command's own flags.
+func loadConfigAs(name string, args []string, getenv func(string) string, stderr io.Writer, extra func(*flag.FlagSet)) (Config, error) {
+	flags := func(c *Config) *flag.FlagSet {
+		fs := c.flagSet(name)
+		if extra != nil {
+			extra(fs)
+		}
+		return fs
+	}
+	// The file ranks below the environment and the flags, so it is applied
+	// first; the flags are read once beforehand only to find it.
+	probe := defaultConfig()
+	if err := parseFlags(flags(&probe), args, stderr); err != nil {
+		return Config{}, err
+	}
+	file := probe.ConfigFile
+	if file == "" {
+		file = getenv(envName(configFlag))
+	}
 	cfg := defaultConfig()
-	fs := cfg.flagSet("serve")
+	fs := flags(&cfg)
+	if file != "" {
+		if err := applyFile(fs, file); err != nil {
+			return Config{}, usageError{err}
+		}
+	}
 	if err := applyEnv(fs, getenv); err != nil {
 		return Config{}, usageError{err}
 	}
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return Config{}, err
 	}
+	cfg.ConfigFile = file
 	if err := cfg.Validate(); err != nil {
 		return Config{}, usageError{err}
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -128,11 +129,15 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	// streams authenticate again.
 	fresh.OnReload(hub.Recheck)
 
-	if _, err = obj.Accounts.Bootstrap(ctx, func() (string, error) {
+	created, err := obj.Accounts.Bootstrap(ctx, func() (string, error) {
 		pw, _, err := initialAdminPassword(cfg, stdout)
 		return pw, err
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, nil, err
+	}
+	if !created && cfg.AdminPassword != "" {
+		warnAdminPasswordIgnored(ctx, cfg.AdminPassword, obj.Accounts, logger)
 	}
 	if err = obj.Objects.InstallBuiltins(ctx); err != nil {
 		return nil, nil, err
@@ -190,7 +195,8 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		},
 	})
 
-	closers = append(closers, startBackground(ctx, cfg, st, cb, engine, relay, logger))
+	reload := func(ctx context.Context) { reloadLicense(ctx, cfg, lic, fresh.Refresh, logger) }
+	closers = append(closers, startBackground(ctx, cfg, st, cb, engine, relay, logger, reload))
 	return srv, closeAll, nil
 }
 
@@ -237,6 +243,44 @@ func newLicenseHolder(ctx context.Context, cfg Config, st *store.Store) (*licens
 		}
 	}
 	return lic, nil
+}
+
+// reloadLicense reads --license-public-key and --license again (SIGHUP),
+// as a start does, and makes the policy see the result. A file that cannot
+// be read, or a license not valid under the key, leaves the previous key and
+// license in place.
+func reloadLicense(ctx context.Context, cfg Config, lic *license.Holder, refresh func(context.Context) error, logger *slog.Logger) {
+	if cfg.LicensePublicKey == "" {
+		return
+	}
+	fail := func(err error) {
+		logger.Error("license reload failed; the previous license stays", "err", err.Error())
+	}
+	pub, err := license.LoadPublicKey(cfg.LicensePublicKey)
+	if err != nil {
+		fail(err)
+		return
+	}
+	var doc string
+	if cfg.License != "" {
+		b, err := os.ReadFile(cfg.License)
+		if err != nil {
+			fail(fmt.Errorf("license: %w", err))
+			return
+		}
+		doc = strings.TrimSpace(string(b))
+	}
+	ctx = backend.WithSystem(ctx) // no request drives a reload
+	st, err := lic.Reload(ctx, pub, doc)
+	if err != nil {
+		fail(fmt.Errorf("license %s: %s", cfg.License, backend.AsError(err).Error()))
+		return
+	}
+	if err := refresh(ctx); err != nil {
+		fail(fmt.Errorf("policy data: %w", err))
+		return
+	}
+	logger.Info("license reloaded", "valid", st.Valid, "owner", st.Owner, "features", st.Features, "expires", st.Expires, "error", st.Error)
 }
 
 // newEngine builds the policy engine (embedded, --policy-dir or
@@ -335,11 +379,11 @@ func newInstanceID() string {
 }
 
 // startBackground starts the jobfail delivery worker, the relay of other
-// replicas' events when there is one, and, for a policy
-// directory, the reloads on file change and SIGHUP; stop ends them all and
-// waits for the worker.
+// replicas' events when there is one, for a policy directory or bundle the
+// reloads on change, and the reloads on SIGHUP (the policy's, and each of
+// onHUP); stop ends them all and waits for the worker.
 func startBackground(ctx context.Context, cfg Config, st *store.Store, cb *callback.Service, engine *opa.Engine,
-	relay *backend.Relay, logger *slog.Logger) (stop func()) {
+	relay *backend.Relay, logger *slog.Logger, onHUP ...func(context.Context)) (stop func()) {
 	// A job's move to failed queues its jobfail deliveries inside its own
 	// transaction (objects OnJobChange); nothing on the bus does, since
 	// clients can post events.
@@ -355,14 +399,36 @@ func startBackground(ctx context.Context, cfg Config, st *store.Store, cb *callb
 			}
 		}()
 	}
+	// SIGHUP is caught whatever is configured, so that it never ends the
+	// server, and handed to each reload.
 	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	var policyHUP chan os.Signal
 	if cfg.PolicyDir != "" || cfg.PolicyBundle != "" {
 		// A failing policy never replaces the working one: the directory's
 		// or bundle's tests run first.
 		engine.WatchDir(bg, cfg.PolicyWatchInterval)
-		signal.Notify(hup, syscall.SIGHUP)
-		engine.ReloadOn(bg, hup)
+		policyHUP = make(chan os.Signal, 1)
+		engine.ReloadOn(bg, policyHUP)
 	}
+	go func() {
+		for {
+			select {
+			case <-bg.Done():
+				return
+			case sig := <-hup:
+				if policyHUP != nil {
+					select {
+					case policyHUP <- sig:
+					default: // a reload is pending already
+					}
+				}
+				for _, f := range onHUP {
+					f(bg)
+				}
+			}
+		}
+	}()
 	return func() {
 		signal.Stop(hup)
 		cancel()
