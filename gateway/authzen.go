@@ -172,7 +172,7 @@ func (s *Server) subject(ctx context.Context, e accessapi.Entity) (*auth.Princip
 	if scope == "users" {
 		return s.userPrincipal(ctx, e.ID)
 	}
-	if _, _, err := s.Objects.Get(ctx, "machines", e.ID); err != nil {
+	if _, err := s.Objects.View(ctx, "machines", e.ID); err != nil {
 		return nil, err
 	}
 	return &auth.Principal{Kind: auth.KindMachine, Name: e.ID, MachineToken: auth.MachineOperations, Method: auth.MethodMachine}, nil

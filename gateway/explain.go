@@ -201,12 +201,15 @@ func (s *Server) explainTarget(ctx context.Context, asker *auth.Principal, user 
 }
 
 // userPrincipal is user name as a Basic login would authenticate it: its
-// current roles, no token restriction.
+// current roles, no token restriction. The user is read through the read
+// cache (Objects.View), which never answers a changed or deleted object
+// (docs/design.md §14.6).
 func (s *Server) userPrincipal(ctx context.Context, name string) (*auth.Principal, error) {
-	m, _, err := s.Objects.Get(ctx, "users", name)
+	v, err := s.Objects.View(ctx, "users", name)
 	if err != nil {
 		return nil, err
 	}
+	m := v.Model
 	u, ok := m.(*backend.User)
 	if !ok {
 		return nil, backend.Errorf(backend.EINTERNAL, "users/%s: unexpected %T", name, m)

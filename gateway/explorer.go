@@ -164,14 +164,14 @@ func (s *Server) roleCandidates(ctx context.Context, p *auth.Principal) (map[str
 	}
 	var held []backend.Claim
 	for _, name := range p.Roles {
-		m, _, err := s.Objects.Get(ctx, "roles", name)
+		v, err := s.Objects.View(ctx, "roles", name)
 		if backend.IsCode(err, backend.ENOTFOUND) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if r, ok := m.(*backend.Role); ok {
+		if r, ok := v.Model.(*backend.Role); ok {
 			held = append(held, r.Claims...)
 		}
 	}
@@ -354,7 +354,9 @@ func (s *Server) objectVisible(ctx context.Context, scope, key string) error {
 	if !s.canSee(ctx, scope, key) {
 		return notFound(fiber.MethodGet, scope, key)
 	}
-	if _, _, err := s.Objects.Get(ctx, scope, key); err != nil {
+	// Through the read cache, which never answers a changed or deleted
+	// object (docs/design.md §14.6).
+	if _, err := s.Objects.View(ctx, scope, key); err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
 			return notFound(fiber.MethodGet, scope, key)
 		}
@@ -393,16 +395,11 @@ func (s *Server) who(ctx context.Context, scope, action, key string) (accessapi.
 	if err != nil {
 		return out, err
 	}
-	allowed := make([]bool, len(users))
-	errs := make([]error, len(users))
-	parallel(len(users), func(i int) {
-		p := &auth.Principal{Kind: auth.KindUser, Name: users[i].Name, Grantor: users[i].Name, Roles: users[i].Roles, Method: auth.MethodBasic}
-		allowed[i], errs[i] = s.may(ctx, p, scope, action, key)
-	})
+	allowed, err := s.mayAll(ctx, users, scope, action, key)
+	if err != nil {
+		return out, err
+	}
 	for i, u := range users {
-		if errs[i] != nil {
-			return out, errs[i]
-		}
 		if allowed[i] {
 			out.Users = append(out.Users, u.Name)
 		}
@@ -447,6 +444,55 @@ func (s *Server) who(ctx context.Context, scope, action, key string) (accessapi.
 		out.Tokens = append(out.Tokens, accessapi.TokenWho{Kind: t.kind, Task: t.task, Allowed: ok, Detail: t.detail})
 	}
 	return out, nil
+}
+
+// batchQuestioner decides many questions at once, deciding users that
+// provably get the same answer once (policies/opa Engine.Questions).
+type batchQuestioner interface {
+	Questions(ctx context.Context, ins []policies.Input) ([]policies.Decision, error)
+}
+
+// mayAll reports, for each user as its login, whether it may do action on
+// scope/key.
+func (s *Server) mayAll(ctx context.Context, users []*backend.User, scope, action, key string) ([]bool, error) {
+	ins := make([]policies.Input, len(users))
+	for i, u := range users {
+		ins[i] = questionInput(&auth.Principal{Kind: auth.KindUser, Name: u.Name, Grantor: u.Name, Roles: u.Roles, Method: auth.MethodBasic},
+			scope, action, key)
+	}
+	return s.decideAll(ctx, ins)
+}
+
+// decideAll reports whether each question's decision allows it (and does
+// not hide its object): in one batch where the policy can, else one
+// question at a time on every CPU.
+func (s *Server) decideAll(ctx context.Context, ins []policies.Input) ([]bool, error) {
+	allowed := make([]bool, len(ins))
+	if bq, ok := s.Policy.(batchQuestioner); ok {
+		ds, err := bq.Questions(ctx, ins)
+		if err != nil {
+			return nil, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
+		}
+		for i, d := range ds {
+			allowed[i] = d.Allow && !d.NotFound
+		}
+		return allowed, nil
+	}
+	errs := make([]error, len(ins))
+	parallel(len(ins), func(i int) {
+		d, err := s.question(ctx, ins[i])
+		if err != nil {
+			errs[i] = &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
+			return
+		}
+		allowed[i] = d.Allow && !d.NotFound
+	})
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return allowed, nil
 }
 
 // visibleUsers lists the users the caller may see.

@@ -281,6 +281,10 @@ func checkKeys(t *testing.T, method, uri string, body []byte, rec *recorder, dec
 	}
 	for _, c := range rec.calls {
 		switch {
+		case c.what == "List" && c.scope == "users" && res.Pattern == "/api/v3/access/escalation":
+			// The escalation report reads every user, then answers only
+			// about those the caller may see (docs/design.md §9.8).
+			continue
 		case c.what == "Get" && c.scope == "params" && res.List:
 			// A list's filter names checked against param definitions.
 			continue

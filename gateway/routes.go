@@ -48,6 +48,7 @@ func (s *Server) routes() {
 	api.Get("/access/tenants/:key", s.handleTenantView)
 	api.Get("/access/roles/diff", s.handleRoleDiff)
 	api.Get("/access/denials", s.handleDenials)
+	api.Get("/access/escalation", s.handleEscalation)
 	api.Post("/access/policy/diff", s.handlePolicyDiff)
 
 	api.Post("/users/import", s.handleImport)

@@ -40,6 +40,7 @@ func (s *Server) uiRoutes() {
 	s.app.Get("/ui/tenants", s.uiGuard, s.uiTenant)
 	s.app.Get("/ui/roles", s.uiGuard, s.uiRoles)
 	s.app.Get("/ui/denials", s.uiGuard, s.uiDenials)
+	s.app.Get("/ui/escalation", s.uiGuard, s.uiEscalation)
 }
 
 // uiHeaders sets the page's security headers on every /ui reply.
@@ -276,4 +277,14 @@ func (s *Server) uiDenials(c *fiber.Ctx) error {
 			Principal: l.Input.Principal.Name, Method: l.Input.Method, Path: l.Input.Path, Reasons: l.Result.Reasons})
 	}
 	return s.uiAnswer(c, p, out, nil)
+}
+
+func (s *Server) uiEscalation(c *fiber.Ctx) error {
+	p := ui.Page{Title: "Who can hand out authority", View: ui.ViewEscalation}
+	ctx := userContext(c)
+	if _, err := s.asRoute(ctx, c, "GET", "/access/escalation", nil, nil); err != nil {
+		return s.uiAnswer(c, p, nil, err)
+	}
+	e, err := s.escalation(ctx)
+	return s.uiAnswer(c, p, e, err)
 }

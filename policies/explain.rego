@@ -45,15 +45,7 @@ vetoes_consulted if authz.allow
 
 else := false
 
-hidden if tenancy.hidden
-
-else := false
-
 other_machine if tenancy.other_machine
-
-else := false
-
-licensed if authz.licensed
 
 else := false
 
@@ -67,10 +59,18 @@ else := false
 
 # Tenant visibility: the tenants restricting the principal and, for an
 # addressed object they hide, which of them hide it (the other machine of
-# an operations token counts as hidden by its own machine).
+# an operations token counts as hidden by its own machine), worked out
+# only when it is hidden.
 tenant_step := {
 	"tenants": sort(tenancy.tenant_names),
-	"hidden": hidden,
+	"hidden": false,
+	"hidden_by": [],
+	"other_machine": false,
+} if {
+	not tenancy.hidden
+} else := {
+	"tenants": sort(tenancy.tenant_names),
+	"hidden": true,
 	"hidden_by": sort(hiding),
 	"other_machine": other_machine,
 }
@@ -81,37 +81,57 @@ hiding contains name if {
 	tenancy.tenant_hides(name, input.object.scope, input.object.key)
 }
 
-license_step := {
-	"licensed": licensed,
-	"failures": license_failures,
-}
-
 # The gate's failures exist only without a license: with one, nothing is
 # compiled to find none.
-license_failures := [] if authz.licensed
-
-else := sort(authz.license_failures)
+license_step := {"licensed": true, "failures": []} if {
+	authz.licensed
+} else := {"licensed": false, "failures": sort(authz.license_failures)}
 
 # One required claim: held by the decision's own rule, licensed by the
 # gate's, and what covers it: the principal's self claims, its direct
 # claims, the claims of its roles (each with the role), or its machine
 # token's set. A token restricted to roles or by claims must also cover
 # it there; granted_by names every role whose claims would cover it.
+# A token that is not restricted has no token steps to work out: they are
+# written as the step functions would answer them.
 claim_step(c) := {
 	"claim": {"scope": c.scope, "action": c.action, "specific": c.specific},
-	"held": held(c),
+	"held": h,
+	"licensed": licensed_for(c),
+	"covered_by": sort(covered_by(c)),
+	"token_roles": {"restricted": false, "covered_by": []},
+	"restriction": {"restricted": false, "covered": true},
+	"own_credential": false,
+	"granted_by": granted_by_if(c, h),
+} if {
+	not grants.restricted
+	h := held(c)
+} else := {
+	"claim": {"scope": c.scope, "action": c.action, "specific": c.specific},
+	"held": h,
 	"licensed": licensed_for(c),
 	"covered_by": sort(covered_by(c)),
 	"token_roles": token_roles_step(c),
 	"restriction": restriction_step(c),
 	"own_credential": own_credential(c),
-	"granted_by": granted_by(c),
+	"granted_by": granted_by_if(c, h),
+} if {
+	h := held(c)
 }
+
+# granted_by_if(c, h): for a claim not held (h false), the roles that
+# would grant it.
+granted_by_if(_, true) := []
+
+granted_by_if(c, false) := sort(granting(c))
 
 # covered_by(c): the grants of the principal covering c. The self claims
 # are looked up as the decision does (grants.self_holds_one), without
-# building them.
-covered_by(c) := self_cover(c) | grant_covers(claims.compile_wanted(c))
+# building them; so are the other grants of a single-valued claim
+# (grant_covers_one).
+covered_by(c) := self_cover(c) | grant_covers_one(w) if {
+	w := claims.wanted(c)
+} else := self_cover(c) | grant_covers(claims.compile_wanted(c))
 
 self_cover(c) := {{"source": "self", "role": "", "claim": ""}} if {
 	grants.self_holds_one(claims.wanted(c))
@@ -135,6 +155,26 @@ grant_covers(b) := ({{"source": "claim", "role": "", "claim": text(dc)} |
 	input.principal.kind == "machine"
 	some g in grants.held
 	claims.covers(g, b)
+}
+
+# grant_covers_one(w): grant_covers for a wanted claim, with the decision's
+# own containment (claims.covers_one, key lookups only): a role is first
+# looked up in its index, as grants.holds_one does, and only the claims of
+# a role that covers w are visited to name the one that does.
+grant_covers_one(w) := ({{"source": "claim", "role": "", "claim": text(dc)} |
+	input.principal.kind == "user"
+	some dc in input.principal.claims
+	claims.covers_one(claims.compile(dc), w)
+} | {{"source": "role", "role": name, "claim": role_claim_text(name, i)} |
+	input.principal.kind == "user"
+	some name in input.principal.roles
+	role_covers_one(name, data.provgate.roles[name], w)
+	some i, g in grants.role(name)
+	claims.covers_one(g, w)
+}) | {{"source": "machine_token", "role": input.principal.machine_token, "claim": ""} |
+	input.principal.kind == "machine"
+	some g in grants.held
+	claims.covers_one(g, w)
 }
 
 role_claim_text(name, i) := text(data.provgate.roles[name].claims[i]) if {
@@ -173,11 +213,8 @@ own_credential(c) if {
 	grants.own_credential(claims.wanted(c))
 } else := false
 
-# granted_by(c): for a claim not held, the roles whose claims cover it,
-# whoever holds them (looked up in each role's index, as holds_one does).
-granted_by(c) := [] if {
-	authz.held(c)
-} else := sort(granting(c))
+# granting(c): the roles whose claims cover c, whoever holds them (looked
+# up in each role's index, as holds_one does).
 
 granting(c) := {name |
 	w := claims.wanted(c)

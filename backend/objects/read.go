@@ -2,7 +2,9 @@ package objects
 
 import (
 	"context"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/provgate/provgate/backend"
 )
@@ -40,19 +42,56 @@ func (s *CRUD) List(ctx context.Context, prefix string, q backend.Query) ([]back
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	out := make([]backend.Model, 0, len(recs))
-	for _, r := range recs {
-		m, err := decodeRecord(k, r.Data)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		backend.Sanitize(m)
+	out, err := decodeRecords(k, recs)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	for _, m := range out {
 		if err := s.Shape(ctx, m, q); err != nil {
 			return nil, 0, 0, err
 		}
-		out = append(out, m)
 	}
 	return out, total, matched, nil
+}
+
+// decodeRecords decodes and sanitizes records, a long list on every CPU
+// (decoding is most of listing thousands of objects; each record is
+// decoded on its own, so the order and the result are those of one loop).
+func decodeRecords(k *backend.Kind, recs []backend.Record) ([]backend.Model, error) {
+	out := make([]backend.Model, len(recs))
+	decode := func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			m, err := decodeRecord(k, recs[i].Data)
+			if err != nil {
+				return err
+			}
+			out[i] = backend.Sanitize(m)
+		}
+		return nil
+	}
+	const chunk = 512
+	workers := min(runtime.GOMAXPROCS(0), (len(recs)+chunk-1)/chunk)
+	if workers <= 1 {
+		return out, decode(0, len(recs))
+	}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	per := (len(recs) + workers - 1) / workers
+	for w := range workers {
+		lo, hi := w*per, min((w+1)*per, len(recs))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = decode(lo, hi)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Shape applies the view options of q to one object, as DRP does for show

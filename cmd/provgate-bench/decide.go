@@ -72,6 +72,8 @@ func parseBench(out []byte) []benchLine {
 type decideResult struct {
 	Command string
 	Rounds  []map[string]benchLine
+	// ExplainOnly: only the explain benchmark ran (-explorer-only).
+	ExplainOnly bool
 }
 
 // runDecide compiles the policy engine's test binary once, then runs the
@@ -89,9 +91,16 @@ func runDecide(ctx context.Context, cfg config, tmp string, logf func(string, ..
 	}
 	res := &decideResult{Command: fmt.Sprintf("go test -c -o opa.test %s; then per round: opa.test %s; opa.test %s; opa.test %s; opa.test %s",
 		decidePkg, shellJoin(args(decidePattern)), shellJoin(args(trivialPattern)), shellJoin(args(extPattern)), shellJoin(args(explainPattern)))}
+	patterns := []string{decidePattern, trivialPattern, extPattern, explainPattern}
+	names := []string{decideSmall, decideLarge, trivialName, extOff, extOn, explainOff, explainOn}
+	if cfg.ExplorerOnly {
+		res.ExplainOnly = true
+		res.Command = fmt.Sprintf("go test -c -o opa.test %s; then per round: opa.test %s", decidePkg, shellJoin(args(explainPattern)))
+		patterns, names = []string{explainPattern}, []string{explainOff, explainOn}
+	}
 	for round := 1; round <= cfg.DecideRounds; round++ {
 		got := map[string]benchLine{}
-		for _, pattern := range []string{decidePattern, trivialPattern, extPattern, explainPattern} {
+		for _, pattern := range patterns {
 			t0 := time.Now()
 			c := exec.CommandContext(ctx, bin, args(pattern)...)
 			c.Dir = decidePkg
@@ -104,7 +113,7 @@ func runDecide(ctx context.Context, cfg config, tmp string, logf func(string, ..
 			}
 			logf("decide round %d %s: %.1f s", round, pattern, time.Since(t0).Seconds())
 		}
-		for _, name := range []string{decideSmall, decideLarge, trivialName, extOff, extOn, explainOff, explainOn} {
+		for _, name := range names {
 			if _, ok := got[name]; !ok {
 				return nil, fmt.Errorf("benchmark %s missing from the output of round %d", name, round)
 			}

@@ -160,6 +160,11 @@ func decideFigures(d *decideResult, skipped string) []figure {
 	div := func(a, b metric) func(map[string]benchLine) float64 {
 		return func(r map[string]benchLine) float64 { return ratio(a(r), b(r)) }
 	}
+	explain := fromRounds("12a", d.perRound(div(ns(explainOn), ns(explainOff))),
+		"Engine.Explain (decision and trail in one query, the trail read from OPA's terms) vs Engine.Decide uncached, the same allowed PATCH input, 10 roles+tenants, in the same benchmark binary and round")
+	if d.ExplainOnly {
+		return append(skippedFigures("-explorer-only", "3a", "3b", "3c", "3d", "3e", "3f", "3g"), explain)
+	}
 	note := "uncached decision (tenant visibility, role containment, license) for a tenant user's PATCH of a machine param, vs an allow-everything policy through the same prepared evaluation"
 	return []figure{
 		fromRounds("3a", d.perRound(div(ns(decideSmall), ns(trivialName))), note),
@@ -170,8 +175,7 @@ func decideFigures(d *decideResult, skipped string) []figure {
 		fromRounds("3f", d.perRound(div(allocs(decideLarge), allocs(decideSmall))), "both sizes in the same round and binary"),
 		fromRounds("3g", d.perRound(div(ns(extOn), ns(extOff))),
 			"uncached allowed PATCH, 10 roles+tenants; the extension (a change freeze read from data.provgate_ext) is evaluated and does not veto"),
-		fromRounds("12a", d.perRound(div(ns(explainOn), ns(explainOff))),
-			"Engine.Explain (decision and trail in one query, the trail converted to Go) vs Engine.Decide uncached, the same allowed PATCH input, 10 roles+tenants, in the same benchmark binary and round"),
+		explain,
 	}
 }
 

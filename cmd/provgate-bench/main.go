@@ -49,6 +49,9 @@ type config struct {
 	// 10c and 10d compare with.
 	GrantsOnly bool
 	Baseline   string
+	// ExplorerOnly runs the access explorer's figures (12) alone: the
+	// explain micro-benchmark and the explorer legs of the large fleet.
+	ExplorerOnly bool
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -79,6 +82,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.ScaleRoles, "scale-roles", 1000, "roles of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleTenants, "scale-tenants", 500, "tenants of the large fleet (figures 9); tenant i lists users 10i.. and machines 100i..")
 	fs.BoolVar(&c.GrantsOnly, "grants-only", false, "run only the grant-check figures (10), e.g. with -baseline-server")
+	fs.BoolVar(&c.ExplorerOnly, "explorer-only", false, "run only the access explorer's figures (12): the explain micro-benchmark and, on the large and small fleets, who can, a user's matrix and AuthZEN (with -out '' to leave docs/benchmarks.md as it is)")
 	fs.StringVar(&c.Baseline, "baseline-server", "", "another provgate binary (a build of main, say) that figures 10c and 10d compare this one with")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -141,8 +145,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if cfg.SkipDecide && cfg.OnlyDecide {
 		return errors.New("-skip-decide and -only-decide exclude each other")
 	}
-	if n := btoi(cfg.ScaleOnly) + btoi(cfg.OnlyDecide) + btoi(cfg.GrantsOnly); n > 1 {
-		return errors.New("-scale-only, -only-decide and -grants-only exclude each other")
+	if n := btoi(cfg.ScaleOnly) + btoi(cfg.OnlyDecide) + btoi(cfg.GrantsOnly) + btoi(cfg.ExplorerOnly); n > 1 {
+		return errors.New("-scale-only, -only-decide, -grants-only and -explorer-only exclude each other")
 	}
 	if cfg.Baseline != "" {
 		if _, err := os.Stat(cfg.Baseline); err != nil {
@@ -172,7 +176,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	// The server figures other than 9 are left out by either -only flag.
 	only := ""
-	if cfg.OnlyDecide {
+	if cfg.ExplorerOnly {
+		only = "-explorer-only"
+	} else if cfg.OnlyDecide {
 		only = "-only-decide"
 	} else if cfg.ScaleOnly {
 		only = "-scale-only"
@@ -240,7 +246,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var gr *grantsResult
 	grSkip := ""
-	if cfg.OnlyDecide || cfg.ScaleOnly {
+	if cfg.OnlyDecide || cfg.ScaleOnly || cfg.ExplorerOnly {
 		grSkip = only
 	} else if gr, err = runGrants(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {

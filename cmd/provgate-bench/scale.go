@@ -63,6 +63,8 @@ type scaleResult struct {
 	Reads        map[string][]legResult
 	Allocs       map[string][]legResult
 	Explorer     map[string][]legResult
+	// ExplorerOnly: only the explorer legs ran (-explorer-only).
+	ExplorerOnly bool
 	Startup      time.Duration
 	Mem          memPeak
 	Notes        []string
@@ -288,6 +290,56 @@ func runScale(ctx context.Context, cfg config, tmp, pub, lic string, logf func(s
 	res.Notes = append(res.Notes, fmt.Sprintf("figures 9: large server %s, small server %s, each written straight into its stopped server's SQLite file through backend/store after a first start on an empty data dir; start-up is the start after that",
 		res.Large, res.Small))
 
+	if !cfg.ExplorerOnly {
+		if err := runScaleLegs(ctx, cfg, res, large, small, logf); err != nil {
+			return nil, err
+		}
+	}
+
+	// Figures 12b-12d: the access explorer on the large fleet, AuthZEN on
+	// the small server against an authorized GET of the same machine.
+	get := func(s *scaleServer, path, auth string) op {
+		return httpOp(newClient(cfg.Clients), request{Method: "GET", URL: s.srv.Base + path, Auth: auth, Want: 200})
+	}
+	who := "/api/v3/access/who?scope=machines&action=get&key=" + large.uuids[len(large.uuids)/2]
+	matrix := "/api/v3/access/users/u-5"
+	if _, err := large.admin.do(ctx, "GET", who, nil, 200, nil); err != nil {
+		return nil, fmt.Errorf("who can: %w", err)
+	}
+	eval, err := json.Marshal(map[string]any{"subject": map[string]any{"type": "user", "id": "u-1"},
+		"action": map[string]any{"name": "get"}, "resource": map[string]any{"type": "machines", "id": small.uuids[0]}})
+	if err != nil {
+		return nil, err
+	}
+	explorerLegs := []legSpec{
+		{Name: legWho, Clients: 1, Op: get(large, who, large.admin.auth)},
+		{Name: legMatrix, Clients: 1, Op: get(large, matrix, large.admin.auth)},
+		{Name: legAuthzen, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "POST",
+			URL: small.srv.Base + "/access/v1/evaluation", Auth: small.admin.auth, ContentType: "application/json", Body: eval, Want: 200})},
+		{Name: legAuthzenGet, Clients: cfg.Clients, Op: get(small, "/api/v3/machines/"+small.uuids[0], small.admin.auth)},
+	}
+	logf("figures 12b-12d: %d rounds of %s per leg", cfg.Rounds, cfg.Leg)
+	if res.Explorer, err = interleave(ctx, explorerLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
+		return nil, err
+	}
+
+	if cfg.ExplorerOnly {
+		res.ExplorerOnly = true
+		return res, nil
+	}
+	allocLegs := []legSpec{
+		{Name: legAllocLarge, Clients: 1, Op: large.allocOp(backend.DefaultPool)},
+		{Name: legAllocSmall, Clients: 1, Op: small.allocOp(benchPool)},
+	}
+	logf("figure 9n: %d rounds of %s per leg", cfg.Rounds, cfg.Leg)
+	if res.Allocs, err = interleave(ctx, allocLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// runScaleLegs times figures 9a-9i and 9l-9m on the two servers.
+func runScaleLegs(ctx context.Context, cfg config, res *scaleResult, large, small *scaleServer, logf func(string, ...any)) (err error) {
 	var seq atomic.Int64
 	var writeLegs []legSpec
 	for _, w := range writeKinds {
@@ -300,7 +352,7 @@ func runScale(ctx context.Context, cfg config, tmp, pub, lic string, logf func(s
 	}
 	logf("figures 9a-9f: %d rounds of %s per leg, one client", cfg.Rounds, cfg.Leg)
 	if res.Writes, err = interleave(ctx, writeLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
-		return nil, err
+		return err
 	}
 
 	machine := "/api/v3/machines/" + large.uuids[len(large.uuids)/2]
@@ -309,30 +361,30 @@ func runScale(ctx context.Context, cfg config, tmp, pub, lic string, logf func(s
 	for _, s := range []*scaleServer{large, small} {
 		h, err := s.admin.as(s.reader).do(ctx, "GET", filtered, nil, 200, nil)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if n := h.Get("X-DRP-LIST-FILTER-COUNT"); n != "100" {
-			return nil, fmt.Errorf("filtered list: X-DRP-LIST-FILTER-COUNT %q, want 100", n)
+			return fmt.Errorf("filtered list: X-DRP-LIST-FILTER-COUNT %q, want 100", n)
 		}
 		if _, err := s.admin.as(s.reader).do(ctx, "GET", status, nil, 200, nil); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	rcv, err := startReceiver()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rcv.srv.Close()
 	if _, err := small.admin.do(ctx, "POST", "/api/v3/plugins", map[string]any{
 		"Name": "bench-callback", "Provider": "callback",
 		"Params": map[string]any{"callback/callbacks": map[string]any{"ping": map[string]any{"Url": rcv.url}}},
 	}, 201, nil); err != nil {
-		return nil, err
+		return err
 	}
 	action := []byte(`{"callback/action":"ping"}`)
 	cbPath := "/api/v3/machines/" + small.uuids[0] + "/actions/callbackDo?plugin=bench-callback"
 	if _, err := small.admin.do(ctx, "POST", cbPath, action, 200, nil); err != nil {
-		return nil, fmt.Errorf("callbackDo: %w", err)
+		return fmt.Errorf("callbackDo: %w", err)
 	}
 	rcv.mu.Lock()
 	cbBody, cbType := rcv.body, rcv.ctype
@@ -358,42 +410,10 @@ func runScale(ctx context.Context, cfg config, tmp, pub, lic string, logf func(s
 	}
 	logf("figures 9g-9m: %d rounds of %s per leg", cfg.Rounds, cfg.Leg)
 	if res.Reads, err = interleave(ctx, readLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
-		return nil, err
+		return err
 	}
 
-	// Figures 10b-10d: the access explorer on the large fleet, AuthZEN on
-	// the small server against an authorized GET of the same machine.
-	who := "/api/v3/access/who?scope=machines&action=get&key=" + large.uuids[len(large.uuids)/2]
-	matrix := "/api/v3/access/users/u-5"
-	if _, err := large.admin.do(ctx, "GET", who, nil, 200, nil); err != nil {
-		return nil, fmt.Errorf("who can: %w", err)
-	}
-	eval, err := json.Marshal(map[string]any{"subject": map[string]any{"type": "user", "id": "u-1"},
-		"action": map[string]any{"name": "get"}, "resource": map[string]any{"type": "machines", "id": small.uuids[0]}})
-	if err != nil {
-		return nil, err
-	}
-	explorerLegs := []legSpec{
-		{Name: legWho, Clients: 1, Op: get(large, who, large.admin.auth)},
-		{Name: legMatrix, Clients: 1, Op: get(large, matrix, large.admin.auth)},
-		{Name: legAuthzen, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "POST",
-			URL: small.srv.Base + "/access/v1/evaluation", Auth: small.admin.auth, ContentType: "application/json", Body: eval, Want: 200})},
-		{Name: legAuthzenGet, Clients: cfg.Clients, Op: get(small, "/api/v3/machines/"+small.uuids[0], small.admin.auth)},
-	}
-	logf("figures 10b-10d: %d rounds of %s per leg", cfg.Rounds, cfg.Leg)
-	if res.Explorer, err = interleave(ctx, explorerLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
-		return nil, err
-	}
-
-	allocLegs := []legSpec{
-		{Name: legAllocLarge, Clients: 1, Op: large.allocOp(backend.DefaultPool)},
-		{Name: legAllocSmall, Clients: 1, Op: small.allocOp(benchPool)},
-	}
-	logf("figure 9n: %d rounds of %s per leg", cfg.Rounds, cfg.Leg)
-	if res.Allocs, err = interleave(ctx, allocLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return nil
 }
 
 // allocOp allocates 100 machines of pool and releases exactly those, both
@@ -456,6 +476,9 @@ func scaleFigures(r *scaleResult, skipped string) []figure {
 	if r == nil {
 		return skippedFigures(skipped, scaleIDs...)
 	}
+	if r.ExplorerOnly {
+		return append(skippedFigures("-explorer-only", scaleIDs[:len(scaleIDs)-3]...), explorerFigures(r)...)
+	}
 	var figs []figure
 	for _, w := range writeKinds {
 		figs = append(figs, fromRounds(w.ID, p50Ratios(r.Writes["large-"+w.Name], r.Writes["small-"+w.Name]),
@@ -491,10 +514,16 @@ func scaleFigures(r *scaleResult, skipped string) []figure {
 			"GET /api/v3/pools/bench-pool/status (the same 100 machines in both fleets, the rest of the large one in the default pool), one client, p50 large vs small"),
 		fromRounds("9n", p50Ratios(r.Allocs[legAllocLarge], r.Allocs[legAllocSmall]),
 			"allocateMachines {pool/count: 100} and releaseMachines of those 100, one client, p50: from the large fleet's default pool (all but 100 of its machines Free) vs the small fleet's 100-machine pool"),
-		p50Of("12b", r.Explorer[legWho], fmt.Sprintf("GET /api/v3/access/who?scope=machines&action=get&key=<uuid> as the admin on the large server (%d users, each decided), one client, median of the rounds' p50", r.Large.Users)),
+	)
+	return append(figs, explorerFigures(r)...)
+}
+
+// explorerFigures computes figures 12b-12d.
+func explorerFigures(r *scaleResult) []figure {
+	return []figure{
+		p50Of("12b", r.Explorer[legWho], fmt.Sprintf("GET /api/v3/access/who?scope=machines&action=get&key=<uuid> as the admin on the large server (%d users; users provably alike decided once, Engine.Questions), one client, median of the rounds' p50", r.Large.Users)),
 		p50Of("12c", r.Explorer[legMatrix], "GET /api/v3/access/users/u-5 as the admin on the large server (every scope and action decided), one client, median of the rounds' p50"),
 		fromRounds("12d", throughputRatios(r.Explorer[legAuthzen], r.Explorer[legAuthzenGet]),
 			"POST /access/v1/evaluation (admin asks whether u-1 may get a machine) vs GET /api/v3/machines/<uuid> as the admin, small server, the configured clients"),
-	)
-	return figs
+	}
 }

@@ -21,12 +21,12 @@ import (
 	"github.com/provgate/provgate/gateway/access"
 )
 
-// accessCommand runs `provgate access explain|who|what|diff`: the access
+// accessCommand runs `provgate access explain|who|what|diff|escalation`: the access
 // explorer's questions (docs/design.md §9.8) asked of a running server
 // with the caller's credentials, as `provgate import` reads them.
 func accessCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("access: want a subcommand: explain, who, what or diff")
+		return usagef("access: want a subcommand: explain, who, what, diff or escalation")
 	}
 	sub, rest := args[0], args[1:]
 	fs := flag.NewFlagSet("access "+sub, flag.ContinueOnError)
@@ -49,12 +49,13 @@ func accessCommand(ctx context.Context, args []string, getenv func(string) strin
 		key = fs.String("object", "", "object key (empty: the scope as a whole)")
 	case "what":
 		usage = "USER"
+	case "escalation":
 	case "diff":
 		policy = fs.String("policy", "", "a candidate policy (a directory, a .tar.gz of one, or an OPA bundle .tar.gz) to compare with the served one")
 		replay = fs.Int("replay", 100, "with --policy: how many of the newest logged decisions to replay")
 		usage = "ROLE_A ROLE_B | --policy DIR|FILE"
 	default:
-		return usagef("access: unknown subcommand %q (want explain, who, what or diff)", sub)
+		return usagef("access: unknown subcommand %q (want explain, who, what, diff or escalation)", sub)
 	}
 	if err := fs.Parse(rest); err != nil {
 		if err == flag.ErrHelp {
@@ -103,6 +104,11 @@ func accessCommand(ctx context.Context, args []string, getenv func(string) strin
 			return usagef("access what: want one USER")
 		}
 		raw, err = c.do(http.MethodGet, "/access/users/"+url.PathEscape(fs.Arg(0)), nil)
+	case "escalation":
+		if fs.NArg() != 0 {
+			return usagef("access escalation: takes no arguments")
+		}
+		raw, err = c.do(http.MethodGet, "/access/escalation", nil)
 	case "diff":
 		if *policy != "" {
 			archive, aerr := policyArchive(*policy)
@@ -240,6 +246,25 @@ func printAccess(sub string, raw []byte, w io.Writer) error {
 					detail += fmt.Sprintf(" [tenant shows %d]", sc.Visible)
 				}
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", sc.Scope, a.Action, a.Access, strings.TrimSpace(detail))
+			}
+		}
+	case "escalation":
+		var x access.Escalation
+		if err := json.Unmarshal(raw, &x); err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "who can hand out authority:\n")
+		for _, u := range x.Users {
+			for _, r := range u.Routes {
+				through := r.Role
+				if r.Held != "" {
+					through += " (" + r.Held + ")"
+				}
+				kind := r.Path
+				if r.Delegation {
+					kind += " [delegation]"
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", u.User, kind, r.Claim, through)
 			}
 		}
 	case "policy diff":

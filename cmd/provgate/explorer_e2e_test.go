@@ -323,6 +323,12 @@ func TestE2EAccessCommand(t *testing.T) {
 	if err != nil || !strings.Contains(out, "x-p1") || !strings.Contains(out, "machines") {
 		t.Errorf("what: %v\n%s", err, out)
 	}
+	escalationSetup(t, s)
+	out, err = cli(t, adminEnv, "escalation", "--insecure")
+	if err != nil || !regexp.MustCompile(`x-hd +explicit delegation \[delegation\] +roles bind helpdesk-granted +helpdesk \(roles bind helpdesk-granted\)`).MatchString(out) ||
+		regexp.MustCompile(`(?m)^ +x-nobody `).MatchString(out) {
+		t.Errorf("escalation: %v\n%s", err, out)
+	}
 	out, err = cli(t, adminEnv, "diff", "--insecure", "mreader", "poolop")
 	if err != nil || !strings.Contains(out, "only in mreader:\n  machines get *") {
 		t.Errorf("diff: %v\n%s", err, out)

@@ -63,7 +63,7 @@ commands:
   license    keygen | sign | verify: manage signed license documents
   policy     test DIR | eval --input FILE: check a policy directory, decide one input
   import     create the users or roles of a JSON file through a running server
-  access     explain | who | what | diff: ask a running server's access explorer
+  access     explain | who | what | diff | escalation: ask a running server's access explorer
   admin      reset-password USER: set a user's password in a stopped server's store
 
 Run "provgate <command> -h" for a command's flags.

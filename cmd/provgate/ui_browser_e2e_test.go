@@ -163,6 +163,9 @@ func TestE2EExplorerPageInBrowser(t *testing.T) {
 	b.visit(root+"/ui/who?scope=machines&action=get&key="+w.m1, "who", "Who may machines get", "x-olga", "x-tina", "operations")
 	b.visit(root+"/ui/tenants?name=x-t1", "tenant", "What tenant x-t1 sees", w.m1, "unrestricted", "x-tina")
 	b.visit(root+"/ui/roles?a=mreader&b=poolop", "roles", "Only in mreader", "machines get *", "Only in poolop", "pools delete x-p1")
+	escalationSetup(t, s)
+	b.visit(root+"/ui/escalation", "escalation", "Who can hand out authority", "x-hd", "users' Roles", "users create *",
+		"explicit delegation", "roles bind helpdesk-granted", "helpdesk")
 	// The denials view lists the refusal, whose decision id links to its
 	// explanation, replayed from the log.
 	var denials string
@@ -266,7 +269,7 @@ func TestE2EExplorerPageAuth(t *testing.T) {
 			t.Errorf("olga asking about tina: %s", r)
 		}
 		// Read-only: no form that changes anything.
-		for _, u := range []string{"/ui/", "/ui/explain", "/ui/users", "/ui/who", "/ui/tenants", "/ui/roles", "/ui/denials"} {
+		for _, u := range []string{"/ui/", "/ui/explain", "/ui/users", "/ui/who", "/ui/tenants", "/ui/roles", "/ui/denials", "/ui/escalation"} {
 			body := string(get(u, admin()).Body)
 			if strings.Contains(strings.ToLower(body), `method="post"`) || strings.Contains(body, "<script>") || strings.Contains(body, "style=") {
 				t.Errorf("%s has a state-changing form or inline script or style", u)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/policies"
 )
 
 // ExplainRequest asks what a request would get, without running it. User
@@ -227,4 +228,55 @@ func Outcome(allow, notFound bool) string {
 		return "allow"
 	}
 	return "deny"
+}
+
+// Escalation answers GET /api/v3/access/escalation: the users (of those
+// the asker may see) who can hand out authority, each with the grant paths
+// open to it (docs/design.md §5.9, §9.8).
+type Escalation struct {
+	Users []Escalator `json:"Users"`
+}
+
+// Escalator is one user who can hand out authority.
+type Escalator struct {
+	User   string       `json:"User"`
+	Routes []GrantRoute `json:"Routes"`
+}
+
+// GrantRoute is one way a user hands out authority: the grant path (what
+// the write hands out), the claim the write needs (DRP claim form, on every
+// object "*" or one the asker may see), and the role and its claim that
+// cover it. Delegation marks the explicit delegation actions (roles bind,
+// roles escalate, users impersonate, plugins exec), which hand out what
+// the user does not hold itself; every other path hands out at most what
+// the user holds.
+type GrantRoute struct {
+	Path       string `json:"Path"`
+	Claim      string `json:"Claim"`
+	Delegation bool   `json:"Delegation"`
+	Role       string `json:"Role"`
+	Held       string `json:"Held,omitempty"`
+	Detail     string `json:"Detail"`
+}
+
+// Grant paths of the escalation report (docs/design.md §5.9).
+const (
+	PathUserRoles   = "users' Roles"
+	PathRoleClaims  = "roles' Claims"
+	PathCredentials = "other users' credentials"
+	PathTaskExtras  = "tasks' ExtraClaims and ExtraRoles"
+	PathPlugins     = "plugins (secret-carrying callbacks, exec auths)"
+	PathTenants     = "tenants' Users and Members"
+	PathPoolActions = "pools' action groups"
+	PathDelegation  = "explicit delegation"
+)
+
+// CoverOf names the grant covering a held claim step as TrailSteps does:
+// the role (or "self", "direct claim", a token's kind), its claim when the
+// role is one see allows, and the words.
+func CoverOf(st policies.ClaimStep, see func(scope, name string) bool) (role, held, detail string) {
+	if see == nil {
+		see = func(string, string) bool { return true }
+	}
+	return cover(st, see)
 }

@@ -217,6 +217,7 @@ func buildTable() *routeTable {
 	add("GET", "/access/roles/diff", route{h: hQueryRoles, scope: "roles", op: "get"})
 	add("GET", "/access/who", route{h: hFixed, scope: "info", action: "get", op: "get"})
 	add("GET", "/access/denials", route{h: hFixed, scope: "info", action: "get", op: "get"})
+	add("GET", "/access/escalation", route{h: hFixed, scope: "info", action: "get", op: "get"})
 	// A candidate policy is compiled and run in the server, and its diff
 	// replays other users' logged requests: a system act.
 	add("POST", "/access/policy/diff", route{h: hFixed, scope: "system", action: "action:policyDiff", specific: "global", op: "action:policyDiff"})

@@ -47,6 +47,7 @@ var Nav = []struct{ View, Path, Title string }{
 	{ViewWho, "/ui/who", "Who can"},
 	{ViewTenant, "/ui/tenants", "A tenant's view"},
 	{ViewRoleDiff, "/ui/roles", "Role diff"},
+	{ViewEscalation, "/ui/escalation", "Who can hand out authority"},
 	{ViewDenials, "/ui/denials", "Recent denials"},
 }
 
@@ -81,11 +82,12 @@ type Denial struct {
 
 // Views data types for the templates.
 type (
-	ExplainData  = access.Explanation
-	MatrixData   = access.Matrix
-	WhoData      = access.Who
-	TenantData   = access.TenantView
-	RoleDiffData = access.RoleDiff
+	ExplainData    = access.Explanation
+	MatrixData     = access.Matrix
+	WhoData        = access.Who
+	TenantData     = access.TenantView
+	RoleDiffData   = access.RoleDiff
+	EscalationData = access.Escalation
 )
 
 var funcs = template.FuncMap{

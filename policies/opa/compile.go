@@ -341,7 +341,7 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 	if compiler.Compile(mods); compiler.Failed() {
 		return nil, policyError("compile policy", compiler.Errors)
 	}
-	p := &policy{needs: inputNeeds(compiler), revision: contentRevision(sources, extData)}
+	p := &policy{needs: inputNeeds(compiler), nameBlind: principalNameBlind(compiler, sources), revision: contentRevision(sources, extData)}
 	for _, q := range []struct {
 		path string
 		into *rego.PreparedEvalQuery

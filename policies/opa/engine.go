@@ -80,9 +80,12 @@ type Engine struct {
 	bundle *bundleConfig // nil unless serving a bundle
 	store  storage.Store
 
-	policy   atomic.Pointer[policy]
-	policyN  atomic.Uint64 // source of policy revisions
-	dataRev  atomic.Uint64
+	policy  atomic.Pointer[policy]
+	policyN atomic.Uint64 // source of policy revisions
+	dataRev atomic.Uint64
+	// dataSeq is odd while SetData writes: Questions checks that its
+	// batch saw one data revision throughout.
+	dataSeq  atomic.Uint64
 	reloadMu sync.Mutex // one Reload at a time
 	dataMu   sync.Mutex // one SetData at a time
 
@@ -120,6 +123,9 @@ type policy struct {
 	roleDiff *rego.PreparedEvalQuery
 	// needs are the costly input parts the policy reads.
 	needs policies.Needs
+	// nameBlind: the policy reads a user's name only as the embedded
+	// policy does (principalNameBlind), so Questions may group users.
+	nameBlind bool
 	// revision names the policy's content (contentRevision) or its
 	// bundle's manifest revision.
 	revision string
@@ -246,6 +252,8 @@ func (e *Engine) SetData(ctx context.Context, d policies.Data) error {
 	}
 	e.dataMu.Lock()
 	defer e.dataMu.Unlock()
+	e.dataSeq.Add(1)
+	defer e.dataSeq.Add(1)
 	txn, err := e.store.NewTransaction(ctx, storage.WriteParams)
 	if err != nil {
 		return internal("open policy data transaction", err)
@@ -281,11 +289,18 @@ func (e *Engine) Question(ctx context.Context, in policies.Input) (policies.Deci
 }
 
 func (e *Engine) decide(ctx context.Context, in policies.Input, dlog *decisionLog) (policies.Decision, error) {
+	return e.decideKeyed(ctx, in, dlog, nil)
+}
+
+// decideKeyed is decide, cached under group instead of the input's own
+// hash when group is set (Questions: the key of every input its decision
+// holds for).
+func (e *Engine) decideKeyed(ctx context.Context, in policies.Input, dlog *decisionLog, group *[sha256.Size]byte) (policies.Decision, error) {
 	p := e.policy.Load()
 	dataRev := e.dataRev.Load()
 
 	var raw []byte
-	if e.cache != nil || dlog != nil {
+	if (e.cache != nil && group == nil) || dlog != nil {
 		var err error
 		if raw, err = json.Marshal(in); err != nil {
 			return policies.Decision{}, internal("encode policy input", err)
@@ -293,7 +308,12 @@ func (e *Engine) decide(ctx context.Context, in policies.Input, dlog *decisionLo
 	}
 	var key cacheKey
 	if e.cache != nil {
-		key = cacheKey{policy: p.rev, data: dataRev, input: sha256.Sum256(raw)}
+		key = cacheKey{policy: p.rev, data: dataRev}
+		if group != nil {
+			key.input = *group
+		} else {
+			key.input = sha256.Sum256(raw)
+		}
 		if d, ok := e.cache.get(key); ok {
 			e.lookups.hits.Add(1)
 			dlog.add(logEvent{input: raw, result: d, requestID: policies.RequestID(ctx), revision: p.revision, cached: true})

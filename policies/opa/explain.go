@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown/builtins"
 
@@ -61,6 +62,9 @@ func (e *Engine) explain(ctx context.Context, in policies.Input, r policies.Repl
 		out.Decision, err = decisionFrom(rs)
 		return out, err
 	}
+	// The results come back as OPA's terms: the decision is converted as
+	// Decide converts it, the trail read without a JSON round trip.
+	opts = append(opts, rego.EvalGenerateJSON(asTerm))
 	rs, err := p.explain.Eval(ctx, opts...)
 	if err != nil {
 		return out, internal("evaluate policy", err)
@@ -68,18 +72,20 @@ func (e *Engine) explain(ctx context.Context, in policies.Input, r policies.Repl
 	if len(rs) != 1 {
 		return out, internal("evaluate policy", errUndefined)
 	}
-	if out.Decision, err = decisionValue(rs[0].Bindings["decision"]); err != nil {
+	dt, ok := rs[0].Bindings["decision"].(*ast.Term)
+	if !ok {
+		return out, internal("evaluate policy", errUndefined)
+	}
+	dv, err := ast.JSON(dt.Value)
+	if err != nil {
+		return out, internal("read decision", err)
+	}
+	if out.Decision, err = decisionValue(dv); err != nil {
 		return out, err
 	}
-	raw, err := json.Marshal(rs[0].Bindings["trail"])
-	if err != nil {
+	if out.Trail, err = trailFrom(rs[0].Bindings["trail"]); err != nil {
 		return out, internal("read explain trail", err)
 	}
-	var t policies.Trail
-	if err := json.Unmarshal(raw, &t); err != nil {
-		return out, internal("read explain trail", fmt.Errorf("malformed trail: %w", err))
-	}
-	out.Trail = &t
 	return out, nil
 }
 

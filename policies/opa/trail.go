@@ -1,0 +1,181 @@
+package opa
+
+import (
+	"fmt"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/provgate/provgate/policies"
+)
+
+// The explain trail is read straight from the policy's value, without a
+// JSON round trip (docs/design.md §9.8): the query hands back OPA's terms
+// (rego.EvalGenerateJSON returning the term itself) and trailFrom reads the
+// fields of policies.Trail. A field of the wrong type is an error (the
+// trail is malformed); an absent one reads as its zero value, as JSON
+// decoding would.
+
+// asTerm makes an evaluation return its results as OPA terms.
+func asTerm(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }
+
+// trailFrom reads a trail term.
+func trailFrom(v any) (*policies.Trail, error) {
+	t, ok := v.(*ast.Term)
+	if !ok {
+		return nil, fmt.Errorf("trail is %T, not a term", v)
+	}
+	r := &astReader{}
+	o := r.object(t.Value, "trail")
+	var out policies.Trail
+	if ten := r.object(r.field(o, "tenant"), "tenant"); ten != nil {
+		out.Tenant = policies.TenantStep{
+			Tenants:      r.strings(r.field(ten, "tenants"), "tenant.tenants"),
+			Hidden:       r.bool(r.field(ten, "hidden"), "tenant.hidden"),
+			HiddenBy:     r.strings(r.field(ten, "hidden_by"), "tenant.hidden_by"),
+			OtherMachine: r.bool(r.field(ten, "other_machine"), "tenant.other_machine"),
+		}
+	}
+	if lic := r.object(r.field(o, "license"), "license"); lic != nil {
+		out.License = policies.LicenseStep{Licensed: r.bool(r.field(lic, "licensed"), "license.licensed"),
+			Failures: r.strings(r.field(lic, "failures"), "license.failures")}
+	}
+	out.Claims = []policies.ClaimStep{}
+	if !r.each(r.field(o, "claims"), "claims", func(v ast.Value) {
+		c := r.object(v, "claims[]")
+		if c == nil {
+			return
+		}
+		st := policies.ClaimStep{
+			Held:          r.bool(r.field(c, "held"), "held"),
+			Licensed:      r.bool(r.field(c, "licensed"), "licensed"),
+			OwnCredential: r.bool(r.field(c, "own_credential"), "own_credential"),
+			GrantedBy:     r.strings(r.field(c, "granted_by"), "granted_by"),
+		}
+		if cl := r.object(r.field(c, "claim"), "claim"); cl != nil {
+			st.Claim = policies.ClaimText{Scope: r.string(r.field(cl, "scope"), "claim.scope"),
+				Action: r.string(r.field(cl, "action"), "claim.action"), Specific: r.string(r.field(cl, "specific"), "claim.specific")}
+		}
+		st.CoveredBy = []policies.Cover{}
+		if !r.each(r.field(c, "covered_by"), "covered_by", func(v ast.Value) {
+			if cv := r.object(v, "covered_by[]"); cv != nil {
+				st.CoveredBy = append(st.CoveredBy, policies.Cover{Source: r.string(r.field(cv, "source"), "source"),
+					Role: r.string(r.field(cv, "role"), "role"), Claim: r.string(r.field(cv, "claim"), "claim")})
+			}
+		}) {
+			st.CoveredBy = nil
+		}
+		if tr := r.object(r.field(c, "token_roles"), "token_roles"); tr != nil {
+			st.TokenRoles = policies.TokenRolesStep{Restricted: r.bool(r.field(tr, "restricted"), "token_roles.restricted"),
+				CoveredBy: r.strings(r.field(tr, "covered_by"), "token_roles.covered_by")}
+		}
+		if rs := r.object(r.field(c, "restriction"), "restriction"); rs != nil {
+			st.Restriction = policies.RestrictionStep{Restricted: r.bool(r.field(rs, "restricted"), "restriction.restricted"),
+				Covered: r.bool(r.field(rs, "covered"), "restriction.covered")}
+		}
+		out.Claims = append(out.Claims, st)
+	}) {
+		out.Claims = nil
+	}
+	out.VetoesConsulted = r.bool(r.field(o, "vetoes_consulted"), "vetoes_consulted")
+	out.Vetoes = []policies.Veto{}
+	if !r.each(r.field(o, "vetoes"), "vetoes", func(v ast.Value) {
+		if vo := r.object(v, "vetoes[]"); vo != nil {
+			out.Vetoes = append(out.Vetoes, policies.Veto{Package: r.string(r.field(vo, "package"), "package"),
+				Message: r.string(r.field(vo, "message"), "message")})
+		}
+	}) {
+		out.Vetoes = nil
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("malformed trail: %w", r.err)
+	}
+	return &out, nil
+}
+
+// astReader reads OPA values into Go, keeping the first type error.
+type astReader struct{ err error }
+
+func (r *astReader) fail(what string, v ast.Value, want string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%s is %s, not %s", what, ast.ValueName(v), want)
+	}
+}
+
+// field is o's value under key, nil when o is nil or lacks it.
+func (r *astReader) field(o ast.Object, key string) ast.Value {
+	if o == nil {
+		return nil
+	}
+	if t := o.Get(ast.InternedTerm(key)); t != nil {
+		return t.Value
+	}
+	return nil
+}
+
+func (r *astReader) object(v ast.Value, what string) ast.Object {
+	if v == nil {
+		return nil
+	}
+	o, ok := v.(ast.Object)
+	if !ok {
+		if _, null := v.(ast.Null); !null {
+			r.fail(what, v, "an object")
+		}
+		return nil
+	}
+	return o
+}
+
+func (r *astReader) string(v ast.Value, what string) string {
+	switch s := v.(type) {
+	case nil, ast.Null:
+		return ""
+	case ast.String:
+		return string(s)
+	}
+	r.fail(what, v, "a string")
+	return ""
+}
+
+func (r *astReader) bool(v ast.Value, what string) bool {
+	switch b := v.(type) {
+	case nil, ast.Null:
+		return false
+	case ast.Boolean:
+		return bool(b)
+	}
+	r.fail(what, v, "a boolean")
+	return false
+}
+
+// each calls f with every element of an array (or set, in its order) and
+// reports whether there was one: an empty array reads as an empty list, an
+// absent one as none, as JSON decoding would.
+func (r *astReader) each(v ast.Value, what string, f func(ast.Value)) bool {
+	switch a := v.(type) {
+	case nil, ast.Null:
+		return false
+	case *ast.Array:
+		for i := 0; i < a.Len(); i++ {
+			f(a.Elem(i).Value)
+		}
+	case ast.Set:
+		sorted := a.Sorted() // as JSON would order it
+		for i := 0; i < sorted.Len(); i++ {
+			f(sorted.Elem(i).Value)
+		}
+	default:
+		r.fail(what, v, "an array")
+		return false
+	}
+	return true
+}
+
+func (r *astReader) strings(v ast.Value, what string) []string {
+	out := []string{}
+	if !r.each(v, what, func(e ast.Value) { out = append(out, r.string(e, what+"[]")) }) {
+		return nil
+	}
+	return out
+}
