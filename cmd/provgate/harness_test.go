@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,10 +47,24 @@ type tserver struct {
 	DataDir string
 	Stdout  *logBuffer
 	Stderr  *logBuffer
-	client  *http.Client
-	cancel  context.CancelFunc
-	done    chan error
+	// Clock is the server's clock for tokens: real time moved on by
+	// Advance, so that expiry is tested without waiting for it.
+	Clock *testClock
+	// Reload asks the server to reload its policy, as SIGHUP does to the
+	// process (startBackground).
+	Reload chan os.Signal
+	client *http.Client
+	cancel context.CancelFunc
+	done   chan error
 }
+
+// testClock is the real clock plus an offset that tests move forward.
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// Advance moves the clock forward by d.
+func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // dbCase names one database the e2e tests run on.
 type dbCase struct {
@@ -101,9 +116,10 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	getenv := func(k string) string { return env[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &tserver{t: t, Name: db.Name, DSN: db.DSN, DataDir: dir, Stdout: &logBuffer{}, Stderr: &logBuffer{},
-		cancel: cancel, done: make(chan error, 1)}
+		Clock: &testClock{}, Reload: make(chan os.Signal, 1), cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
-	go func() { s.done <- runWith(ctx, args, getenv, s.Stdout, s.Stderr, ready) }()
+	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now}
+	go func() { s.done <- runWith(ctx, args, getenv, s.Stdout, s.Stderr, h) }()
 	select {
 	case addr := <-ready:
 		s.Base = "https://" + addr + "/api/v3"

@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -40,7 +38,7 @@ const (
 // buildApp is the one place that assembles the concrete pieces: store,
 // policy engine, services and gateway (docs/design.md §1.3). cleanup stops
 // background work and closes the store, after the listener has drained.
-func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) (app *fiber.App, cleanup func(), err error) {
+func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, stdout io.Writer) (app *fiber.App, cleanup func(), err error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -119,7 +117,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	secrets := auth.NewSecretCache(st)
 	// Failed logins are counted in the store, so replicas sharing it share
 	// the limits and a restart forgets none.
-	authn := auth.New(secrets, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL, Failures: st,
+	authn := auth.New(secrets, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL, Failures: st, Now: h.now,
 		ClaimContains: func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
 	tokens := auth.NewTokenCache(authn, tokenCacheSize, tokenCacheTTL)
 	policy := policydata.NewSync(st, lic, engine)
@@ -188,7 +186,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 		},
 	})
 
-	closers = append(closers, startBackground(ctx, cfg, st, cb, engine, relay, logger))
+	closers = append(closers, startBackground(ctx, cfg, h, st, cb, engine, relay, logger))
 	return srv.App(), closeAll, nil
 }
 
@@ -272,9 +270,9 @@ func newEngine(ctx context.Context, cfg Config, logger *slog.Logger, st *store.S
 
 // startBackground starts the jobfail delivery worker, the relay of other
 // replicas' events when there is one, and, for a policy
-// directory, the reloads on file change and SIGHUP; stop ends them all and
-// waits for the worker.
-func startBackground(ctx context.Context, cfg Config, st *store.Store, cb *callback.Service, engine *opa.Engine,
+// directory or bundle, the reloads on file change and on h.reload (SIGHUP);
+// stop ends them all and waits for the worker.
+func startBackground(ctx context.Context, cfg Config, h hooks, st *store.Store, cb *callback.Service, engine *opa.Engine,
 	relay *backend.Relay, logger *slog.Logger) (stop func()) {
 	// A job's move to failed queues its jobfail deliveries inside its own
 	// transaction (objects OnJobChange); nothing on the bus does, since
@@ -291,16 +289,15 @@ func startBackground(ctx context.Context, cfg Config, st *store.Store, cb *callb
 			}
 		}()
 	}
-	hup := make(chan os.Signal, 1)
 	if cfg.PolicyDir != "" || cfg.PolicyBundle != "" {
 		// A failing policy never replaces the working one: the directory's
 		// or bundle's tests run first.
 		engine.WatchDir(bg, cfg.PolicyWatchInterval)
-		signal.Notify(hup, syscall.SIGHUP)
-		engine.ReloadOn(bg, hup)
+		if h.reload != nil {
+			engine.ReloadOn(bg, h.reload)
+		}
 	}
 	return func() {
-		signal.Stop(hup)
 		cancel()
 		<-done
 	}

@@ -35,7 +35,7 @@ type tokenEntry struct {
 
 // NewTokenCache returns a cache of at most max tokens in front of a.
 func NewTokenCache(a *Authenticator, max int, ttl time.Duration) *TokenCache {
-	return &TokenCache{a: a, entries: map[[sha256.Size]byte]tokenEntry{}, max: max, ttl: ttl, now: time.Now}
+	return &TokenCache{a: a, entries: map[[sha256.Size]byte]tokenEntry{}, max: max, ttl: ttl, now: a.now}
 }
 
 // Authenticate is Authenticator.Authenticate, served from the cache for a
