@@ -92,6 +92,9 @@ func (s *Service) RunWorker(ctx context.Context, interval time.Duration) {
 		if ctx.Err() != nil {
 			return
 		}
+		if s.opts.OnRound != nil {
+			s.opts.OnRound()
+		}
 		if n == s.opts.WorkerBatch {
 			continue
 		}

@@ -58,6 +58,10 @@ type Options struct {
 	DeliveryLease       time.Duration
 	MaxDeliveryAttempts int
 	WorkerBatch         int
+	// OnRound, when set, is called after each round of the jobfail worker
+	// (RunWorker), once every delivery it claimed is finished: a round
+	// that starts after a change and ends has seen it.
+	OnRound func()
 
 	// Destinations are the addresses callbacks and token requests may
 	// reach; the zero value refuses loopback, link-local, unspecified and

@@ -53,6 +53,8 @@ type tserver struct {
 	// Reload asks the server to reload its policy, as SIGHUP does to the
 	// process (startBackground).
 	Reload chan os.Signal
+	// rounds counts the jobfail worker's finished rounds (WorkerRounds).
+	rounds *atomic.Int64
 	client *http.Client
 	cancel context.CancelFunc
 	done   chan error
@@ -107,7 +109,10 @@ func startE2E(t testing.TB, db dbCase, extraArgs ...string) *tserver {
 // startE2EIn starts a server with a given data dir (restarts reuse it).
 func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserver {
 	t.Helper()
-	args := []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--shutdown-timeout", "5s"}
+	// The jobfail worker polls often, so that waiting for its rounds
+	// (WorkerRounds) is quick.
+	args := []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--shutdown-timeout", "5s",
+		"--callback-poll-interval", "100ms"}
 	if db.DSN != "" {
 		args = append(args, "--database", db.DSN)
 	}
@@ -116,9 +121,9 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	getenv := func(k string) string { return env[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &tserver{t: t, Name: db.Name, DSN: db.DSN, DataDir: dir, Stdout: &logBuffer{}, Stderr: &logBuffer{},
-		Clock: &testClock{}, Reload: make(chan os.Signal, 1), cancel: cancel, done: make(chan error, 1)}
+		Clock: &testClock{}, Reload: make(chan os.Signal, 1), rounds: &atomic.Int64{}, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
-	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now}
+	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, workerRound: func() { s.rounds.Add(1) }}
 	go func() { s.done <- runWith(ctx, args, getenv, s.Stdout, s.Stderr, h) }()
 	select {
 	case addr := <-ready:
@@ -135,6 +140,23 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	}}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// WorkerRounds waits until the jobfail worker has run a whole round that
+// began after the call: whatever was queued before, that round has sent.
+// "Nothing was delivered" is asserted after it, not after a pause.
+func (s *tserver) WorkerRounds(t testing.TB) {
+	t.Helper()
+	// The round running now may have claimed before the caller's change;
+	// the one after it has not.
+	want := s.rounds.Load() + 2
+	deadline := time.Now().Add(time.Minute)
+	for s.rounds.Load() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the jobfail worker finished no round within a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Stop shuts the server down and waits for it (idempotent).

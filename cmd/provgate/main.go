@@ -48,6 +48,9 @@ type hooks struct {
 	reload <-chan os.Signal
 	// now is the clock tokens are checked against; nil is time.Now.
 	now func() time.Time
+	// workerRound, when set, is called after each round of the jobfail
+	// delivery worker (callback.Options.OnRound).
+	workerRound func()
 }
 
 // usageError marks mistakes in the command line, which exit with status 2.

@@ -111,7 +111,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 		Notify:       notify, ViewCacheSize: viewCacheSize(cfg.ObjectCacheSize),
 	})
 	cb = callback.New(callback.Options{Logger: logger, ExecDir: cfg.CallbackExecDir, Info: info, Debug: prf.Debug,
-		Store: st, Objects: obj.Objects, Params: obj.Params, DeliveryLease: cfg.CallbackDeliveryLease,
+		Store: st, Objects: obj.Objects, Params: obj.Params, DeliveryLease: cfg.CallbackDeliveryLease, OnRound: h.workerRound,
 		Destinations: cfg.callbackDestinations()})
 
 	secrets := auth.NewSecretCache(st)
@@ -279,7 +279,7 @@ func startBackground(ctx context.Context, cfg Config, h hooks, st *store.Store, 
 	// clients can post events.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
-	go func() { defer close(done); cb.RunWorker(bg, time.Second) }()
+	go func() { defer close(done); cb.RunWorker(bg, cfg.CallbackPollInterval) }()
 	if relay != nil {
 		// Other replicas' events and authorization data changes.
 		go relay.Run(bg)
