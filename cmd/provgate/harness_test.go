@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend/store/storetest"
+	"github.com/provgate/provgate/policies/opa"
 )
 
 // The end-to-end harness: each test server runs the real command (runWith)
@@ -123,7 +124,8 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	s := &tserver{t: t, Name: db.Name, DSN: db.DSN, DataDir: dir, Stdout: &logBuffer{}, Stderr: &logBuffer{},
 		Clock: &testClock{}, Reload: make(chan os.Signal, 1), rounds: &atomic.Int64{}, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
-	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, workerRound: func() { s.rounds.Add(1) }}
+	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, workerRound: func() { s.rounds.Add(1) },
+		verified: e2eVerified}
 	go func() { s.done <- runWith(ctx, args, getenv, s.Stdout, s.Stderr, h) }()
 	select {
 	case addr := <-ready:
@@ -181,6 +183,11 @@ func (s *tserver) Stop() {
 		s.t.Errorf("server did not stop within 30s")
 	}
 }
+
+// e2eVerified is shared by the test servers, as by the engines of one
+// process: a policy content whose Rego suites passed for one server (the
+// same extension on SQLite and PostgreSQL, a restart) is not tested again.
+var e2eVerified = opa.NewVerified()
 
 // receiverArgs let a server's callbacks reach receivers on this host
 // (httptest servers listen on 127.0.0.1), which it refuses by default.

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/provgate/provgate/policies/opa"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -51,6 +53,9 @@ type hooks struct {
 	// workerRound, when set, is called after each round of the jobfail
 	// delivery worker (callback.Options.OnRound).
 	workerRound func()
+	// verified, when set, remembers the policies whose suites passed
+	// across the servers of the process (opa.Options.Verified).
+	verified *opa.Verified
 }
 
 // usageError marks mistakes in the command line, which exit with status 2.

@@ -70,7 +70,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	if err != nil {
 		return nil, nil, err
 	}
-	engine, closeEngine, err := newEngine(ctx, cfg, logger, st)
+	engine, closeEngine, err := newEngine(ctx, cfg, h, logger, st)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -238,7 +238,7 @@ func newLicenseHolder(ctx context.Context, cfg Config, st *store.Store) (*licens
 // newEngine builds the policy engine (embedded, --policy-dir or
 // --policy-bundle) with its decision log file; closeEngine closes both. The
 // store keeps the newest signed bundle's sequence for every replica.
-func newEngine(ctx context.Context, cfg Config, logger *slog.Logger, st *store.Store) (engine *opa.Engine, closeEngine func(), err error) {
+func newEngine(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, st *store.Store) (engine *opa.Engine, closeEngine func(), err error) {
 	var decisionLog io.Writer
 	closeLog := func() {}
 	if cfg.DecisionLog != "" {
@@ -258,7 +258,7 @@ func newEngine(ctx context.Context, cfg Config, logger *slog.Logger, st *store.S
 		}
 		pubKey = string(b)
 	}
-	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog,
+	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog, Verified: h.verified,
 		Bundle: opa.BundleOptions{Location: cfg.PolicyBundle, PublicKey: pubKey, AllowHTTP: cfg.PolicyBundleAllowHTTP,
 			Sequences: opa.SettingsSequences(st)}})
 	if err != nil {
