@@ -92,9 +92,7 @@ func (s *Service) RunWorker(ctx context.Context, interval time.Duration) {
 		if ctx.Err() != nil {
 			return
 		}
-		if s.opts.OnRound != nil {
-			s.opts.OnRound()
-		}
+		s.rounds.Add(1)
 		if n == s.opts.WorkerBatch {
 			continue
 		}

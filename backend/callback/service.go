@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/provgate/provgate/backend"
@@ -58,10 +59,6 @@ type Options struct {
 	DeliveryLease       time.Duration
 	MaxDeliveryAttempts int
 	WorkerBatch         int
-	// OnRound, when set, is called after each round of the jobfail worker
-	// (RunWorker), once every delivery it claimed is finished: a round
-	// that starts after a change and ends has seen it.
-	OnRound func()
 
 	// Destinations are the addresses callbacks and token requests may
 	// reach; the zero value refuses loopback, link-local, unspecified and
@@ -78,7 +75,14 @@ type Service struct {
 
 	mu     sync.Mutex
 	states map[string]*pluginState
+	// rounds counts the jobfail worker's finished rounds (Rounds).
+	rounds atomic.Uint64
 }
+
+// Rounds is the number of rounds the jobfail worker (RunWorker) has
+// finished: each claimed the due deliveries and finished every one, so a
+// round that began after a change has seen it (provgate_jobfail_worker_rounds_total).
+func (s *Service) Rounds() uint64 { return s.rounds.Load() }
 
 // pluginState is one plugin's parsed configuration and its token cache; a
 // configuration change replaces the whole state, which drops cached tokens.

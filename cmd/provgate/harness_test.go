@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,8 +55,6 @@ type tserver struct {
 	// Reload asks the server to reload its policy, as SIGHUP does to the
 	// process (startBackground).
 	Reload chan os.Signal
-	// rounds counts the jobfail worker's finished rounds (WorkerRounds).
-	rounds *atomic.Int64
 	client *http.Client
 	cancel context.CancelFunc
 	done   chan error
@@ -122,10 +121,9 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	getenv := func(k string) string { return env[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &tserver{t: t, Name: db.Name, DSN: db.DSN, DataDir: dir, Stdout: &logBuffer{}, Stderr: &logBuffer{},
-		Clock: &testClock{}, Reload: make(chan os.Signal, 1), rounds: &atomic.Int64{}, cancel: cancel, done: make(chan error, 1)}
+		Clock: &testClock{}, Reload: make(chan os.Signal, 1), cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
-	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, workerRound: func() { s.rounds.Add(1) },
-		verified: e2eVerified}
+	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, verified: e2eVerified}
 	go func() { s.done <- runWith(ctx, args, getenv, s.Stdout, s.Stderr, h) }()
 	select {
 	case addr := <-ready:
@@ -151,14 +149,32 @@ func (s *tserver) WorkerRounds(t testing.TB) {
 	t.Helper()
 	// The round running now may have claimed before the caller's change;
 	// the one after it has not.
-	want := s.rounds.Load() + 2
+	want := s.workerRounds(t) + 2
 	deadline := time.Now().Add(time.Minute)
-	for s.rounds.Load() < want {
+	for s.workerRounds(t) < want {
 		if time.Now().After(deadline) {
 			t.Fatalf("the jobfail worker finished no round within a minute")
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// workerRounds reads provgate_jobfail_worker_rounds_total from /metrics.
+func (s *tserver) workerRounds(t testing.TB) int64 {
+	t.Helper()
+	const name = "provgate_jobfail_worker_rounds_total "
+	r := s.DoURL(t, "GET", strings.TrimSuffix(s.Base, "/api/v3")+"/metrics", nil, "")
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s%s: %v", name, v, err)
+			}
+			return int64(n)
+		}
+	}
+	t.Fatalf("/metrics has no %s: %d %.300s", name, r.Status, r.Body)
+	return 0
 }
 
 // Stop shuts the server down and waits for it (idempotent).

@@ -50,9 +50,6 @@ type hooks struct {
 	reload <-chan os.Signal
 	// now is the clock tokens are checked against; nil is time.Now.
 	now func() time.Time
-	// workerRound, when set, is called after each round of the jobfail
-	// delivery worker (callback.Options.OnRound).
-	workerRound func()
 	// verified, when set, remembers the policies whose suites passed
 	// across the servers of the process (opa.Options.Verified).
 	verified *opa.Verified

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/backend/callback"
@@ -111,7 +112,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 		Notify:       notify, ViewCacheSize: viewCacheSize(cfg.ObjectCacheSize),
 	})
 	cb = callback.New(callback.Options{Logger: logger, ExecDir: cfg.CallbackExecDir, Info: info, Debug: prf.Debug,
-		Store: st, Objects: obj.Objects, Params: obj.Params, DeliveryLease: cfg.CallbackDeliveryLease, OnRound: h.workerRound,
+		Store: st, Objects: obj.Objects, Params: obj.Params, DeliveryLease: cfg.CallbackDeliveryLease,
 		Destinations: cfg.callbackDestinations()})
 
 	secrets := auth.NewSecretCache(st)
@@ -145,7 +146,12 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 		return nil, nil, fmt.Errorf("policy data: %w", err)
 	}
 
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "provgate_jobfail_worker_rounds_total",
+		Help: "Finished rounds of the jobfail delivery worker: each claims the due deliveries and finishes them."},
+		func() float64 { return float64(cb.Rounds()) }))
 	srv := gateway.New(gateway.Options{
+		Registry:  reg,
 		Logger:    logger,
 		Version:   version,
 		BodyLimit: int(cfg.BodyLimit),
