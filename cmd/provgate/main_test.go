@@ -269,6 +269,7 @@ func TestHelp(t *testing.T) {
 }
 
 func TestServeTLS(t *testing.T) {
+	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "nested", "data")
 	s := startCLI(t, nil, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
 
@@ -350,6 +351,7 @@ func TestServeTLS(t *testing.T) {
 }
 
 func TestEnvAndFlagPrecedence(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	env := map[string]string{
 		"PROVGATE_NO_TLS":    "true",
