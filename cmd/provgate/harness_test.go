@@ -49,8 +49,8 @@ type tserver struct {
 	DataDir string
 	Stdout  *logBuffer
 	Stderr  *logBuffer
-	// Clock is the server's clock for tokens: real time moved on by
-	// Advance, so that expiry is tested without waiting for it.
+	// Clock is the server's clock for tokens and policies: real time
+	// moved on by Advance, so that expiry is tested without waiting for it.
 	Clock *testClock
 	// Reload asks the server to reload its policy, as SIGHUP does to the
 	// process (startBackground).

@@ -48,7 +48,8 @@ type hooks struct {
 	// reload delivers requests to reload the policy directory or bundle
 	// (SIGHUP in main); nil delivers none.
 	reload <-chan os.Signal
-	// now is the clock tokens are checked against; nil is time.Now.
+	// now is the clock tokens are checked against and policies see
+	// (time.now_ns); nil is the real one.
 	now func() time.Time
 	// verified, when set, remembers the policies whose suites passed
 	// across the servers of the process (opa.Options.Verified).

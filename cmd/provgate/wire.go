@@ -264,7 +264,7 @@ func newEngine(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, st
 		}
 		pubKey = string(b)
 	}
-	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog, Verified: h.verified,
+	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog, Verified: h.verified, Now: h.now,
 		Bundle: opa.BundleOptions{Location: cfg.PolicyBundle, PublicKey: pubKey, AllowHTTP: cfg.PolicyBundleAllowHTTP,
 			Sequences: opa.SettingsSequences(st)}})
 	if err != nil {
