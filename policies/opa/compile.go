@@ -396,17 +396,9 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 
 // runSuites runs the Rego tests over the policy modules on a store holding
 // only the extensions' data (data.provgate_ext), as `opa test` would with
-// the directory, and reports every failing test by name. Content that v
+// the directory, and reports every failing test by name. A policy that v
 // has seen pass is not run again.
 func runSuites(ctx context.Context, v *Verified, sources, tests map[string]string, extData map[string]any) error {
-	key, err := suiteKey(sources, tests, extData)
-	if err != nil {
-		return internal("name policy tests", err)
-	}
-	return v.run(key, func() error { return runSuitesOnce(ctx, sources, tests, extData) })
-}
-
-func runSuitesOnce(ctx context.Context, sources, tests map[string]string, extData map[string]any) error {
 	all := make(map[string]string, len(sources)+len(tests))
 	for k, v := range sources {
 		all[k] = v
@@ -418,6 +410,16 @@ func runSuitesOnce(ctx context.Context, sources, tests map[string]string, extDat
 	if err != nil {
 		return policyError("parse policy tests", err)
 	}
+	key, err := suiteKey(mods, tests, extData)
+	if err != nil {
+		return internal("name policy tests", err)
+	}
+	return v.run(key, func() error { return runParsedSuites(ctx, mods, tests, extData) })
+}
+
+// runParsedSuites is runSuites on the parsed modules; it sets the clock of
+// the test modules.
+func runParsedSuites(ctx context.Context, mods map[string]*ast.Module, tests map[string]string, extData map[string]any) error {
 	for name := range tests {
 		fixClock(mods[name], TestClock)
 	}

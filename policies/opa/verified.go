@@ -5,17 +5,19 @@ import (
 	"encoding/json"
 	"sort"
 	"sync"
+
+	"github.com/open-policy-agent/opa/v1/ast"
 )
 
 // verifiedMax bounds the contents a Verified remembers; the oldest go
 // first.
 const verifiedMax = 64
 
-// Verified remembers the policies whose Rego suites passed, by their exact
-// content: the policy and test modules, the extension data and TestClock.
-// The suites are deterministic in that content (the clock is fixed), so
-// loading the same content again, in a later reload or in another engine
-// of the process, needs no second run: the guarantee that a policy is
+// Verified remembers the policies whose Rego suites passed, by what the
+// suites depend on (suiteKey): the policy and test modules, the extension
+// data and TestClock. The suites are deterministic in that (the clock is
+// fixed), so loading the same policy again, in a later reload or in
+// another engine of the process, needs no second run: the guarantee that a policy is
 // served only after its tests pass holds (docs/design.md §9.3). Two
 // loads of one content at once run its suites once. Failures are not
 // remembered: a failed run is run again. A Verified is safe for concurrent
@@ -75,25 +77,27 @@ func (v *Verified) finish(key [sha256.Size]byte, e *verifiedEntry, passed bool) 
 	}
 }
 
-// suiteKey names the content a suite run depends on.
-func suiteKey(sources, tests map[string]string, extData map[string]any) ([sha256.Size]byte, error) {
+// suiteKey names what a suite run depends on: each parsed module (its
+// rules, imports and METADATA annotations, in the form ast.Module.String
+// prints, which leaves out comments and positions), whether it is a test,
+// the extension data and TestClock. Files that differ only in comments
+// and layout are one policy to its tests.
+func suiteKey(mods map[string]*ast.Module, tests map[string]string, extData map[string]any) ([sha256.Size]byte, error) {
 	h := sha256.New()
-	write := func(kind string, files map[string]string) {
-		names := make([]string, 0, len(files))
-		for n := range files {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			// Lengths first, so that no two different sets of files
-			// hash alike.
-			b, _ := json.Marshal([]any{kind, len(n), n, len(files[n])})
-			h.Write(b)
-			h.Write([]byte(files[n]))
-		}
+	names := make([]string, 0, len(mods))
+	for n := range mods {
+		names = append(names, n)
 	}
-	write("module", sources)
-	write("test", tests)
+	sort.Strings(names)
+	for _, n := range names {
+		_, test := tests[n]
+		src := mods[n].String()
+		// Lengths first, so that no two different sets of files hash
+		// alike.
+		b, _ := json.Marshal([]any{test, len(n), n, len(src)})
+		h.Write(b)
+		h.Write([]byte(src))
+	}
 	data, err := json.Marshal(extData) // map keys are sorted
 	if err != nil {
 		return [sha256.Size]byte{}, err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,11 @@ import (
 func TestVerifiedRunsEachContentOnce(t *testing.T) {
 	v := NewVerified()
 	key := func(s string) [32]byte {
-		k, err := suiteKey(map[string]string{"a.rego": s}, nil, nil)
+		mods, err := parse(map[string]string{"a.rego": "package a\n\nx := " + strconv.Quote(s) + "\n"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := suiteKey(mods, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,30 +83,53 @@ func TestVerifiedRunsEachContentOnce(t *testing.T) {
 	}
 }
 
-func TestSuiteKeyNamesTheContent(t *testing.T) {
+func TestSuiteKeyNamesThePolicy(t *testing.T) {
+	const mod = "# METADATA\n# title: a\npackage a\n\nx := 1\n"
 	base := func() (map[string]string, map[string]string, map[string]any) {
-		return map[string]string{"a.rego": "package a\n"}, map[string]string{"a_test.rego": "package a_test\n"}, map[string]any{"x": 1}
+		return map[string]string{"a.rego": mod}, map[string]string{"a_test.rego": "package a_test\n\ntest_x if data.a.x == 1\n"}, map[string]any{"x": 1}
 	}
-	k0, _ := func() ([32]byte, error) { m, tt, d := base(); return suiteKey(m, tt, d) }()
+	key := func(m, tt map[string]string, d map[string]any) [32]byte {
+		t.Helper()
+		all := map[string]string{}
+		for k, v := range m {
+			all[k] = v
+		}
+		for k, v := range tt {
+			all[k] = v
+		}
+		mods, err := parse(all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := suiteKey(mods, tt, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	k0 := key(base())
 	changes := map[string]func(m, tt map[string]string, d map[string]any){
-		"module source":  func(m, _ map[string]string, _ map[string]any) { m["a.rego"] += "# c\n" },
-		"module name":    func(m, _ map[string]string, _ map[string]any) { m["b.rego"] = m["a.rego"]; delete(m, "a.rego") },
-		"test source":    func(_, tt map[string]string, _ map[string]any) { tt["a_test.rego"] += "# c\n" },
-		"test added":     func(_, tt map[string]string, _ map[string]any) { tt["b_test.rego"] = "" },
-		"module as test": func(m, tt map[string]string, _ map[string]any) { tt["a.rego"] = m["a.rego"]; delete(m, "a.rego") },
-		"data":           func(_, _ map[string]string, d map[string]any) { d["x"] = 2 },
+		"a rule":             func(m, _ map[string]string, _ map[string]any) { m["a.rego"] += "y := 2\n" },
+		"a value":            func(m, _ map[string]string, _ map[string]any) { m["a.rego"] = strings.Replace(mod, "1", "2", 1) },
+		"a module name":      func(m, _ map[string]string, _ map[string]any) { m["b.rego"] = m["a.rego"]; delete(m, "a.rego") },
+		"a test":             func(_, tt map[string]string, _ map[string]any) { tt["a_test.rego"] += "test_y if true\n" },
+		"a module as test":   func(m, tt map[string]string, _ map[string]any) { tt["a.rego"] = m["a.rego"]; delete(m, "a.rego") },
+		"the extension data": func(_, _ map[string]string, d map[string]any) { d["x"] = 2 },
 	}
 	for name, change := range changes {
 		m, tt, d := base()
 		change(m, tt, d)
-		k, err := suiteKey(m, tt, d)
-		if err != nil || k == k0 {
-			t.Errorf("%s: key unchanged (%v)", name, err)
+		if key(m, tt, d) == k0 {
+			t.Errorf("%s changed: the key did not", name)
 		}
 	}
+	// Comments and layout are not the policy; nor are METADATA blocks,
+	// which provgate parses as comments (parse), for the suites as for
+	// the served policy.
 	m, tt, d := base()
-	if k, _ := suiteKey(m, tt, d); k != k0 {
-		t.Error("the same content gave another key")
+	m["a.rego"] = "# METADATA\n# title: b\npackage a\n\n# a comment\n\n\nx := 1 # another\n"
+	if key(m, tt, d) != k0 {
+		t.Error("a comment changed the key")
 	}
 }
 
