@@ -70,6 +70,12 @@ func (o recObjects) List(_ context.Context, prefix string, _ backend.Query) ([]b
 	o.add("List", prefix, "", "", "")
 	return nil, 0, 0, nil
 }
+
+// ListJSON is List encoded; it records as List, the operation it answers.
+func (o recObjects) ListJSON(_ context.Context, prefix string, _ backend.Query) ([]byte, int, int, error) {
+	o.add("List", prefix, "", "", "")
+	return []byte("[]"), 0, 0, nil
+}
 func (o recObjects) Patch(_ context.Context, prefix, key string, _ []byte, _ bool) (backend.Model, error) {
 	o.add("Patch", prefix, key, "", "")
 	return fakeModel(prefix, key), nil

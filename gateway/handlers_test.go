@@ -101,6 +101,15 @@ func (o *memObjects) List(_ context.Context, prefix string, _ backend.Query) ([]
 	return out, len(out), len(out), nil
 }
 
+func (o *memObjects) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]byte, int, int, error) {
+	l, total, matched, err := o.List(ctx, prefix, q)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	b, err := json.Marshal(l)
+	return b, total, matched, err
+}
+
 func (o *memObjects) Patch(_ context.Context, prefix, key string, _ []byte, _ bool) (backend.Model, error) {
 	if o.fail != nil {
 		return nil, o.fail

@@ -22,6 +22,10 @@ type Objects interface {
 	// object's stored revision; its result is shared and never modified.
 	View(ctx context.Context, prefix, key string) (backend.View, error)
 	List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error)
+	// ListJSON is List encoded as a list reply's JSON array, each object
+	// sanitized and shaped by q, from the read cache where it holds the
+	// row's revision.
+	ListJSON(ctx context.Context, prefix string, q backend.Query) ([]byte, int, int, error)
 	// CreateMany creates every item in one transaction, or none.
 	CreateMany(ctx context.Context, prefix string, items []json.RawMessage) ([]backend.Model, error)
 	Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error)
@@ -76,7 +80,7 @@ func (s *Server) handleList(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	list, total, matched, err := s.Objects.List(ctx, k.Prefix, q)
+	body, total, matched, err := s.Objects.ListJSON(ctx, k.Prefix, q)
 	if err != nil {
 		return err
 	}
@@ -86,11 +90,8 @@ func (s *Server) handleList(c *fiber.Ctx) error {
 	if c.Method() == fiber.MethodHead {
 		return c.SendStatus(fiber.StatusOK)
 	}
-	out := make([]backend.Model, 0, len(list))
-	for _, m := range list {
-		out = append(out, backend.Sanitize(m))
-	}
-	return c.JSON(out)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(body)
 }
 
 // visibleJobs narrows a job list to the jobs of machines the caller's

@@ -27,6 +27,8 @@ func (s *Service) Attempts(ctx context.Context, plugin, machine string, limit in
 	if s.opts.Store == nil {
 		return out, nil
 	}
+	// What this service attempted is readable as soon as it returned.
+	s.FlushAttempts()
 	if machine != "" {
 		ok, err := backend.CanSee(ctx, "machines", machine)
 		if err != nil {

@@ -3,6 +3,11 @@ package callback
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,14 +44,14 @@ func TestAttemptsFollowMachineVisibility(t *testing.T) {
 	record := func(machine string, n int) {
 		for range n {
 			at = at.Add(time.Millisecond)
-			_ = e.store.RecordAttempt(context.Background(), backend.CallbackAttempt{Plugin: "cb", Callback: "c", Machine: machine, At: at})
+			_ = e.store.RecordAttempts(context.Background(), []backend.CallbackAttempt{{Plugin: "cb", Callback: "c", Machine: machine, At: at}})
 		}
 	}
 	// The seen machine's attempts sit between more hidden attempts than fit
 	// on one page of the store, and another plugin's attempts.
 	record("hidden", 250)
 	record("seen", 3)
-	_ = e.store.RecordAttempt(context.Background(), backend.CallbackAttempt{Plugin: "other", Callback: "c", Machine: "seen", At: at.Add(time.Millisecond)})
+	_ = e.store.RecordAttempts(context.Background(), []backend.CallbackAttempt{{Plugin: "other", Callback: "c", Machine: "seen", At: at.Add(time.Millisecond)}})
 	record("hidden", 150)
 
 	caller := &seeOnly{machines: map[string]bool{"seen": true}}
@@ -121,4 +126,43 @@ func TestAttemptsFollowMachineVisibility(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAttemptLog: records added from many goroutines all reach the store,
+// in fewer writes than records while writes are slow, and flush returns
+// only when every record added before it is stored.
+func TestAttemptLog(t *testing.T) {
+	st := &slowStore{fakeStore: &fakeStore{now: time.Now}}
+	l := newAttemptLog(st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				l.add(backend.CallbackAttempt{Plugin: "p", Callback: "c", Machine: fmt.Sprintf("m%d-%d", g, i)})
+			}
+		}()
+	}
+	wg.Wait()
+	l.flush()
+	if n := len(st.Attempts()); n != 400 {
+		t.Fatalf("stored %d attempts, want 400", n)
+	}
+	if w := st.writes.Load(); w >= 400 || w < 1 {
+		t.Fatalf("%d writes for 400 attempts: not batched", w)
+	}
+	l.flush() // nothing queued: returns at once
+}
+
+// slowStore takes a millisecond per write, as a busy database would.
+type slowStore struct {
+	*fakeStore
+	writes atomic.Int64
+}
+
+func (s *slowStore) RecordAttempts(ctx context.Context, as []backend.CallbackAttempt) error {
+	s.writes.Add(1)
+	time.Sleep(time.Millisecond)
+	return s.fakeStore.RecordAttempts(ctx, as)
 }

@@ -320,7 +320,7 @@ func TestRetries(t *testing.T) {
 			if got := len(rc.requests()); got != tt.wantReqs {
 				t.Errorf("requests = %d, want %d", got, tt.wantReqs)
 			}
-			if got := len(e.store.Attempts()); got != tt.wantReqs {
+			if got := len(e.attempts()); got != tt.wantReqs {
 				t.Errorf("recorded attempts = %d, want %d", got, tt.wantReqs)
 			}
 			if tt.wantCode == "" {
@@ -702,7 +702,7 @@ func TestNoSecretsInErrorsOrLogs(t *testing.T) {
 		}
 		errText.WriteString(err.Error() + "\n")
 	}
-	for _, a := range e.store.Attempts() {
+	for _, a := range e.attempts() {
 		errText.WriteString(a.Error + "\n")
 	}
 	if !strings.Contains(logs.String(), "callback request") {
@@ -744,7 +744,7 @@ func TestAttemptsRecorded(t *testing.T) {
 	if _, err := do(t, e, plugin(map[string]any{"c": map[string]any{"Url": rc.URL, "Retry": 1}}, nil), act("c")); err != nil {
 		t.Fatal(err)
 	}
-	got := e.store.Attempts()
+	got := e.attempts()
 	if len(got) != 2 {
 		t.Fatalf("attempts %+v", got)
 	}
@@ -819,7 +819,7 @@ func TestJobFail(t *testing.T) {
 		if d.State != backend.DeliveryDone {
 			t.Errorf("state %q", d.State)
 		}
-		at := e.store.Attempts()
+		at := e.attempts()
 		if len(at) != 1 || at[0].Source != backend.SourceJobFail {
 			t.Errorf("attempts %+v", at)
 		}

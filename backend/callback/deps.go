@@ -20,7 +20,8 @@ type Store interface {
 	EnqueueDelivery(ctx context.Context, d backend.Delivery) (int64, error)
 	ClaimDeliveries(ctx context.Context, n int, lease time.Duration) ([]backend.Delivery, error)
 	FinishDelivery(ctx context.Context, id int64, state backend.DeliveryState, lastErr string, nextAt time.Time) error
-	RecordAttempt(ctx context.Context, a backend.CallbackAttempt) error
+	// RecordAttempts stores attempts in one transaction; At defaults to now.
+	RecordAttempts(ctx context.Context, as []backend.CallbackAttempt) error
 	ListAttempts(ctx context.Context, q backend.AttemptQuery) ([]backend.CallbackAttempt, error)
 }
 

@@ -109,7 +109,7 @@ func TestRefusedDestinations(t *testing.T) {
 	if n := len(rc.requests()); n != 0 {
 		t.Fatalf("the refused receiver got %d requests", n)
 	}
-	at := e.store.Attempts()
+	at := e.attempts()
 	if len(at) != 1 || !strings.Contains(at[0].Error, "destination 127.0.0.1 refused") {
 		t.Fatalf("attempts %+v, want one naming the refusal", at)
 	}

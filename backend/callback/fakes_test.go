@@ -100,10 +100,10 @@ func (f *fakeStore) FinishDelivery(_ context.Context, id int64, state backend.De
 	return nil
 }
 
-func (f *fakeStore) RecordAttempt(_ context.Context, a backend.CallbackAttempt) error {
+func (f *fakeStore) RecordAttempts(_ context.Context, as []backend.CallbackAttempt) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.attempts = append(f.attempts, a)
+	f.attempts = append(f.attempts, as...)
 	return nil
 }
 
@@ -223,4 +223,10 @@ func plugin(callbacks, auths map[string]any) *backend.Plugin {
 		p.Params[ParamAuths] = auths
 	}
 	return p
+}
+
+// attempts is what the service recorded, once its queued records are written.
+func (e *env) attempts() []backend.CallbackAttempt {
+	e.svc.FlushAttempts()
+	return e.store.Attempts()
 }

@@ -79,6 +79,8 @@ func (s *Service) enqueueJobFail(ctx context.Context, job *backend.Job) error {
 // RunWorker sends queued deliveries until ctx ends, polling every interval
 // (and at once again while batches come back full).
 func (s *Service) RunWorker(ctx context.Context, interval time.Duration) {
+	// Attempt records still queued are written before the worker stops.
+	defer s.FlushAttempts()
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}

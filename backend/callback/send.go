@@ -387,11 +387,10 @@ func (s *Service) attempt(ctx context.Context, r *request, cr credential, n int)
 	if a.Error == "" && out.status >= 400 {
 		a.Error = fmt.Sprintf("Callback API returned %d", out.status)
 	}
-	if s.opts.Store != nil {
-		// Record even when the budget just ran out.
-		if err := s.opts.Store.RecordAttempt(context.WithoutCancel(ctx), a); err != nil {
-			s.log.Warn("callback: recording an attempt failed", "plugin", r.st.name, "callback", r.name, "err", err)
-		}
+	if s.attempts != nil {
+		// Recorded even when the budget just ran out, off the request
+		// path (attemptLog).
+		s.attempts.add(a)
 	}
 	return out
 }

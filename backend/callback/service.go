@@ -73,6 +73,8 @@ type Service struct {
 	secure   http.RoundTripper
 	insecure http.RoundTripper
 
+	attempts *attemptLog // nil without a Store
+
 	mu     sync.Mutex
 	states map[string]*pluginState
 	// rounds counts the jobfail worker's finished rounds (Rounds).
@@ -131,6 +133,9 @@ func New(opts Options) *Service {
 		}
 	}
 	s := &Service{opts: opts, log: opts.Logger, states: map[string]*pluginState{}}
+	if opts.Store != nil {
+		s.attempts = newAttemptLog(opts.Store, opts.Logger)
+	}
 	s.secure = opts.Transport
 	if s.secure == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -275,6 +280,14 @@ func (st *pluginState) problemsOf(name string, cb *Callback) []string {
 		}
 	}
 	return out
+}
+
+// FlushAttempts returns once every attempt record made so far is in the
+// store (docs/design.md §12.8).
+func (s *Service) FlushAttempts() {
+	if s.attempts != nil {
+		s.attempts.flush()
+	}
 }
 
 func (s *Service) debug() bool { return s.opts.Debug != nil && s.opts.Debug() }

@@ -253,12 +253,41 @@ func (s *Store) ListDeliveries(ctx context.Context, state backend.DeliveryState,
 
 // RecordAttempt stores one callback attempt; At defaults to now.
 func (s *Store) RecordAttempt(ctx context.Context, a backend.CallbackAttempt) error {
-	if a.At.IsZero() {
-		a.At = time.Now()
+	return s.RecordAttempts(ctx, []backend.CallbackAttempt{a})
+}
+
+// attemptRowsPerInsert keeps one INSERT's bound values (9 a row) well under
+// SQLite's limit of 32,766.
+const attemptRowsPerInsert = 500
+
+// RecordAttempts stores callback attempts in one transaction, a multi-row
+// INSERT per 500; At defaults to now.
+func (s *Store) RecordAttempts(ctx context.Context, as []backend.CallbackAttempt) error {
+	if len(as) == 0 {
+		return nil
 	}
-	err := s.conn(ctx).Exec(`INSERT INTO callback_attempts (plugin, callback, machine, source, attempt, status, duration_ms, error, at_us)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		a.Plugin, a.Callback, a.Machine, string(a.Source), a.Attempt, a.Status, a.DurationMs, a.Error, micros(a.At)).Error
+	err := s.InTx(ctx, func(ctx context.Context) error {
+		for start := 0; start < len(as); start += attemptRowsPerInsert {
+			chunk := as[start:min(start+attemptRowsPerInsert, len(as))]
+			var sb strings.Builder
+			sb.WriteString(`INSERT INTO callback_attempts (plugin, callback, machine, source, attempt, status, duration_ms, error, at_us) VALUES `)
+			args := make([]any, 0, 9*len(chunk))
+			for i, a := range chunk {
+				if a.At.IsZero() {
+					a.At = time.Now()
+				}
+				if i > 0 {
+					sb.WriteString(", ")
+				}
+				sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+				args = append(args, a.Plugin, a.Callback, a.Machine, string(a.Source), a.Attempt, a.Status, a.DurationMs, a.Error, micros(a.At))
+			}
+			if err := s.conn(ctx).Exec(sb.String(), args...).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	return s.dbErr(backend.CreateOp, "attempts", "", err)
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -708,13 +709,16 @@ func (s *Store) List(ctx context.Context, prefix string, q backend.Query) (recs 
 
 // ClaimForUpdate, inside InTx, selects and locks up to n objects matching q
 // that no other transaction holds (FOR UPDATE SKIP LOCKED on PostgreSQL),
-// in a random order so that callers spread over the candidates.
+// starting at a random key so that concurrent callers spread over the
+// candidates. q's sort, offset and limit are ignored; Visible applies.
 //
-// ORDER BY random() sorts every matching row, which is cheap for the pool
-// sizes this serves (thousands of machines) and keeps concurrent claimers
-// from all queueing on the same first rows. On SQLite the transaction itself
-// is exclusive (one connection, BEGIN IMMEDIATE), so no row can be claimed
-// twice. q's sort, offset and limit are ignored; Visible applies.
+// The cost does not grow with the number of candidates (docs/design.md
+// §11.3): the database walks the matching keys in key order from a random
+// pivot, through the (Pool, PoolStatus, key) index for pool claims, and
+// stops after n; when the walk reaches the last key it wraps around to the
+// first. Sorting every candidate by random() instead read the whole pool
+// for each claim. On SQLite the transaction itself is exclusive (one
+// connection, BEGIN IMMEDIATE), so no row can be claimed twice.
 func (s *Store) ClaimForUpdate(ctx context.Context, prefix string, q backend.Query, n int) ([]Record, error) {
 	k, err := s.kind(prefix)
 	if err != nil {
@@ -735,15 +739,35 @@ func (s *Store) ClaimForUpdate(ctx context.Context, prefix string, q backend.Que
 	if err != nil {
 		return nil, err
 	}
-	w := whereClause(and(vis, filters))
-	// The random choice sorts keys only, not whole documents: the candidate
-	// set can be thousands of rows, and carrying each JSON document through
-	// the sort made the claim CPU-bound in the database. The inner select
-	// takes the row locks; the outer one reads the claimed rows by key.
-	inner := `SELECT "key" FROM ` + tableName(prefix) + w.sql + ` ORDER BY random() LIMIT ?`
+	pivot := randomPivot()
+	recs, err := s.claimRange(ctx, prefix, and(vis, filters, cat(`"key" >= `, arg{pivot})), n)
+	if err != nil || len(recs) >= n {
+		return recs, err
+	}
+	rest, err := s.claimRange(ctx, prefix, and(vis, filters, cat(`"key" < `, arg{pivot})), n-len(recs))
+	if err != nil {
+		return nil, err
+	}
+	return append(recs, rest...), nil
+}
+
+// claimRange locks and reads up to n objects matching cond, the first in key
+// order. The inner select takes the row locks over keys only; the outer one reads
+// the claimed rows' documents.
+func (s *Store) claimRange(ctx context.Context, prefix string, cond frag, n int) ([]Record, error) {
+	w := whereClause(cond)
+	inner := `SELECT "key" FROM ` + tableName(prefix) + w.sql + ` ORDER BY "key" LIMIT ?`
 	if s.pg() {
 		inner += ` FOR UPDATE SKIP LOCKED`
 	}
 	sql := `SELECT "key", rev, data FROM ` + tableName(prefix) + ` WHERE "key" IN (` + inner + `)`
 	return s.scanRecords(s.conn(ctx).Raw(sql, append(w.args, n)...), prefix)
+}
+
+// randomPivot is where a claim starts walking the keys: 32 random hex
+// digits, spread evenly over the UUID keys machines carry.
+func randomPivot() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

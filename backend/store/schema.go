@@ -23,6 +23,13 @@ var hotIndexes = map[string][]string{
 	"jobs":     {"Machine"},
 }
 
+// claimIndexes lead with the fields a claim (ClaimForUpdate) narrows by
+// equality and end with the key it walks in order, so that a pool claim
+// reads only the rows it takes, however large the pool (docs/design.md §11.3).
+var claimIndexes = map[string][]string{
+	"machines": {"Pool", "PoolStatus"},
+}
+
 var identRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 
 // fieldName checks a JSON field name taken from an index definition before it
@@ -152,6 +159,14 @@ func (s *Store) kindDDL(k *backend.Kind) []string {
 	for _, f := range hotIndexes[k.Prefix] {
 		out = append(out, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS ix_%s_%s ON %s (%s)`,
 			t, strings.ToLower(fieldName(f)), t, s.textField(f)))
+	}
+	if fs := claimIndexes[k.Prefix]; len(fs) > 0 {
+		cols := make([]string, 0, len(fs)+1)
+		for _, f := range fs {
+			cols = append(cols, s.textField(fieldName(f)))
+		}
+		out = append(out, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS ix_%s_claim ON %s (%s, "key")`,
+			t, t, strings.Join(cols, ", ")))
 	}
 	return out
 }

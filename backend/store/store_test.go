@@ -1003,3 +1003,35 @@ func TestCommittedWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestRecordAttemptsBatch: a batch larger than one INSERT's rows lands
+// whole, in one transaction, every field as given.
+func TestRecordAttemptsBatch(t *testing.T) {
+	each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		base := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
+		var batch []backend.CallbackAttempt
+		for i := 0; i < 1203; i++ {
+			batch = append(batch, backend.CallbackAttempt{Plugin: "batch", Callback: "cb", Machine: fmt.Sprintf("m%d", i),
+				Source: "callbackDo", Attempt: 1, Status: 200 + i%3, DurationMs: int64(i), Error: "e", At: base.Add(time.Duration(i) * time.Millisecond)})
+		}
+		if err := s.RecordAttempts(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.ListAttempts(ctx, backend.AttemptQuery{Plugin: "batch", Limit: 2000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(batch) {
+			t.Fatalf("stored %d attempts of %d", len(got), len(batch))
+		}
+		newest := got[0]
+		if newest.Machine != "m1202" || newest.DurationMs != 1202 || newest.Status != 200+1202%3 || newest.Source != "callbackDo" ||
+			newest.Error != "e" || !newest.At.Equal(batch[1202].At) {
+			t.Fatalf("newest attempt %+v, want %+v", newest, batch[1202])
+		}
+		if err := s.RecordAttempts(ctx, nil); err != nil {
+			t.Fatalf("empty batch: %v", err)
+		}
+	})
+}

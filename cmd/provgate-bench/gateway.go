@@ -21,6 +21,9 @@ const (
 	legAttacked   = "bearer+wrong-basic"
 	legListTenant = "list-tenant"
 	legListAll    = "list-unrestricted"
+	legGetOne     = "get-one-machine"
+	legListSlim   = "list-slim-params"
+	legListFilter = "list-filtered"
 	legCallback   = "callbackDo"
 	legDirect     = "direct"
 )
@@ -28,7 +31,7 @@ const (
 // gatewayResult is everything measured on the SQLite server.
 type gatewayResult struct {
 	Auth     map[string][]legResult // figures 1, 2, 7
-	List     map[string][]legResult // figure 4
+	List     map[string][]legResult // figures 4, 13
 	Callback map[string][]legResult // figure 6
 	Mem      memPeak
 	Notes    []string // setup facts worth reporting (sizes, times)
@@ -162,8 +165,11 @@ func runGateway(ctx context.Context, cfg config, tmp, pub, lic string, logf func
 	listLegs := []legSpec{
 		{Name: legListTenant, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: srv.Base + list, Auth: tenantTok, Want: 200})},
 		{Name: legListAll, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: srv.Base + list, Auth: freeTok, Want: 200})},
+		{Name: legGetOne, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: srv.Base + "/api/v3/machines/" + uuids[0], Auth: freeTok, Want: 200})},
+		{Name: legListSlim, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: srv.Base + list + "&slim=Params", Auth: freeTok, Want: 200})},
+		{Name: legListFilter, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: srv.Base + list + "&Pool=bench", Auth: freeTok, Want: 200})},
 	}
-	logf("figure 4: %d rounds of %s per leg", cfg.Rounds, cfg.Leg)
+	logf("figures 4, 13: %d rounds of %s per leg", cfg.Rounds, cfg.Leg)
 	if res.List, err = interleave(ctx, listLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
 		return nil, err
 	}

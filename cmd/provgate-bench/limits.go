@@ -47,13 +47,12 @@ var limits = map[string]string{
 	"5b": "Duplicates or allocations missing from the store mean two callers got the same machine: the " +
 		"claim (ClaimForUpdate, FOR UPDATE SKIP LOCKED) or its conditional update is broken.",
 	"6": "callbackDo is a full gateway request (TLS, Bearer, policy) plus the action: machine and plugin " +
-		"reads, the machine's aggregated params, template rendering of URL and body, the outbound POST, and " +
-		"a synchronous insert of the attempt record (backend/callback send.go → RecordAttempt), which on " +
-		"SQLite serialises all callers on the single writer. The direct leg is only the outbound POST on a " +
-		"kept-alive loopback connection, so even an authorized GET (figure 1) costs several times a direct " +
-		"call: a ratio of 1.2 is out of reach for any call that goes through the gateway. Recording attempts " +
-		"asynchronously would cut the serialisation, at the price of an attempt not yet readable when " +
-		"callbackDo returns.",
+		"reads, the machine's aggregated params, template rendering of URL and body and the outbound POST; " +
+		"the attempt record is written off the request path in batches (backend/callback attemptlog.go). On " +
+		"SQLite every read still shares the single connection with every other request's, so concurrent " +
+		"callbacks queue on it. The direct leg is only the outbound POST on a kept-alive loopback connection. " +
+		"Reading the machine and plugin through the read cache (docs/design.md §14.6) would take most reads " +
+		"off the connection.",
 	"8d": "A write never waits for its subscribers: after the commit it makes one non-blocking channel send " +
 		"per socket (backend.Bus), and each socket's own goroutine authenticates its caller again, decides the " +
 		"event through the decision cache, encodes the frame and writes it over TLS. What the ratio measures is " +
