@@ -11,15 +11,42 @@ LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 30s
 ARGS     ?=
 
-.PHONY: run build test tools lint-tools lint bench fuzz clean
+.PHONY: run build dist test tools lint-tools lint bench fuzz clean
 
-## run: start the server on https://127.0.0.1:8092 with data in ./provgate-data
-run:
-	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/provgate $(ARGS)
+## run: build, then serve on https://127.0.0.1:8092 only (RUN_LISTEN; `provgate serve` alone listens on
+## every interface, :8092) with data in ./provgate-data; ARGS adds serve flags. Ctrl-C stops it with status 0:
+## in the foreground of a terminal the server runs as its own job (set -m), so the interrupt reaches it
+## alone and make reports its exit status instead of dying of the signal itself (ps's "+" marks the
+## foreground; in the background, or without ps, it runs as before).
+RUN_LISTEN ?= 127.0.0.1:8092
+RUN_BIN    ?= bin/provgate
+run: build
+	@if [ -t 0 ] && ps -o stat= -p $$$$ 2>/dev/null | grep -q '+'; then set -m; fi; \
+		$(RUN_BIN) serve --listen $(RUN_LISTEN) $(ARGS)
 
 ## build: build bin/provgate
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/provgate ./cmd/provgate
+
+## dist: static release binaries (CGO_ENABLED=0) with the version stamped, one tarball per
+## platform (the binary, LICENSE, README.md, the systemd unit, its environment file and the
+## sample configuration file) and
+## SHA256SUMS, in $(DIST); e.g. make dist VERSION=v1.2.3
+DIST           ?= dist
+DIST_PLATFORMS ?= linux/amd64 linux/arm64
+dist:
+	@set -e; rm -rf "$(DIST)"; mkdir -p "$(DIST)"; \
+	for p in $(DIST_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=provgate-$(VERSION)-$$os-$$arch; \
+		echo "building $$name"; mkdir -p "$(DIST)/$$name"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' \
+			-o "$(DIST)/$$name/provgate" ./cmd/provgate; \
+		cp LICENSE README.md deploy/provgate.service deploy/provgate.env deploy/provgate.yaml "$(DIST)/$$name/"; \
+		tar -C "$(DIST)" --sort=name --owner=0 --group=0 --numeric-owner --mtime='@0' \
+			-czf "$(DIST)/$$name.tar.gz" "$$name"; \
+		rm -rf "$(DIST)/$$name"; \
+	done; \
+	cd "$(DIST)" && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 
 ## tools: install the pinned opa CLI into $(GOBIN) through the Go toolchain
 tools:
@@ -85,4 +112,4 @@ fuzz:
 
 ## clean: remove build output (not the data dir)
 clean:
-	rm -rf bin
+	rm -rf bin dist

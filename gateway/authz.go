@@ -66,6 +66,7 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	authz, ip := wsCredential(c), c.IP()
 	p, err := s.Auth.Authenticate(ctx, authz, ip)
 	if err != nil {
+		s.countLoginFailure(authz, err)
 		if backend.IsCode(err, backend.ETOOMANY) {
 			// A refused login flood is answered slowly: each attacking
 			// connection then costs one cheap sleeping goroutine per
@@ -108,6 +109,20 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	}
 	c.Locals(accessKey, a)
 	return c.Next()
+}
+
+// countLoginFailure records a refused authentication in the metrics.
+func (s *Server) countLoginFailure(authz string, err error) {
+	switch {
+	case backend.IsCode(err, backend.ETOOMANY):
+		s.metrics.loginFailures.WithLabelValues("throttled").Inc()
+	case !backend.IsCode(err, backend.EUNAUTHORIZED) && !backend.IsCode(err, backend.EFORBIDDEN):
+		// The store or the hasher failed: not a refused login.
+	case authz == "":
+		s.metrics.loginFailures.WithLabelValues("missing").Inc()
+	default:
+		s.metrics.loginFailures.WithLabelValues("invalid").Inc()
+	}
 }
 
 // apiRequest is an API request as authorization reads it: the method, the
@@ -262,6 +277,7 @@ func (s *Server) decide(ctx context.Context, p *auth.Principal, res claims.Resul
 	if !d.Allow {
 		outcome("deny")
 		msgs := append([]string{"Cannot access " + in.Path}, d.Reasons...)
+		msgs = append(msgs, s.refusalHints(ctx, in, d)...)
 		return d, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Messages: msgs}
 	}
 	outcome("allow")

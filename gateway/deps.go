@@ -115,6 +115,11 @@ type Deps struct {
 	// Candidates loads a candidate policy for the access explorer's policy
 	// diff; nil answers 503.
 	Candidates Candidates
+	// Store is checked by /readyz; nil answers 503 there.
+	Store Pinger
+	// Callbacks counts callback attempts and jobfail deliveries for the
+	// metrics; nil exports none.
+	Callbacks CallbackCounter
 }
 
 // policyListInput asks which objects of scope the principal may see.

@@ -140,9 +140,9 @@ func (p recPools) ReleaseToPool(_ context.Context, key string) ([]backend.PoolRe
 
 type recUsers struct{ *recorder }
 
-func (u recUsers) Token(_ context.Context, name string, _ *auth.Principal, _ auth.TokenRequest) (string, error) {
+func (u recUsers) Token(_ context.Context, name string, _ *auth.Principal, _ auth.TokenRequest) (auth.IssuedToken, error) {
 	u.add("Token", "users", name, "", "")
-	return "t", nil
+	return auth.IssuedToken{Token: "t"}, nil
 }
 func (u recUsers) ChangePassword(_ context.Context, name, _ string) (backend.Model, error) {
 	u.add("ChangePassword", "users", name, "", "")

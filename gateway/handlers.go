@@ -17,7 +17,7 @@ import (
 type Users interface {
 	// Token issues a token for user name, granted by the caller (token request
 	// rules: docs/design.md §8.5, §5.6).
-	Token(ctx context.Context, name string, grantor *auth.Principal, req auth.TokenRequest) (string, error)
+	Token(ctx context.Context, name string, grantor *auth.Principal, req auth.TokenRequest) (auth.IssuedToken, error)
 	ChangePassword(ctx context.Context, name, password string) (backend.Model, error)
 	RotateSecret(ctx context.Context, name string) error
 	RotateSystemSecret(ctx context.Context) error
@@ -109,7 +109,18 @@ func (s *Server) handleUserToken(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"Token": tok, "Info": s.buildInfo(c)})
+	// DRP's reply is {Token, Info}; a token restricted to roles also says
+	// which it carries and which roles= asked for in vain, since those are
+	// dropped without an error (docs/design.md §8.5). DRP clients ignore
+	// the extra members.
+	reply := fiber.Map{"Token": tok.Token, "Info": s.buildInfo(c)}
+	if tok.Roles != nil {
+		reply["Roles"] = tok.Roles
+	}
+	if tok.Dropped != nil {
+		reply["DroppedRoles"] = tok.Dropped
+	}
+	return c.JSON(reply)
 }
 
 func (s *Server) handleUserPassword(c *fiber.Ctx) error {
@@ -316,8 +327,9 @@ func (s *Server) handlePoolOp(c *fiber.Ctx) error {
 	}
 	// The verb is the one the request was authorized for (action:<verb>).
 	verb := backend.PoolVerb(strings.TrimPrefix(accessOf(c).Operation, "action:"))
-	res, err := s.Pools.Op(userContext(c), verb, routeKey(c), c.Body(), backend.PoolOptions{
+	res, err := s.Pools.Op(s.waitContext(userContext(c)), verb, routeKey(c), c.Body(), backend.PoolOptions{
 		SourcePool: strings.Clone(c.Query("source-pool")), Force: c.QueryBool("force"), Visible: vis})
+	s.metrics.countPoolOp(string(verb), len(res), err)
 	if err != nil {
 		return err
 	}
@@ -329,6 +341,7 @@ func (s *Server) handleReleaseToPool(c *fiber.Ctx) error {
 		return unavailable("pools")
 	}
 	res, err := s.Pools.ReleaseToPool(userContext(c), routeKey(c))
+	s.metrics.countPoolOp("releaseToPool", len(res), err)
 	if err != nil {
 		return err
 	}

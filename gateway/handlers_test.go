@@ -489,9 +489,9 @@ type fakeUsers struct {
 	password string
 }
 
-func (u *fakeUsers) Token(_ context.Context, name string, _ *auth.Principal, req auth.TokenRequest) (string, error) {
+func (u *fakeUsers) Token(_ context.Context, name string, _ *auth.Principal, req auth.TokenRequest) (auth.IssuedToken, error) {
 	u.tokenFor, u.req = name, req
-	return "tok-" + name, nil
+	return auth.IssuedToken{Token: "tok-" + name}, nil
 }
 func (u *fakeUsers) ChangePassword(_ context.Context, name, password string) (backend.Model, error) {
 	u.password = password

@@ -16,6 +16,12 @@ type metrics struct {
 	requests  *prometheus.CounterVec
 	durations *prometheus.HistogramVec
 	decisions *prometheus.CounterVec
+	// poolOps counts pool operations by verb and result; poolMachines the
+	// machines they moved (allocateMachines: allocations).
+	poolOps      *prometheus.CounterVec
+	poolMachines *prometheus.CounterVec
+	// loginFailures counts refused authentications by reason.
+	loginFailures *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -30,8 +36,28 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "provgate_authz_decisions_total", Help: "Authorization decisions by outcome.",
 		}, []string{"outcome"}),
+		poolOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "provgate_pool_operations_total", Help: "Pool operations by verb and result (ok or error).",
+		}, []string{"verb", "result"}),
+		poolMachines: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "provgate_pool_machines_total", Help: "Machines moved by successful pool operations, by verb (allocateMachines: allocations).",
+		}, []string{"verb"}),
+		loginFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "provgate_login_failures_total", Help: "Refused authentications by reason: invalid (wrong or unknown credentials), missing (none sent), throttled (too many failures).",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.requests, m.durations, m.decisions)
+	for _, v := range poolVerbs {
+		m.poolOps.WithLabelValues(v, "ok")
+		m.poolOps.WithLabelValues(v, "error")
+		m.poolMachines.WithLabelValues(v)
+	}
+	for _, r := range []string{"invalid", "missing", "throttled"} {
+		m.loginFailures.WithLabelValues(r)
+	}
+	for _, o := range []string{"allow", "deny", "hidden", "error"} {
+		m.decisions.WithLabelValues(o)
+	}
+	reg.MustRegister(m.requests, m.durations, m.decisions, m.poolOps, m.poolMachines, m.loginFailures)
 	// Process and Go runtime figures; registering twice on a shared registry is harmless.
 	_ = reg.Register(collectors.NewGoCollector())
 	_ = reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -82,15 +108,46 @@ func methodLabel(method string) string {
 	return "other"
 }
 
+// poolVerbs are the pool operation labels: the four pool routes' verbs and
+// releaseToPool.
+var poolVerbs = []string{"addMachines", "removeMachines", "allocateMachines", "releaseMachines", "releaseToPool"}
+
+// countPoolOp records one pool operation and the machines it moved.
+func (m *metrics) countPoolOp(verb string, machines int, err error) {
+	if err != nil {
+		m.poolOps.WithLabelValues(verb, "error").Inc()
+		return
+	}
+	m.poolOps.WithLabelValues(verb, "ok").Inc()
+	m.poolMachines.WithLabelValues(verb).Add(float64(machines))
+}
+
 // routeLabel is the registered route that served the request, copied, or
 // "unmatched". A request no route took keeps no route of its own: Fiber
-// then reports the raw path, which must not become a label.
-func routeLabel(c *fiber.Ctx) string {
+// then reports the raw path, which must not become a label. A request the
+// guard refused never reached its route: Fiber reports the /api/v3 group,
+// so the route it would have reached is looked up (apiRouteOf).
+func (s *Server) routeLabel(c *fiber.Ctx) string {
 	r := c.Route()
 	if r == nil || r.Path == "/" || r.Path == "" || len(r.Handlers) == 0 {
 		return "unmatched"
 	}
+	if r.Path == apiBase {
+		return s.apiRouteOf(c.Method(), c.Path())
+	}
 	return strings.Clone(r.Path)
+}
+
+// apiRouteOf is the path of the first /api/v3 route taking method and path,
+// in Fiber's dispatch order, or "unmatched". Its result is one of the
+// registered paths, never the request's.
+func (s *Server) apiRouteOf(method, path string) string {
+	for _, r := range s.apiRoutes {
+		if r.method == method && r.matches(path) {
+			return r.path
+		}
+	}
+	return "unmatched"
 }
 
 func (m *metrics) observe(method, route string, status int, d time.Duration) {

@@ -202,7 +202,7 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 			c.Set(fiber.HeaderETag, etag)
 			return c.SendStatus(fiber.StatusNotModified)
 		}
-		changed, err := s.Objects.Wait(ctx, k.Prefix, v.Model.Key(), etag, wait)
+		changed, err := s.Objects.Wait(s.waitContext(ctx), k.Prefix, v.Model.Key(), etag, wait)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import "github.com/gofiber/fiber/v2"
 // route (serves).
 func (s *Server) routes() {
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	s.app.Get("/readyz", s.handleReadyz)
 	s.app.Get("/metrics", s.metricsHandler())
 	if s.BenchRoute {
 		// Unauthenticated read of one pool: the baseline of the gateway benchmark.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -39,8 +38,13 @@ type Server struct {
 	reg     *prometheus.Registry
 	// servedBy maps each claims route to the Fiber route serving it.
 	servedBy map[string]string
+	// apiRoutes are the /api/v3 routes in dispatch order (route labels of
+	// refused requests).
+	apiRoutes []fiberRoute
 	// streamFresh paces event streams' freshness checks.
 	streamFresh freshGate
+	// drain is set when a graceful shutdown starts (Drain).
+	drain drainState
 	Deps
 }
 
@@ -59,6 +63,7 @@ func New(opts Options) *Server {
 		reg = prometheus.NewRegistry()
 	}
 	s := &Server{log: opts.Logger, version: opts.Version, started: time.Now(), reg: reg, Deps: opts.Deps}
+	s.drain.ch = make(chan struct{})
 	s.metrics = newMetrics(reg)
 	if rc, ok := opts.Deps.Policy.(reloadCounter); ok {
 		registerReloads(reg, rc)
@@ -86,6 +91,10 @@ func New(opts Options) *Server {
 		panic("gateway: " + err.Error())
 	}
 	s.servedBy = served
+	if s.apiRoutes, err = apiRoutes(s.app); err != nil {
+		panic("gateway: " + err.Error())
+	}
+	s.registerSources(reg)
 	return s
 }
 
@@ -125,7 +134,7 @@ func (s *Server) requestMeta(c *fiber.Ctx) error {
 		}
 	}
 	status := c.Response().StatusCode()
-	route := routeLabel(c)
+	route := s.routeLabel(c)
 	d := time.Since(start)
 	s.metrics.observe(methodLabel(c.Method()), route, status, d)
 	level := slog.LevelInfo
@@ -137,7 +146,7 @@ func (s *Server) requestMeta(c *fiber.Ctx) error {
 		user = p.Subject()
 	}
 	s.log.Log(c.UserContext(), level, "request", "request_id", id, "method", c.Method(), "path", c.Path(),
-		"route", route, "status", status, "duration_ms", strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64),
+		"route", route, "status", status, "duration_ms", float64(d.Microseconds())/1000,
 		"principal", user, "remote", c.IP())
 	return nil
 }

@@ -85,7 +85,7 @@ func (s *Server) uiGuard(c *fiber.Ctx) error {
 	}
 	if p.Method == auth.MethodBasic && s.Users != nil {
 		if tok, err := s.Users.Token(ctx, p.Name, p, auth.TokenRequest{TTL: "1h"}); err == nil {
-			c.Cookie(&fiber.Cookie{Name: sessionCookie, Value: tok, Path: "/ui/", MaxAge: 3600, Secure: true,
+			c.Cookie(&fiber.Cookie{Name: sessionCookie, Value: tok.Token, Path: "/ui/", MaxAge: 3600, Secure: true,
 				HTTPOnly: true, SameSite: fiber.CookieSameSiteStrictMode})
 		}
 	}

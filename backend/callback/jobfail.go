@@ -147,6 +147,14 @@ func (s *Service) deliver(worker context.Context, d backend.Delivery) {
 			next = s.opts.Now().Add(redeliveryDelay(attempts))
 		}
 	}
+	switch state {
+	case backend.DeliveryPending:
+		s.deliveryCounts.Add("retry")
+	case backend.DeliveryFailed:
+		s.deliveryCounts.Add("failed")
+	default:
+		s.deliveryCounts.Add(string(state))
+	}
 	if state == backend.DeliveryFailed {
 		s.log.Warn("callback: delivery failed for good", "plugin", d.Plugin, "callback", d.Callback,
 			"machine", d.Machine, "job", d.Job, "attempts", d.Attempts, "err", lastErr)

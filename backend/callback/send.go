@@ -375,6 +375,20 @@ func retryAfter(out *outcome) time.Duration {
 	return out.retryAfter
 }
 
+// attemptOutcome is the metrics label of an attempt answered with status
+// (0: no answer).
+func attemptOutcome(status int) string {
+	switch {
+	case status == 0:
+		return "error"
+	case status >= 500:
+		return "server_error"
+	case status >= 400:
+		return "client_error"
+	}
+	return "ok"
+}
+
 // attempt sends the request once and records it.
 func (s *Service) attempt(ctx context.Context, r *request, cr credential, n int) *outcome {
 	start := time.Now()
@@ -387,6 +401,7 @@ func (s *Service) attempt(ctx context.Context, r *request, cr credential, n int)
 	if a.Error == "" && out.status >= 400 {
 		a.Error = fmt.Sprintf("Callback API returned %d", out.status)
 	}
+	s.attemptCounts.Add(attemptOutcome(out.status))
 	if s.attempts != nil {
 		// Recorded even when the budget just ran out, off the request
 		// path (attemptLog).

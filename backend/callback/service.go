@@ -79,6 +79,17 @@ type Service struct {
 	states map[string]*pluginState
 	// rounds counts the jobfail worker's finished rounds (Rounds).
 	rounds atomic.Uint64
+
+	// attemptCounts and deliveryCounts count outcomes for the metrics
+	// (Counts).
+	attemptCounts, deliveryCounts backend.Counts
+}
+
+// Counts returns the callback attempts made by outcome (ok, client_error,
+// server_error, error: no answer) and the jobfail deliveries finished by
+// outcome (done, retry, failed) since the start (docs/design.md §15.4).
+func (s *Service) Counts() (attempts, deliveries map[string]uint64) {
+	return s.attemptCounts.Snapshot(), s.deliveryCounts.Snapshot()
 }
 
 // Rounds is the number of rounds the jobfail worker (RunWorker) has

@@ -3,6 +3,7 @@ package license
 import (
 	"context"
 	"crypto/ed25519"
+	"sync"
 	"time"
 
 	"github.com/provgate/provgate/backend"
@@ -24,8 +25,16 @@ type Settings interface {
 // a license that expires stops counting at once.
 type Holder struct {
 	st  Settings
-	pub ed25519.PublicKey
 	now func() time.Time
+
+	mu  sync.RWMutex // guards pub, which Reload replaces
+	pub ed25519.PublicKey
+}
+
+func (h *Holder) key() ed25519.PublicKey {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.pub
 }
 
 // NewHolder returns a Holder; pub nil means no key is configured (every
@@ -49,11 +58,12 @@ func (h *Holder) LicenseState(ctx context.Context) backend.LicenseState {
 		out.Error = "no license loaded"
 		return out
 	}
-	if h.pub == nil {
+	pub := h.key()
+	if pub == nil {
 		out.Error = "no license public key configured (--license-public-key)"
 		return out
 	}
-	lic, err := Verify(h.pub, doc, h.now())
+	lic, err := Verify(pub, doc, h.now())
 	if err != nil {
 		out.Error = err.Error()
 		return out
@@ -64,15 +74,35 @@ func (h *Holder) LicenseState(ctx context.Context) backend.LicenseState {
 
 // LoadLicense verifies doc and, when valid now, makes it the license.
 func (h *Holder) LoadLicense(ctx context.Context, doc string) (backend.LicenseState, error) {
-	if h.pub == nil {
+	return h.load(ctx, h.key(), doc)
+}
+
+func (h *Holder) load(ctx context.Context, pub ed25519.PublicKey, doc string) (backend.LicenseState, error) {
+	if pub == nil {
 		return backend.LicenseState{}, backend.OpError(backend.EBADREQUEST, backend.ReplaceOp, "license", "",
 			"no license public key configured: start the server with --license-public-key")
 	}
-	if _, err := Verify(h.pub, doc, h.now()); err != nil {
+	if _, err := Verify(pub, doc, h.now()); err != nil {
 		return backend.LicenseState{}, backend.NewError(backend.EINVALID, "ValidationError", "license", "", err.Error())
 	}
 	if err := h.st.SetSetting(ctx, SettingLicense, doc); err != nil {
 		return backend.LicenseState{}, err
 	}
+	return h.LicenseState(ctx), nil
+}
+
+// Reload replaces the public key with pub and, when doc is not empty, loads
+// doc as the license, as a start with these files does (SIGHUP in the
+// server, docs/design.md §7). Nothing changes unless doc is valid under pub
+// now: a broken file never takes away a working license.
+func (h *Holder) Reload(ctx context.Context, pub ed25519.PublicKey, doc string) (backend.LicenseState, error) {
+	if doc != "" {
+		if _, err := h.load(ctx, pub, doc); err != nil {
+			return backend.LicenseState{}, err
+		}
+	}
+	h.mu.Lock()
+	h.pub = pub
+	h.mu.Unlock()
 	return h.LicenseState(ctx), nil
 }

@@ -261,6 +261,7 @@ func TestDelete(t *testing.T) {
 		mustCreate(t, e, "profiles", `{"Name":"pf"}`)
 		mc := mustCreate(t, e, "machines", `{"Name":"dm1","Pool":"p1","Profiles":["pf"]}`).(*backend.Machine)
 		mustCreate(t, e, "pools", `{"Id":"p1"}`)
+		mustCreate(t, e, "profiles", `{"Name":"other"}`)
 		mustCreate(t, e, "tenants", `{"Name":"t2","Members":{"profiles":["pf","other"],"machines":["`+mc.Uuid+`"]}}`)
 		tests := []struct{ name, prefix, key, code, typ, msg string }{
 			{"role in use", "roles", "ops", backend.ECONFLICT, "StillInUseError", "In use by User rocketskates"},

@@ -244,7 +244,7 @@ func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, old backend.M
 			t.Members[k] = []string{}
 		}
 	}
-	if err := s.checkOwnMembers(ctx, t, old, keys, c); err != nil {
+	if err := s.checkMembers(ctx, t, old, keys, c); err != nil {
 		return err
 	}
 	// Only users this write adds can be in another tenant: those the
@@ -295,37 +295,77 @@ func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, old backend.M
 	return nil
 }
 
-// checkOwnMembers: what a tenant user adds to its own tenant's Members
-// must be objects it sees already, so that the write never widens what the
-// tenant shows it; an object it cannot see is refused exactly as one that
-// does not exist (docs/design.md §6.5). Other writers may list keys freely,
-// objects to come included, as DRP allows.
-func (s *core) checkOwnMembers(ctx context.Context, t *backend.Tenant, old backend.Model, scopes []string, c *check) error {
-	if backend.TenantFrom(ctx) != t.Name || backend.AccessFrom(ctx) == nil {
-		return nil
-	}
+// checkMembers resolves and checks what a write adds to Members
+// (docs/design.md §6.5). A key may name its object by a unique index, as a
+// path does (machines: Name:m1); it is stored as the object's own key, which
+// is what visibility compares. A key that names no object the caller may see
+// is refused like a missing one, whoever writes: a hidden object and a
+// missing one get the same answer, and a key naming nothing would restrict
+// the tenant's users to nothing without a word. Keys the stored version held
+// are kept as they are, so an edit never fails on an administrator's choice.
+func (s *core) checkMembers(ctx context.Context, t *backend.Tenant, old backend.Model, scopes []string, c *check) error {
 	var had map[string][]string
 	if o, ok := old.(*backend.Tenant); ok {
 		had = o.Members
 	}
 	for _, scope := range scopes {
-		if !backend.ValidScope(scope) || backend.KindOf(scope) == nil {
+		k := backend.KindOf(scope)
+		if !backend.ValidScope(scope) || k == nil {
 			continue
 		}
+		keys := make([]string, 0, len(t.Members[scope]))
 		for _, key := range t.Members[scope] {
 			if contains(had[scope], key) {
+				keys = appendNew(keys, key)
 				continue
 			}
-			ok, err := s.visible(ctx, scope, key)
+			resolved, problem, err := s.memberKey(ctx, k, key)
 			if err != nil {
 				return err
 			}
-			if !ok {
-				c.bad("Members %s: %s does not exist", scope, key)
+			if problem != "" {
+				c.bad("Members %s: %s", scope, problem)
+				continue
 			}
+			keys = appendNew(keys, resolved)
 		}
+		t.Members[scope] = keys
 	}
 	return nil
+}
+
+// memberKey is the key of the object key names (its own key, or an index
+// lookup such as Name:m1) when the caller may see it; otherwise problem says
+// why not, never telling a hidden object from a missing one.
+func (s *core) memberKey(ctx context.Context, k *backend.Kind, key string) (resolved, problem string, err error) {
+	missing := key + " does not exist"
+	rec, err := s.readRecord(ctx, k, key, backend.ReadOp)
+	switch {
+	case backend.IsCode(err, backend.ENOTFOUND):
+		return "", missing, nil
+	case backend.IsCode(err, backend.EBADREQUEST):
+		// An index that cannot address one object says so, whatever exists.
+		return "", strings.Join(backend.AsError(err).Messages, "; "), nil
+	case err != nil:
+		return "", "", err
+	}
+	ok, err := backend.CanSee(ctx, k.Prefix, rec.Key)
+	if err != nil {
+		return "", "", err
+	}
+	if !ok {
+		return "", missing, nil
+	}
+	return rec.Key, "", nil
+}
+
+// appendNew appends key to keys unless it is there already: Name:m1 and
+// m1's key name one member.
+func appendNew(keys []string, key string) []string {
+	if contains(keys, key) {
+		return keys
+	}
+	return append(keys, key)
 }
 
 // archAliases maps the spellings DRP accepts to the normalised arch.

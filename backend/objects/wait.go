@@ -9,7 +9,8 @@ import (
 
 // Wait serves If-None-Match + "Prefer: wait=" long polls: it returns true as
 // soon as prefix/key no longer has etag (a ModelETag value) or is deleted,
-// and false when d elapses first. It wakes on Bus events for the object, not
+// and false when d elapses first or the wait is stopped
+// (backend.WithWaitStop). It wakes on Bus events for the object, not
 // by polling the database, so changes made by another replica are seen only
 // when they reach this replica's Bus.
 func (s *CRUD) Wait(ctx context.Context, prefix, key, etag string, d time.Duration) (bool, error) {
@@ -45,10 +46,15 @@ func (s *CRUD) Wait(ctx context.Context, prefix, key, etag string, d time.Durati
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	stop := backend.WaitStop(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
+		case <-stop:
+			// The server drains: answer as for a timeout, so the client
+			// polls again, on another replica.
+			return false, nil
 		case <-timer.C:
 			return false, nil
 		case _, ok := <-sub.C:

@@ -59,9 +59,9 @@ func settled(m *backend.Machine) bool {
 	return m.WorkflowComplete
 }
 
-// wait blocks until every changed machine has settled, timeout passes or ctx
-// ends, and returns each machine's status at that moment. A timeout is not an
-// error: the reply shows which machines are still transitional. Bus events
+// wait blocks until every changed machine has settled, timeout passes, ctx
+// ends or the wait is stopped (backend.WithWaitStop), and returns each
+// machine's status at that moment. A timeout is not an error: the reply shows which machines are still transitional. Bus events
 // only wake the wait; the machines are then re-read from the store, so event
 // order and lost events do not matter. A slow periodic re-read catches
 // changes made on other replicas.
@@ -112,6 +112,7 @@ func (s *Service) wait(ctx context.Context, w *waiter, changes []change, timeout
 	if w.sub != nil {
 		events = w.sub.C
 	}
+	stop := backend.WaitStop(ctx)
 	for {
 		p := pending()
 		if len(p) == 0 {
@@ -119,6 +120,10 @@ func (s *Service) wait(ctx context.Context, w *waiter, changes []change, timeout
 		}
 		select {
 		case <-ctx.Done():
+			return results()
+		case <-stop:
+			// The server drains: answer now, as a timeout would.
+			refresh(ctx, p)
 			return results()
 		case <-timer.C:
 			// The reply is each machine's status at the moment of return.

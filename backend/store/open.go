@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +15,7 @@ import (
 
 	gosqlite "github.com/glebarez/go-sqlite"
 	"github.com/glebarez/sqlite"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -65,19 +66,16 @@ func openPostgres(ctx context.Context, dsn string, opts Options, log *slog.Logge
 	return db, nil
 }
 
-// describePostgres names the server and database of a URL DSN for error
-// messages, and returns the password so that it can be scrubbed.
+// describePostgres names the server and database of a DSN (URL or
+// keyword/value) for error messages, and returns its password so that it can
+// be scrubbed.
 func describePostgres(dsn string) (where, password string) {
-	u, err := url.Parse(dsn)
+	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return "(unparsable DSN)", ""
 	}
-	password, _ = u.User.Password()
-	where = u.Host + u.Path
-	if where == "" {
-		where = "(default host)"
-	}
-	return where, password
+	where = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))) + "/" + cfg.Database
+	return where, cfg.Password
 }
 
 func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

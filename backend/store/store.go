@@ -51,6 +51,10 @@ type Store struct {
 	revStmts sync.Map
 	hookMu   sync.RWMutex
 	onWrite  []func(prefix, key string)
+	// file is the SQLite file opened (health.go); nil on PostgreSQL.
+	file *sqliteFile
+	// stats times the statements (QueryStats).
+	stats queryStats
 }
 
 const (
@@ -58,8 +62,9 @@ const (
 	dialectPostgres = "postgres"
 )
 
-// Open connects to dsn ("postgres://..." for PostgreSQL; anything else is a
-// SQLite file path) and migrates the schema.
+// Open connects to dsn (a postgres:// URL or libpq keyword/value string for
+// PostgreSQL; anything else is a SQLite file path, see ParseDSN for what a
+// configuration may name) and migrates the schema.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	log := opts.Logger
 	if log == nil {
@@ -73,10 +78,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	} else {
 		s.dialect = dialectSQLite
 		s.db, err = openSQLite(ctx, dsn, log)
+		s.file = openedFile(dsn)
 	}
 	if err != nil {
 		return nil, err
 	}
+	s.db.Logger = timedLogger{Interface: s.db.Logger, stats: &s.stats}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -89,11 +96,6 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
-}
-
-func isPostgresDSN(dsn string) bool {
-	l := strings.ToLower(dsn)
-	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
 }
 
 // Close releases the connection pool.

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 
+	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/backend/atomicfile"
 	"github.com/provgate/provgate/backend/objects"
+	"github.com/provgate/provgate/gateway/auth"
 )
 
 const (
@@ -35,4 +39,18 @@ func initialAdminPassword(cfg Config, stdout io.Writer) (pw string, generated bo
 		return "", false, err
 	}
 	return pw, true, nil
+}
+
+// warnAdminPasswordIgnored logs a warning when --admin-password was given
+// but the store already had users, so it changed nothing (docs/design.md
+// §15.2), unless it is the admin's password anyway (a restart with the same
+// configuration).
+func warnAdminPasswordIgnored(ctx context.Context, pw string, accounts *objects.Accounts, logger *slog.Logger) {
+	hash, _, err := accounts.PasswordHash(backend.WithSystem(ctx), objects.AdminUser)
+	if err == nil && auth.CheckPassword(hash, pw) {
+		return
+	}
+	logger.Warn("--admin-password ignored: it sets the password of " + objects.AdminUser +
+		" only on the first start, and this store has users already; to set a password, use the API, or stop the server and run" +
+		" provgate admin reset-password USER with the server's store flags")
 }

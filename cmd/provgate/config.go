@@ -18,6 +18,7 @@ import (
 
 	"github.com/provgate/provgate/backend/callback"
 	"github.com/provgate/provgate/backend/objects"
+	"github.com/provgate/provgate/backend/store"
 )
 
 // envPrefix is prepended to a flag's upper-cased name (dashes become
@@ -26,8 +27,10 @@ import (
 const envPrefix = "PROVGATE_"
 
 // Config is everything the serve command needs. It is filled from defaults,
-// then the environment, then flags, so the most explicit source wins.
+// then the --config file, then the environment, then flags, so the most
+// explicit source wins.
 type Config struct {
+	ConfigFile       string // YAML file of flag values (--config), applied before the environment
 	DataDir          string // state directory: SQLite file, TLS files, initial admin password
 	Database         string // DSN; empty selects the SQLite file <DataDir>/provgate.db
 	Listen           string // host:port of the API listener
@@ -48,6 +51,14 @@ type Config struct {
 	MaxTokenTTL           time.Duration // upper bound for a requested token ttl
 	ShutdownTimeout       time.Duration // how long in-flight requests get after a stop signal
 	BenchRoutes           bool          // enables the unauthenticated benchmark route
+	// DecisionLogURL receives decisions batched and gzipped in OPA's
+	// decision-log upload format.
+	DecisionLogURL string
+	// DecisionLogURLBuffer bounds the decisions waiting for upload.
+	DecisionLogURLBuffer int
+	// ShutdownDelay is how long a stopping server keeps serving while
+	// /readyz answers 503, so that load balancers stop sending first.
+	ShutdownDelay time.Duration
 	// PolicyWatchInterval is how often the policy dir is polled for changed
 	// files; tests shorten it so that a reload is seen quickly.
 	PolicyWatchInterval time.Duration
@@ -91,6 +102,7 @@ func defaultConfig() Config {
 		EventBuffer:           256,
 		EventStreams:          16,
 		ObjectCacheSize:       objects.DefaultViewCacheSize,
+		DecisionLogURLBuffer:  10000,
 	}
 }
 
@@ -100,8 +112,9 @@ func defaultConfig() Config {
 func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.ConfigFile, configFlag, c.ConfigFile, "YAML `file` setting any of these flags by name (data-dir: /var/lib/provgate); the environment and flags win over it")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the SQLite database, generated TLS files and the initial admin password")
-	fs.StringVar(&c.Database, "database", c.Database, "database DSN: postgres://... for PostgreSQL; empty selects the SQLite file <data-dir>/provgate.db")
+	fs.StringVar(&c.Database, "database", c.Database, "database: postgres://..., postgresql://... or libpq key=value pairs for PostgreSQL, sqlite:PATH for a SQLite file; empty selects the SQLite file <data-dir>/provgate.db")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the API listener, host:port")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate file (with --tls-key); default: a self-signed certificate generated in the data dir")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key file (with --tls-cert)")
@@ -115,6 +128,8 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.BoolVar(&c.PolicyBundleAllowHTTP, "policy-bundle-allow-http", c.PolicyBundleAllowHTTP, "let --policy-bundle be a plain http:// URL, which anyone on the way can read or replace (prefer https)")
 	fs.DurationVar(&c.PolicyWatchInterval, "policy-watch-interval", c.PolicyWatchInterval, "how often --policy-dir or --policy-bundle is checked for changes (SIGHUP reloads at once)")
 	fs.StringVar(&c.DecisionLog, "decision-log", c.DecisionLog, "file that receives policy decisions as JSON lines")
+	fs.StringVar(&c.DecisionLogURL, "decision-log-url", c.DecisionLogURL, "http(s) endpoint that receives policy decisions batched and gzipped as OPA's decision-log service API does (POST of a JSON array)")
+	fs.IntVar(&c.DecisionLogURLBuffer, "decision-log-url-buffer", c.DecisionLogURLBuffer, "decisions that may wait for upload to --decision-log-url; more are dropped (and counted) while the receiver is down or slow")
 	fs.StringVar(&c.CallbackExecDir, "callback-exec-dir", c.CallbackExecDir, "directory whose executables callback exec auth may run; empty disables exec auth")
 	fs.StringVar(&c.CallbackAllow, "callback-allow", c.CallbackAllow, "comma-separated CIDR prefixes or addresses callbacks may reach although refused by default (loopback, link-local, unspecified, multicast)")
 	fs.StringVar(&c.CallbackDeny, "callback-deny", c.CallbackDeny, "comma-separated CIDR prefixes or addresses callbacks may never reach (wins over --callback-allow)")
@@ -122,6 +137,7 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.Var((*byteSize)(&c.BodyLimit), "body-limit", "largest request body in `bytes` (suffixes KiB, MiB, GiB accepted)")
 	fs.DurationVar(&c.MaxTokenTTL, "max-token-ttl", c.MaxTokenTTL, "longest token lifetime a client may request")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time in-flight requests get to finish after SIGINT/SIGTERM")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "after SIGINT/SIGTERM, how long to go on serving with /readyz answering 503 before the listener closes (e.g. 5s behind a load balancer)")
 	fs.BoolVar(&c.BenchRoutes, "bench-routes", c.BenchRoutes, "enable the unauthenticated route used only by benchmarks")
 	fs.DurationVar(&c.CallbackDeliveryLease, "callback-delivery-lease", c.CallbackDeliveryLease, "how long a server owns a claimed jobfail delivery before another may retry it (lower only for tests)")
 	fs.DurationVar(&c.CallbackPollInterval, "callback-poll-interval", c.CallbackPollInterval, "how often the jobfail worker looks for due deliveries")
@@ -180,6 +196,15 @@ func (c Config) Validate() error {
 	if c.License != "" && c.LicensePublicKey == "" {
 		return errors.New("--license needs --license-public-key to verify it")
 	}
+	if c.DecisionLogURL != "" {
+		u, err := url.Parse(c.DecisionLogURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("--decision-log-url: want an http:// or https:// URL, e.g. https://collector.example/logs")
+		}
+	}
+	if c.DecisionLogURLBuffer < 1 || c.DecisionLogURLBuffer > 1<<20 {
+		return fmt.Errorf("--decision-log-url-buffer %d: must be between 1 and 1048576", c.DecisionLogURLBuffer)
+	}
 	if c.PolicyBundle != "" && c.PolicyDir != "" {
 		return errors.New("--policy-bundle and --policy-dir exclude each other")
 	}
@@ -236,6 +261,9 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %s: must be positive", c.ShutdownTimeout)
 	}
+	if c.ShutdownDelay < 0 || c.ShutdownDelay > 10*time.Minute {
+		return fmt.Errorf("--shutdown-delay %s: must be between 0s and 10m", c.ShutdownDelay)
+	}
 	// A send may use nine tenths of the lease; below a second that leaves
 	// no time for a request.
 	if c.CallbackDeliveryLease < time.Second {
@@ -256,18 +284,21 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// DatabaseDSN is the DSN to open: --database, or the SQLite file in the data
-// dir.
+// DatabaseDSN is what store.Open is given: the PostgreSQL DSN or SQLite path
+// of --database, or the SQLite file in the data dir. Call it on a validated
+// Config.
 func (c Config) DatabaseDSN() string {
-	if c.Database != "" {
-		return c.Database
+	if c.Database == "" {
+		return filepath.Join(c.DataDir, "provgate.db")
 	}
-	return filepath.Join(c.DataDir, "provgate.db")
+	_, target, _ := store.ParseDSN(c.Database)
+	return target
 }
 
 // IsPostgres reports whether the DSN selects PostgreSQL rather than SQLite.
 func (c Config) IsPostgres() bool {
-	return isPostgresDSN(c.Database)
+	dialect, _, err := store.ParseDSN(c.Database)
+	return err == nil && dialect == store.DialectPostgres
 }
 
 // SlogLevel is LogLevel as a slog level; call it on a validated Config.
@@ -299,8 +330,9 @@ func (c Config) LogValue() slog.Value { return slog.GroupValue(c.attrs()...) }
 
 func (c Config) attrs() []slog.Attr {
 	return []slog.Attr{
+		slog.String("config", c.ConfigFile),
 		slog.String("data_dir", c.DataDir),
-		slog.String("database", redactDSN(c.Database)),
+		slog.String("database", store.RedactDSN(c.Database)),
 		slog.String("listen", c.Listen),
 		slog.String("tls_cert", c.TLSCert),
 		slog.String("tls_key", c.TLSKey),
@@ -309,10 +341,12 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("license_public_key", c.LicensePublicKey),
 		slog.String("license", c.License),
 		slog.String("policy_dir", c.PolicyDir),
-		slog.String("policy_bundle", redactDSN(c.PolicyBundle)),
+		slog.String("policy_bundle", redactURL(c.PolicyBundle)),
 		slog.String("policy_watch_interval", c.PolicyWatchInterval.String()),
 		slog.Bool("policy_bundle_allow_http", c.PolicyBundleAllowHTTP),
 		slog.String("decision_log", c.DecisionLog),
+		slog.String("decision_log_url", redactURL(c.DecisionLogURL)),
+		slog.Int("decision_log_url_buffer", c.DecisionLogURLBuffer),
 		slog.String("callback_exec_dir", c.CallbackExecDir),
 		slog.String("callback_allow", c.CallbackAllow),
 		slog.String("callback_deny", c.CallbackDeny),
@@ -320,6 +354,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.Int64("body_limit", c.BodyLimit),
 		slog.String("max_token_ttl", c.MaxTokenTTL.String()),
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
+		slog.String("shutdown_delay", c.ShutdownDelay.String()),
 		slog.Bool("bench_routes", c.BenchRoutes),
 		slog.String("callback_delivery_lease", c.CallbackDeliveryLease.String()),
 		slog.String("callback_poll_interval", c.CallbackPollInterval.String()),
@@ -343,33 +378,23 @@ func validateListen(addr string) error {
 	return nil
 }
 
-func isPostgresDSN(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
-}
-
-// validateDSN accepts PostgreSQL URLs and SQLite file names. Errors never
-// echo the DSN, which may hold a password.
+// validateDSN accepts what store.ParseDSN accepts. Errors never echo the
+// DSN, which may hold a password.
 func validateDSN(dsn string) error {
-	if isPostgresDSN(dsn) {
-		if _, err := url.Parse(dsn); err != nil {
-			return errors.New("--database: malformed postgres:// URL")
-		}
-		return nil
-	}
-	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
-		return fmt.Errorf("--database: unsupported scheme %q (want postgres:// or a SQLite file path)", scheme)
+	if _, _, err := store.ParseDSN(dsn); err != nil {
+		return fmt.Errorf("--database: %w", err)
 	}
 	return nil
 }
 
-// redactDSN hides the password of a URL-style DSN.
-func redactDSN(dsn string) string {
-	if !strings.Contains(dsn, "://") {
-		return dsn
+// redactURL hides the password of a URL's user info.
+func redactURL(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
 	}
-	u, err := url.Parse(dsn)
+	u, err := url.Parse(s)
 	if err != nil {
-		return "<unparsable DSN>"
+		return "<unparsable URL>"
 	}
 	return u.Redacted()
 }

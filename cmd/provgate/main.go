@@ -28,7 +28,8 @@ func main() {
 	// After the first signal the default handling comes back, so a second
 	// Ctrl-C ends a shutdown that hangs.
 	go func() { <-ctx.Done(); stop() }()
-	// SIGHUP asks a server with a policy directory or bundle to reload it.
+	// SIGHUP is caught whatever is configured, so that it never ends the
+	// server; a server hands it to each of its reloads.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	err := runWith(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, hooks{reload: hup})
@@ -45,8 +46,9 @@ type hooks struct {
 	// ready receives the server's bound address once it accepts
 	// connections; tests use it with --listen 127.0.0.1:0.
 	ready chan<- string
-	// reload delivers requests to reload the policy directory or bundle
-	// (SIGHUP in main); nil delivers none.
+	// reload delivers the operator's requests to reload (SIGHUP in main):
+	// the policy directory or bundle, the license files, the decision log
+	// file; nil delivers none.
 	reload <-chan os.Signal
 	// now is the clock tokens are checked against and policies see
 	// (time.now_ns); nil is the real one.
@@ -90,6 +92,7 @@ commands:
   policy     test DIR | eval --input FILE: check a policy directory, decide one input
   import     create the users or roles of a JSON file through a running server
   access     explain | who | what | diff: ask a running server's access explorer
+  admin      reset-password USER: set a user's password in a stopped server's store
 
 Run "provgate <command> -h" for a command's flags.
 `
@@ -123,11 +126,13 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 		return importCommand(ctx, rest, getenv, stdout, stderr)
 	case "access":
 		return accessCommand(ctx, rest, getenv, stdout, stderr)
+	case "admin":
+		return adminCommand(ctx, rest, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprint(stderr, usageText)
 		return errHelp
 	}
-	return usagef("unknown command %q (commands: serve, version, license, policy, import, access; see provgate help)", cmd)
+	return usagef("unknown command %q (commands: serve, version, license, policy, import, access, admin; see provgate help)", cmd)
 }
 
 // versionString prefers the link-time version, then the module version that
@@ -179,27 +184,57 @@ func serveCommand(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	app, cleanup, err := buildApp(ctx, cfg, h, logger, stdout)
+	srv, cleanup, err := buildApp(ctx, cfg, h, logger, stdout)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer cleanup()
-	return serveOn(ctx, cfg, ln, app, logger, h.ready)
+	return serveOn(ctx, cfg, ln, srv.App(), srv.Drain, logger, h.ready)
 }
 
-// loadConfig applies defaults, then PROVGATE_* variables, then flags, and
-// validates the result. Every failure is a usage error: the operator fixes it
-// in the command line or the environment.
+// loadConfig applies defaults, then the --config file, then PROVGATE_*
+// variables, then flags, and validates the result. Every failure is a usage
+// error: the operator fixes it in the command line, the file or the
+// environment.
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	return loadConfigAs("serve", args, getenv, stderr, nil)
+}
+
+// loadConfigAs is loadConfig for a command named name that takes the
+// server's flags; extra, when not nil, adds the command's own flags.
+func loadConfigAs(name string, args []string, getenv func(string) string, stderr io.Writer, extra func(*flag.FlagSet)) (Config, error) {
+	flags := func(c *Config) *flag.FlagSet {
+		fs := c.flagSet(name)
+		if extra != nil {
+			extra(fs)
+		}
+		return fs
+	}
+	// The file ranks below the environment and the flags, so it is applied
+	// first; the flags are read once beforehand only to find it.
+	probe := defaultConfig()
+	if err := parseFlags(flags(&probe), args, stderr); err != nil {
+		return Config{}, err
+	}
+	file := probe.ConfigFile
+	if file == "" {
+		file = getenv(envName(configFlag))
+	}
 	cfg := defaultConfig()
-	fs := cfg.flagSet("serve")
+	fs := flags(&cfg)
+	if file != "" {
+		if err := applyFile(fs, file); err != nil {
+			return Config{}, usageError{err}
+		}
+	}
 	if err := applyEnv(fs, getenv); err != nil {
 		return Config{}, usageError{err}
 	}
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return Config{}, err
 	}
+	cfg.ConfigFile = file
 	if err := cfg.Validate(); err != nil {
 		return Config{}, usageError{err}
 	}

@@ -201,6 +201,7 @@ func TestUsageErrors(t *testing.T) {
 		{"policy without subcommand", nil, []string{"policy"}, "want a subcommand"},
 		{"policy eval without input", nil, []string{"policy", "eval"}, "--input is required"},
 		{"unsupported dsn", nil, []string{"--database", "mysql://u:hunter2@h/db"}, `unsupported scheme "mysql"`},
+		{"file path as dsn", nil, []string{"--database", "./provgate.db"}, "--database: not a database DSN"},
 		{"zero shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "--shutdown-timeout 0s"},
 		{"negative object cache", map[string]string{"PROVGATE_OBJECT_CACHE_SIZE": "-1"}, nil, "--object-cache-size -1"},
 		{"import without credentials", nil, []string{"import", "users.json"}, "no credentials"},
@@ -430,15 +431,20 @@ func TestLoadConfig(t *testing.T) {
 func TestConfigNeverShowsSecrets(t *testing.T) {
 	c := defaultConfig()
 	c.AdminPassword = "s3cret-admin-pw"
-	c.Database = "postgres://app:s3cret-db-pw@127.0.0.1:5432/db"
-	var logs bytes.Buffer
-	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	logger.Info("config", "config", c)
-	for _, out := range []string{c.String(), fmt.Sprint(c), fmt.Sprintf("%v %+v %#v %s", c, c, c, c), logs.String()} {
-		if strings.Contains(out, "s3cret") {
-			t.Errorf("secret shown in %q", out)
+	for _, dsn := range []string{"postgres://app:s3cret-db-pw@127.0.0.1:5432/db", "postgres://app@127.0.0.1/db?password=s3cret-db-pw",
+		"host=db user=app password=s3cret-db-pw dbname=x", "host=db password='s3cret db pw' dbname=x"} {
+		c.Database = dsn
+		var logs bytes.Buffer
+		logger := slog.New(slog.NewJSONHandler(&logs, nil))
+		logger.Info("config", "config", c)
+		for _, out := range []string{c.String(), fmt.Sprint(c), fmt.Sprintf("%v %+v %#v %s", c, c, c, c), logs.String()} {
+			if strings.Contains(out, "s3cret") {
+				t.Errorf("secret shown in %q", out)
+			}
 		}
 	}
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("config", "config", c)
 	if !strings.Contains(logs.String(), `"admin_password":"********"`) {
 		t.Errorf("masked password missing from %s", logs.String())
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -60,7 +61,7 @@ func listenAndServe(ctx context.Context, cfg Config, app *fiber.App, logger *slo
 	if err != nil {
 		return err
 	}
-	return serveOn(ctx, cfg, ln, app, logger, ready)
+	return serveOn(ctx, cfg, ln, app, nil, logger, ready)
 }
 
 // bind claims the listen address. serve binds before building the
@@ -73,8 +74,12 @@ func bind(cfg Config) (net.Listener, error) {
 	return ln, nil
 }
 
-// serveOn serves app on a bound listener (see listenAndServe).
-func serveOn(ctx context.Context, cfg Config, ln net.Listener, app *fiber.App, logger *slog.Logger, ready chan<- string) error {
+// serveOn serves app on a bound listener (see listenAndServe). When ctx
+// ends, drain (when not nil) starts the graceful shutdown: readiness turns
+// false and event streams and long polls end; the listener keeps serving
+// for cfg.ShutdownDelay, then closes and in-flight requests get
+// cfg.ShutdownTimeout (docs/design.md §15.7).
+func serveOn(ctx context.Context, cfg Config, ln net.Listener, app *fiber.App, drain func(), logger *slog.Logger, ready chan<- string) error {
 	if err := prepareDataDir(cfg.DataDir); err != nil {
 		ln.Close()
 		return err
@@ -109,6 +114,17 @@ func serveOn(ctx context.Context, cfg Config, ln net.Listener, app *fiber.App, l
 		// Listener returns early only when accepting fails.
 		return fmt.Errorf("serve %s: %w", addr, err)
 	case <-ctx.Done():
+	}
+	logger.Info("draining", "delay", cfg.ShutdownDelay.String())
+	if drain != nil {
+		drain()
+	}
+	if cfg.ShutdownDelay > 0 {
+		select {
+		case <-time.After(cfg.ShutdownDelay):
+		case err := <-served:
+			return fmt.Errorf("serve %s: %w", addr, err)
+		}
 	}
 	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
 	shutdownErr := app.ShutdownWithTimeout(cfg.ShutdownTimeout)

@@ -3,16 +3,17 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
-
-	"github.com/gofiber/fiber/v2"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/backend/callback"
@@ -39,7 +40,7 @@ const (
 // buildApp is the one place that assembles the concrete pieces: store,
 // policy engine, services and gateway (docs/design.md §1.3). cleanup stops
 // background work and closes the store, after the listener has drained.
-func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, stdout io.Writer) (app *fiber.App, cleanup func(), err error) {
+func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, stdout io.Writer) (srv *gateway.Server, cleanup func(), err error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -71,7 +72,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	if err != nil {
 		return nil, nil, err
 	}
-	engine, closeEngine, err := newEngine(ctx, cfg, h, logger, st)
+	engine, closeEngine, reopenLog, err := newEngine(ctx, cfg, h, logger, st)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -127,11 +128,15 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	// streams authenticate again.
 	fresh.OnReload(hub.Recheck)
 
-	if _, err = obj.Accounts.Bootstrap(ctx, func() (string, error) {
+	created, err := obj.Accounts.Bootstrap(ctx, func() (string, error) {
 		pw, _, err := initialAdminPassword(cfg, stdout)
 		return pw, err
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, nil, err
+	}
+	if !created && cfg.AdminPassword != "" {
+		warnAdminPasswordIgnored(ctx, cfg.AdminPassword, obj.Accounts, logger)
 	}
 	if err = obj.Objects.InstallBuiltins(ctx); err != nil {
 		return nil, nil, err
@@ -146,12 +151,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 		return nil, nil, fmt.Errorf("policy data: %w", err)
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "provgate_jobfail_worker_rounds_total",
-		Help: "Finished rounds of the jobfail delivery worker: each claims the due deliveries and finishes them."},
-		func() float64 { return float64(cb.Rounds()) }))
-	srv := gateway.New(gateway.Options{
-		Registry:  reg,
+	srv = gateway.New(gateway.Options{
 		Logger:    logger,
 		Version:   version,
 		BodyLimit: int(cfg.BodyLimit),
@@ -189,11 +189,14 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 			},
 			LoginTarpit: time.Second,
 			BenchRoute:  cfg.BenchRoutes,
+			Store:       st,
+			Callbacks:   cb,
 		},
 	})
 
-	closers = append(closers, startBackground(ctx, cfg, h, st, cb, engine, relay, logger))
-	return srv.App(), closeAll, nil
+	reload := func(ctx context.Context) { reloadLicense(ctx, cfg, lic, fresh.Refresh, logger) }
+	closers = append(closers, startBackground(ctx, cfg, h, st, cb, engine, relay, logger, reopenLog, reload))
+	return srv, closeAll, nil
 }
 
 // bundlePublicKey is the --policy-bundle-public-key a candidate bundle is
@@ -241,51 +244,143 @@ func newLicenseHolder(ctx context.Context, cfg Config, st *store.Store) (*licens
 	return lic, nil
 }
 
-// newEngine builds the policy engine (embedded, --policy-dir or
-// --policy-bundle) with its decision log file; closeEngine closes both. The
-// store keeps the newest signed bundle's sequence for every replica.
-func newEngine(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, st *store.Store) (engine *opa.Engine, closeEngine func(), err error) {
-	var decisionLog io.Writer
-	closeLog := func() {}
-	if cfg.DecisionLog != "" {
-		f, err := os.OpenFile(cfg.DecisionLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// reloadLicense reads --license-public-key and --license again (SIGHUP),
+// as a start does, and makes the policy see the result. A file that cannot
+// be read, or a license not valid under the key, leaves the previous key and
+// license in place.
+func reloadLicense(ctx context.Context, cfg Config, lic *license.Holder, refresh func(context.Context) error, logger *slog.Logger) {
+	if cfg.LicensePublicKey == "" {
+		return
+	}
+	fail := func(err error) {
+		logger.Error("license reload failed; the previous license stays", "err", err.Error())
+	}
+	pub, err := license.LoadPublicKey(cfg.LicensePublicKey)
+	if err != nil {
+		fail(err)
+		return
+	}
+	var doc string
+	if cfg.License != "" {
+		b, err := os.ReadFile(cfg.License)
 		if err != nil {
-			return nil, nil, fmt.Errorf("decision log: %w", err)
+			fail(fmt.Errorf("license: %w", err))
+			return
 		}
-		closeLog = func() { _ = f.Close() }
-		decisionLog = f
+		doc = strings.TrimSpace(string(b))
+	}
+	ctx = backend.WithSystem(ctx) // no request drives a reload
+	st, err := lic.Reload(ctx, pub, doc)
+	if err != nil {
+		fail(fmt.Errorf("license %s: %s", cfg.License, backend.AsError(err).Error()))
+		return
+	}
+	if err := refresh(ctx); err != nil {
+		fail(fmt.Errorf("policy data: %w", err))
+		return
+	}
+	logger.Info("license reloaded", "valid", st.Valid, "owner", st.Owner, "features", st.Features, "expires", st.Expires, "error", st.Error)
+}
+
+// newEngine builds the policy engine (embedded, --policy-dir or
+// --policy-bundle) with its decision log; closeEngine closes both, and
+// reopenLog reopens the decision log file (SIGHUP). The store keeps the
+// newest signed bundle's sequence for every replica.
+func newEngine(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, st *store.Store) (engine *opa.Engine, closeEngine func(), reopenLog func(context.Context), err error) {
+	decisionLog, closeLog, reopenLog, err := openDecisionLog(cfg, logger)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	var pubKey string
 	if cfg.PolicyBundlePublicKey != "" {
 		b, err := os.ReadFile(cfg.PolicyBundlePublicKey)
 		if err != nil {
 			closeLog()
-			return nil, nil, fmt.Errorf("policy bundle public key: %w", err)
+			return nil, nil, nil, fmt.Errorf("policy bundle public key: %w", err)
 		}
 		pubKey = string(b)
 	}
-	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog, Verified: h.verified, Now: h.now,
+	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog,
+		Verified: h.verified, Now: h.now,
 		Bundle: opa.BundleOptions{Location: cfg.PolicyBundle, PublicKey: pubKey, AllowHTTP: cfg.PolicyBundleAllowHTTP,
 			Sequences: opa.SettingsSequences(st)}})
 	if err != nil {
 		closeLog()
-		return nil, nil, fmt.Errorf("policies: %w", err)
+		return nil, nil, nil, fmt.Errorf("policies: %w", err)
 	}
-	return engine, func() { _ = engine.Close(); closeLog() }, nil
+	return engine, func() { _ = engine.Close(); closeLog() }, reopenLog, nil
+}
+
+// decisionLogFlush is how long a stopping server tries to send the
+// decisions still queued for --decision-log-url.
+const decisionLogFlush = 5 * time.Second
+
+// openDecisionLog opens the --decision-log file, reopened on SIGHUP (after
+// logrotate moved it), and starts shipping to --decision-log-url; the
+// writer is nil when neither is set. The URL is the operator's own
+// configuration, like --policy-bundle, so --callback-allow/--callback-deny
+// do not apply to it (docs/design.md §9.5).
+func openDecisionLog(cfg Config, logger *slog.Logger) (w io.Writer, closeLog func(), reopen func(context.Context), err error) {
+	var sinks opa.Tee
+	var closers []func()
+	closeLog = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	reopen = func(context.Context) {}
+	if cfg.DecisionLog != "" {
+		f, err := opa.OpenLogFile(cfg.DecisionLog)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("decision log: %w", err)
+		}
+		reopen = func(context.Context) {
+			if err := f.Reopen(); err != nil {
+				logger.Error("decision log: reopen", "err", err.Error())
+			} else {
+				logger.Info("decision log reopened", "path", cfg.DecisionLog)
+			}
+		}
+		closers = append(closers, func() { _ = f.Close() })
+		sinks = append(sinks, f)
+	}
+	if cfg.DecisionLogURL != "" {
+		sh, err := opa.NewShipper(opa.ShipperOptions{URL: cfg.DecisionLogURL, Logger: logger, Buffer: cfg.DecisionLogURLBuffer,
+			Labels: map[string]string{"app": "provgate", "id": newInstanceID(), "version": versionString()}})
+		if err != nil {
+			closeLog()
+			return nil, nil, nil, fmt.Errorf("decision log url: %w", err)
+		}
+		closers = append(closers, func() { sh.Close(decisionLogFlush) })
+		sinks = append(sinks, sh)
+	}
+	if len(sinks) == 0 {
+		return nil, closeLog, reopen, nil
+	}
+	return sinks, closeLog, reopen, nil
+}
+
+// newInstanceID names this server process in shipped decision logs (OPA's
+// labels.id).
+func newInstanceID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // startBackground starts the jobfail delivery worker, the relay of other
-// replicas' events when there is one, and, for a policy
-// directory or bundle, the reloads on file change and on h.reload (SIGHUP);
-// stop ends them all and waits for the worker.
+// replicas' events when there is one, for a policy directory or bundle the
+// reloads on change, and the reloads on h.reload (SIGHUP: the policy's, and
+// each of onHUP); stop ends them all and waits for the worker and the
+// reloads.
 func startBackground(ctx context.Context, cfg Config, h hooks, st *store.Store, cb *callback.Service, engine *opa.Engine,
-	relay *backend.Relay, logger *slog.Logger) (stop func()) {
+	relay *backend.Relay, logger *slog.Logger, onHUP ...func(context.Context)) (stop func()) {
 	// A job's move to failed queues its jobfail deliveries inside its own
 	// transaction (objects OnJobChange); nothing on the bus does, since
 	// clients can post events.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() { defer close(done); cb.RunWorker(bg, cfg.CallbackPollInterval) }()
+	var wg sync.WaitGroup
+	wg.Go(func() { cb.RunWorker(bg, cfg.CallbackPollInterval) })
 	if relay != nil {
 		// Other replicas' events and authorization data changes.
 		go relay.Run(bg)
@@ -295,17 +390,38 @@ func startBackground(ctx context.Context, cfg Config, h hooks, st *store.Store, 
 			}
 		}()
 	}
+	// The reload requests (SIGHUP) are handed to each reload. main catches
+	// the signal; a server never takes it from the process itself.
+	hup := h.reload
+	var policyHUP chan os.Signal
 	if cfg.PolicyDir != "" || cfg.PolicyBundle != "" {
 		// A failing policy never replaces the working one: the directory's
 		// or bundle's tests run first.
 		engine.WatchDir(bg, cfg.PolicyWatchInterval)
-		if h.reload != nil {
-			engine.ReloadOn(bg, h.reload)
-		}
+		policyHUP = make(chan os.Signal, 1)
+		engine.ReloadOn(bg, policyHUP)
 	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-bg.Done():
+				return
+			case sig := <-hup: // never ready when hup is nil
+				if policyHUP != nil {
+					select {
+					case policyHUP <- sig:
+					default: // a reload is pending already
+					}
+				}
+				for _, f := range onHUP {
+					f(bg)
+				}
+			}
+		}
+	})
 	return func() {
 		cancel()
-		<-done
+		wg.Wait()
 	}
 }
 

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,35 +63,61 @@ func NewAccounts(authn *Authenticator, secrets AccountSecrets, roles RoleNarrowe
 // §8.5, §5.6): roles= keeps only the requested roles that do not widen the
 // user's (the others are dropped silently), and scope, action and specific
 // restrict the token to one claim ("*" for each one left out).
-func (a *Accounts) Token(ctx context.Context, name string, grantor *Principal, req TokenRequest) (string, error) {
+func (a *Accounts) Token(ctx context.Context, name string, grantor *Principal, req TokenRequest) (IssuedToken, error) {
 	rec, err := a.secrets.User(ctx, name)
 	if err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
-			return "", backend.NotFound(backend.ReadOp, "users", name)
+			return IssuedToken{}, backend.NotFound(backend.ReadOp, "users", name)
 		}
-		return "", err
+		return IssuedToken{}, err
 	}
 	if grantor == nil || grantor.Name != name || !grantor.IsUser() {
 		// A token for another user hands out that user's authority.
 		if err := a.users.MayTakeOver(ctx, name); err != nil {
-			return "", err
+			return IssuedToken{}, err
 		}
 	}
 	ttl, err := a.authn.ParseTTL(req.TTL)
 	if err != nil {
-		return "", backend.OpError(backend.EBADREQUEST, backend.ReadOp, "users", name, backend.AsError(err).Messages...)
+		return IssuedToken{}, backend.OpError(backend.EBADREQUEST, backend.ReadOp, "users", name, backend.AsError(err).Messages...)
 	}
 	var roles []string
 	if req.Roles != nil {
 		if roles, err = a.roles.TokenRoles(ctx, rec.Roles, req.Roles); err != nil {
-			return "", err
+			return IssuedToken{}, err
 		}
 		if roles == nil {
 			roles = []string{}
 		}
 	}
 	tok, _, err := a.authn.IssueUserToken(ctx, rec, grantor, ttl, roles, req.restriction())
-	return tok, err
+	if err != nil {
+		return IssuedToken{}, err
+	}
+	out := IssuedToken{Token: tok, Roles: TokenRolesFrom(grantor, rec.Name, roles)}
+	if req.Roles != nil {
+		out.Dropped = []string{}
+		for _, r := range req.Roles {
+			if !slices.Contains(out.Roles, r) && !slices.Contains(out.Dropped, r) {
+				out.Dropped = append(out.Dropped, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+// IssuedToken is a minted user token and what it carries of the request
+// (docs/design.md §8.5).
+type IssuedToken struct {
+	Token string
+	// Roles are the roles the token is restricted to: those of roles= kept,
+	// or those of a restricted token refreshing itself; nil when the token
+	// carries the user's roles as they change.
+	Roles []string
+	// Dropped are the roles roles= asked for that the token does not
+	// carry (missing, wider than any one of the user's roles, or outside
+	// the asking token's own restriction); nil when roles= was not given.
+	Dropped []string
 }
 
 // restriction is the claim a token request narrows the token to, if any.

@@ -67,7 +67,10 @@ func TestAccountsToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := w.auth(tok)
+		if !slices.Equal(tok.Roles, []string{"operator"}) || !slices.Equal(tok.Dropped, []string{"superuser"}) {
+			t.Fatalf("kept %q, dropped %q", tok.Roles, tok.Dropped)
+		}
+		p, err := w.auth(tok.Token)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +83,10 @@ func TestAccountsToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := w.auth(tok)
+		if tok.Roles == nil || len(tok.Roles) != 0 || !slices.Equal(tok.Dropped, []string{"superuser"}) {
+			t.Fatalf("kept %q, dropped %q", tok.Roles, tok.Dropped)
+		}
+		p, err := w.auth(tok.Token)
 		if err != nil || !p.RoleRestricted || p.TokenRoles == nil || len(p.TokenRoles) != 0 {
 			t.Fatalf("principal %+v, %v", p, err)
 		}
@@ -90,7 +96,10 @@ func TestAccountsToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := w.auth(tok)
+		if tok.Roles != nil || tok.Dropped != nil {
+			t.Fatalf("no roles= asked, yet kept %q, dropped %q", tok.Roles, tok.Dropped)
+		}
+		p, err := w.auth(tok.Token)
 		if err != nil {
 			t.Fatal(err)
 		}

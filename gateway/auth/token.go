@@ -162,16 +162,7 @@ func (a *Authenticator) IssueUserToken(ctx context.Context, user UserRecord, gra
 	}
 
 	restrict = a.narrowRestrict(grantor.Restrict, restrict)
-	if grantor.RoleRestricted && grantor.Name == user.Name {
-		if roles == nil {
-			roles = grantor.TokenRoles
-		} else {
-			roles = slices.DeleteFunc(slices.Clone(roles), func(r string) bool { return !slices.Contains(grantor.TokenRoles, r) })
-		}
-		if roles == nil {
-			roles = []string{}
-		}
-	}
+	roles = TokenRolesFrom(grantor, user.Name, roles)
 	c := &tokenClaims{Kind: KindUser, Grantor: grantor.Name, Restrict: slices.Clone(restrict)}
 	if roles != nil {
 		r := slices.Clone(roles)
@@ -184,6 +175,26 @@ func (a *Authenticator) IssueUserToken(ctx context.Context, user UserRecord, gra
 		return "", time.Time{}, err
 	}
 	return tok, exp, nil
+}
+
+// TokenRolesFrom is the role list a user token carries when roles (nil: no
+// roles= asked, or the policy's answer to it) are asked by grantor: a token
+// restricted to roles that refreshes itself passes its restriction on, and
+// asks for no role outside it (docs/design.md §5.6). Nil means the token is
+// not restricted to roles.
+func TokenRolesFrom(grantor *Principal, user string, roles []string) []string {
+	if grantor == nil || !grantor.RoleRestricted || grantor.Name != user {
+		return roles
+	}
+	if roles == nil {
+		roles = grantor.TokenRoles
+	} else {
+		roles = slices.DeleteFunc(slices.Clone(roles), func(r string) bool { return !slices.Contains(grantor.TokenRoles, r) })
+	}
+	if roles == nil {
+		roles = []string{}
+	}
+	return roles
 }
 
 // IssueMachineToken mints a machine token of kind MachineDiscovery or

@@ -97,6 +97,7 @@ type Hub struct {
 	closed  bool
 	stop    chan struct{}
 	sent    atomic.Int64
+	dropped backend.Counts
 }
 
 // New returns a Hub.
@@ -174,6 +175,11 @@ func (h *Hub) Open() int {
 // Sent is the number of events sent since the start.
 func (h *Hub) Sent() int64 { return h.sent.Load() }
 
+// Dropped counts the sockets the server closed, by reason: slow_consumer,
+// credentials, expired, shutdown, write_failed (a client that closes its
+// socket is not counted).
+func (h *Hub) Dropped() map[string]uint64 { return h.dropped.Snapshot() }
+
 // Close closes every socket ("going away") and refuses new ones.
 func (h *Hub) Close() {
 	h.mu.Lock()
@@ -203,7 +209,7 @@ func (h *Hub) Serve(ctx context.Context, c Conn, id Identity, v Viewer, release 
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		s.closeWith(websocket.CloseGoingAway, "the server is shutting down")
+		s.closeWith(websocket.CloseGoingAway, "the server is shutting down", "shutdown")
 		return
 	}
 	h.sockets[s] = struct{}{}
@@ -218,7 +224,7 @@ func (h *Hub) Serve(ctx context.Context, c Conn, id Identity, v Viewer, release 
 		h.mu.Unlock()
 	}()
 	if h.o.Bus == nil {
-		s.closeWith(websocket.CloseInternalServerErr, "events are not available")
+		s.closeWith(websocket.CloseInternalServerErr, "events are not available", "unavailable")
 		return
 	}
 	sub := h.o.Bus.SubscribeStream(h.o.Buffer, s.wants, s.overflow)
@@ -376,7 +382,7 @@ func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
 	check := func() bool {
 		err := s.v.Check(ctx)
 		if errors.Is(err, ErrCredentials) {
-			s.closeWith(websocket.ClosePolicyViolation, "credentials no longer valid")
+			s.closeWith(websocket.ClosePolicyViolation, "credentials no longer valid", "credentials")
 			return false
 		}
 		if err != nil {
@@ -390,7 +396,7 @@ func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
 		select {
 		case <-s.full:
 			s.closeWith(websocket.ClosePolicyViolation,
-				fmt.Sprintf("slow consumer: more than %d events waiting, connection closed", o.Buffer))
+				fmt.Sprintf("slow consumer: more than %d events waiting, connection closed", o.Buffer), "slow_consumer")
 			return
 		default:
 		}
@@ -402,14 +408,14 @@ func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
 		case <-s.done:
 			return
 		case <-s.h.stop:
-			s.closeWith(websocket.CloseGoingAway, "the server is shutting down")
+			s.closeWith(websocket.CloseGoingAway, "the server is shutting down", "shutdown")
 			return
 		case <-s.full:
 			s.closeWith(websocket.ClosePolicyViolation,
-				fmt.Sprintf("slow consumer: more than %d events waiting, connection closed", o.Buffer))
+				fmt.Sprintf("slow consumer: more than %d events waiting, connection closed", o.Buffer), "slow_consumer")
 			return
 		case <-expired:
-			s.closeWith(websocket.ClosePolicyViolation, "token expired")
+			s.closeWith(websocket.ClosePolicyViolation, "token expired", "expired")
 			return
 		case <-s.recheck:
 			if !check() {
@@ -421,6 +427,7 @@ func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
 			}
 		case <-ping.C:
 			if err := s.c.WriteControl(websocket.PingMessage, nil, time.Now().Add(o.WriteTimeout)); err != nil {
+				s.h.dropped.Add("write_failed")
 				return
 			}
 		case a := <-s.acks:
@@ -439,7 +446,7 @@ func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
 			}
 			allowed, err := s.v.Allowed(ctx, e)
 			if errors.Is(err, ErrCredentials) {
-				s.closeWith(websocket.ClosePolicyViolation, "credentials no longer valid")
+				s.closeWith(websocket.ClosePolicyViolation, "credentials no longer valid", "credentials")
 				return
 			}
 			if err != nil {
@@ -461,11 +468,17 @@ func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
 
 func (s *socket) send(b []byte) bool {
 	_ = s.c.SetWriteDeadline(time.Now().Add(s.h.o.WriteTimeout))
-	return s.c.WriteMessage(websocket.TextMessage, b) == nil
+	if s.c.WriteMessage(websocket.TextMessage, b) != nil {
+		s.h.dropped.Add("write_failed")
+		return false
+	}
+	return true
 }
 
-// closeWith sends a close frame with code and reason (at most 123 bytes).
-func (s *socket) closeWith(code int, reason string) {
+// closeWith sends a close frame with code and reason (at most 123 bytes)
+// and counts the drop under why (Hub.Dropped).
+func (s *socket) closeWith(code int, reason, why string) {
+	s.h.dropped.Add(why)
 	if len(reason) > 123 {
 		reason = reason[:123]
 	}

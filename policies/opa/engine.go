@@ -101,7 +101,9 @@ type Engine struct {
 	grants *cache[[]backend.Claim]
 	dlog   *decisionLog
 
-	reloads  struct{ loaded, refused atomic.Uint64 }
+	reloads struct{ loaded, refused atomic.Uint64 }
+	// lookups counts decision cache hits and misses (CacheCounts).
+	lookups  struct{ hits, misses atomic.Uint64 }
 	now      func() time.Time // nil: OPA's own clock
 	verified *Verified
 }
@@ -301,11 +303,15 @@ func (e *Engine) decide(ctx context.Context, in policies.Input, dlog *decisionLo
 	if e.cache != nil {
 		key = cacheKey{policy: p.rev, data: dataRev, input: sha256.Sum256(raw)}
 		if d, ok := e.cache.get(key); ok {
+			e.lookups.hits.Add(1)
 			dlog.add(logEvent{input: raw, result: d, requestID: policies.RequestID(ctx), revision: p.revision, cached: true})
 			return d.Clone(), nil
 		}
 	}
 
+	if e.cache != nil {
+		e.lookups.misses.Add(1)
+	}
 	start := time.Now()
 	value, err := inputValue(in)
 	if err != nil {
@@ -465,6 +471,28 @@ func (e *Engine) Ungranted(ctx context.Context, in policies.Input) ([]backend.Cl
 	return out, nil
 }
 
+// CacheCounts returns the decisions answered from the decision cache (hits)
+// and those evaluated with the cache on (misses) since the start.
+func (e *Engine) CacheCounts() (hits, misses uint64) {
+	return e.lookups.hits.Load(), e.lookups.misses.Load()
+}
+
+// DecisionLogDrops counts the decision log entries dropped, by stage:
+// "queue" (the buffer before the writer) and whatever the writer reports
+// (a Shipper's "http"); nil without a decision log.
+func (e *Engine) DecisionLogDrops() map[string]uint64 {
+	if e.dlog == nil {
+		return nil
+	}
+	out := map[string]uint64{"queue": e.dlog.dropped.Load()}
+	if d, ok := e.dlog.w.(interface{ Dropped() map[string]uint64 }); ok {
+		for k, v := range d.Dropped() {
+			out[k] += v
+		}
+	}
+	return out
+}
+
 // DroppedDecisionLogs counts decisions the decision log had no room for.
 func (e *Engine) DroppedDecisionLogs() uint64 {
 	if e.dlog == nil {
@@ -478,3 +506,7 @@ var errUndefined = errors.New("policy decision is undefined")
 func internal(what string, err error) error {
 	return &backend.Error{Code: backend.EINTERNAL, Messages: []string{what + ": " + err.Error()}, Err: err}
 }
+
+// Loaded reports whether the engine holds a compiled policy (readiness,
+// docs/design.md §15.4).
+func (e *Engine) Loaded() bool { return e.policy.Load() != nil }
