@@ -181,11 +181,18 @@ func (m *Machine) Fill() {
 	if m.PoolStatus == "" {
 		m.PoolStatus = PoolFree
 	}
+	if m.Stage == "" {
+		m.Stage = NoStage
+	}
 	if m.Meta["feature-flags"] == "" {
 		m.Meta["feature-flags"] = "change-stage-v2"
 	}
 }
 func (m *Machine) Sanitize() { m.Secret = "" }
+
+// NoStage is DRP's name for a machine's stage when it has none
+// (docs/design.md §10.1): an empty Stage reads as it.
+const NoStage = "none"
 
 // DefaultPool is the root pool every machine starts in.
 const DefaultPool = "default"

@@ -21,10 +21,13 @@ func BuildTaskList(wf *Workflow, stage func(name string) *Stage) []string {
 }
 
 // SetWorkflow points m at wf with a fresh task list: CurrentTask -1,
-// WorkflowComplete false (true at once when the list is empty).
+// WorkflowComplete false (true at once when the list is empty). The Stage
+// stays until the list's first "stage:" entry is rolled over. A nil wf
+// removes the workflow as DRP does: Stage "none", no tasks, complete.
 func SetWorkflow(m *Machine, wf *Workflow, stage func(name string) *Stage) {
 	if wf == nil {
 		m.Workflow = ""
+		m.Stage = NoStage
 		m.Tasks = []string{}
 		m.CurrentTask = -1
 		m.WorkflowComplete = true

@@ -44,6 +44,12 @@ type CallbackCounter interface {
 	Counts() (attempts, deliveries map[string]uint64)
 }
 
+// workerRounder is implemented by callback services whose jobfail worker
+// counts its finished rounds (backend/callback Service.Rounds).
+type workerRounder interface {
+	Rounds() uint64
+}
+
 // countsCollector exports a map of counts as one counter with one label.
 type countsCollector struct {
 	desc  *prometheus.Desc
@@ -139,5 +145,10 @@ func (s *Server) registerSources(reg *prometheus.Registry) {
 		_ = reg.Register(newCounts("provgate_jobfail_deliveries_total",
 			"Jobfail deliveries finished, by outcome: done, retry (due again later), failed (for good).", "outcome",
 			func() map[string]uint64 { _, d := cb.Counts(); return d }, "done", "retry", "failed"))
+		if wr, ok := cb.(workerRounder); ok {
+			_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "provgate_jobfail_worker_rounds_total",
+				Help: "Finished rounds of the jobfail delivery worker: each claims the due deliveries and finishes them."},
+				func() float64 { return float64(wr.Rounds()) }))
+		}
 	}
 }

@@ -877,14 +877,23 @@ func TestJobFail(t *testing.T) {
 		done := make(chan struct{})
 		go func() { e.svc.RunWorker(ctx, 10*time.Millisecond); close(done) }()
 		_ = e.svc.JobChanged(ctx, testJob(backend.JobRunning), testJob(backend.JobFailed))
-		deadline := time.Now().Add(3 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for len(rc.requests()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		// A whole round after the delivery sends nothing again; Rounds
+		// counts the finished rounds.
+		want := e.svc.Rounds() + 2
+		for e.svc.Rounds() < want && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		cancel()
 		<-done
 		if len(rc.requests()) != 1 {
 			t.Errorf("requests %d", len(rc.requests()))
+		}
+		if got := e.svc.Rounds(); got < want {
+			t.Errorf("%d rounds finished, want at least %d", got, want)
 		}
 	})
 }

@@ -94,6 +94,7 @@ func (s *Service) RunWorker(ctx context.Context, interval time.Duration) {
 		if ctx.Err() != nil {
 			return
 		}
+		s.rounds.Add(1)
 		if n == s.opts.WorkerBatch {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/provgate/provgate/backend"
@@ -76,6 +77,8 @@ type Service struct {
 
 	mu     sync.Mutex
 	states map[string]*pluginState
+	// rounds counts the jobfail worker's finished rounds (Rounds).
+	rounds atomic.Uint64
 
 	// attemptCounts and deliveryCounts count outcomes for the metrics
 	// (Counts).
@@ -88,6 +91,11 @@ type Service struct {
 func (s *Service) Counts() (attempts, deliveries map[string]uint64) {
 	return s.attemptCounts.Snapshot(), s.deliveryCounts.Snapshot()
 }
+
+// Rounds is the number of rounds the jobfail worker (RunWorker) has
+// finished: each claimed the due deliveries and finished every one, so a
+// round that began after a change has seen it (provgate_jobfail_worker_rounds_total).
+func (s *Service) Rounds() uint64 { return s.rounds.Load() }
 
 // pluginState is one plugin's parsed configuration and its token cache; a
 // configuration change replaces the whole state, which drops cached tokens.

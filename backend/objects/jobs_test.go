@@ -62,7 +62,7 @@ func TestJobLifecycle(t *testing.T) {
 			if mc.Stage != "s1" || mc.BootEnv != "be1" || mc.CurrentTask != 1 || mc.CurrentJob == "" {
 				t.Fatalf("got Stage %q BootEnv %q CurrentTask %d CurrentJob %q", mc.Stage, mc.BootEnv, mc.CurrentTask, mc.CurrentJob)
 			}
-			if toJSON(t, mc.Params["change-stage/map"]) != `{"":"s1"}` {
+			if toJSON(t, mc.Params["change-stage/map"]) != `{"none":"s1"}` {
 				t.Fatalf("got change-stage/map %v", mc.Params["change-stage/map"])
 			}
 			log, err := e.svc.Jobs.JobLog(ctx, mc.CurrentJob)

@@ -204,8 +204,7 @@ func (s *core) checkMachineRefs(ctx context.Context, m *backend.Machine, o *back
 			wf = w.(*backend.Workflow)
 		}
 	}
-	// "none" is DRP's name for no stage.
-	if m.Stage != "" && m.Stage != "none" {
+	if m.Stage != "" && m.Stage != backend.NoStage {
 		added := m.Stage != oldStage
 		st, err := r.look("stages", m.Stage, added)
 		if err != nil {

@@ -174,6 +174,83 @@ func TestWorkflowOnMachine(t *testing.T) {
 	})
 }
 
+// TestMachineWithoutWorkflow: as in DRP (its api TestWaitFor), a machine
+// made without a workflow has Stage "none" and a complete (empty) task list;
+// removing a workflow returns it there, and setting one keeps the stage until
+// the first job request rolls it over (docs/design.md §10.1).
+func TestMachineWithoutWorkflow(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := sys()
+		mustCreate(t, e, "tasks", `{"Name":"t1"}`)
+		mustCreate(t, e, "stages", `{"Name":"s1","Tasks":["t1"]}`)
+		mustCreate(t, e, "workflows", `{"Name":"w1","Stages":["s1"]}`)
+		m := mustCreate(t, e, "machines", drpcliMachine("nw1")).(*backend.Machine)
+		if m.Stage != "none" || !m.WorkflowComplete || !m.Runnable || m.CurrentTask != 0 || len(m.Tasks) != 0 {
+			t.Fatalf("create: got Stage %q WorkflowComplete %v Runnable %v CurrentTask %d Tasks %v",
+				m.Stage, m.WorkflowComplete, m.Runnable, m.CurrentTask, m.Tasks)
+		}
+		raw := rawRecord(t, e, "machines", m.Uuid)
+		if raw["Stage"] != "none" || raw["WorkflowComplete"] != true {
+			t.Fatalf("stored: got Stage %v WorkflowComplete %v", raw["Stage"], raw["WorkflowComplete"])
+		}
+		if gm := machineOf(t, e, m.Uuid); gm.Stage != "none" || !gm.WorkflowComplete {
+			t.Fatalf("get: got Stage %q WorkflowComplete %v", gm.Stage, gm.WorkflowComplete)
+		}
+		t.Run("given tasks are not complete", func(t *testing.T) {
+			m := mustCreate(t, e, "machines", `{"Name":"nw2","Tasks":["t1"]}`).(*backend.Machine)
+			if m.Stage != "none" || m.WorkflowComplete {
+				t.Fatalf("got Stage %q WorkflowComplete %v", m.Stage, m.WorkflowComplete)
+			}
+		})
+		t.Run("a given stage stays", func(t *testing.T) {
+			m := mustCreate(t, e, "machines", `{"Name":"nw3","Stage":"s1"}`).(*backend.Machine)
+			if m.Stage != "s1" || !m.WorkflowComplete {
+				t.Fatalf("got Stage %q WorkflowComplete %v", m.Stage, m.WorkflowComplete)
+			}
+			got, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Stage","value":""}]`), false)
+			if err != nil || got.(*backend.Machine).Stage != "none" {
+				t.Fatalf("clearing the stage: got %v %v", got, err)
+			}
+		})
+		t.Run("a workflow set later", func(t *testing.T) {
+			got, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"test","path":"/Stage","value":"none"},{"op":"replace","path":"/Workflow","value":"w1"}]`), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gm := got.(*backend.Machine)
+			if gm.Stage != "none" || gm.WorkflowComplete || gm.CurrentTask != -1 || toJSON(t, gm.Tasks) != `["stage:s1","t1"]` {
+				t.Fatalf("got Stage %q WorkflowComplete %v CurrentTask %d Tasks %v", gm.Stage, gm.WorkflowComplete, gm.CurrentTask, gm.Tasks)
+			}
+			st, _, err := e.svc.Jobs.CreateJob(ctx, []byte(`{"Machine":"`+m.Uuid+`","Context":""}`))
+			if err != nil || st != backend.JobNone {
+				t.Fatalf("first job request: got %d %v", st, err)
+			}
+			if gm := machineOf(t, e, m.Uuid); gm.Stage != "s1" || gm.WorkflowComplete || toJSON(t, gm.Params["change-stage/map"]) != `{"none":"s1"}` {
+				t.Fatalf("rolled over: got Stage %q WorkflowComplete %v change-stage/map %v", gm.Stage, gm.WorkflowComplete, gm.Params["change-stage/map"])
+			}
+		})
+		t.Run("a workflow removed", func(t *testing.T) {
+			got, err := e.svc.Objects.Patch(ctx, "machines", m.Uuid, []byte(`[{"op":"replace","path":"/Workflow","value":""}]`), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gm := got.(*backend.Machine)
+			if gm.Stage != "none" || !gm.WorkflowComplete || gm.CurrentTask != -1 || len(gm.Tasks) != 0 {
+				t.Fatalf("got Stage %q WorkflowComplete %v CurrentTask %d Tasks %v", gm.Stage, gm.WorkflowComplete, gm.CurrentTask, gm.Tasks)
+			}
+		})
+		t.Run("a stored machine without a stage reads as none", func(t *testing.T) {
+			key := "6e7031fe-3062-45f1-835c-92541bc9cbd3"
+			if _, err := e.st.Create(ctx, "machines", key, []byte(`{"Name":"old1","Uuid":"`+key+`","Stage":"","Available":true,"Validated":true}`)); err != nil {
+				t.Fatal(err)
+			}
+			if gm := machineOf(t, e, key); gm.Stage != "none" {
+				t.Fatalf("got Stage %q", gm.Stage)
+			}
+		})
+	})
+}
+
 func TestDelete(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		ctx := sys()

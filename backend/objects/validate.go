@@ -438,6 +438,10 @@ func (s *core) checkMachine(ctx context.Context, m *backend.Machine, old backend
 		return s.applyWorkflow(ctx, m, wf, c)
 	case m.Workflow == "" && o != nil && o.Workflow != "":
 		backend.SetWorkflow(m, nil, nil)
+	case o == nil && m.Workflow == "":
+		// A new machine without a workflow has nothing to run: its task
+		// list is complete unless it was given one (docs/design.md §10.1).
+		m.WorkflowComplete = len(m.Tasks) == 0
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 )
 
 func TestInitialAdminPassword(t *testing.T) {
+	t.Parallel()
 	t.Run("configured", func(t *testing.T) {
 		cfg := defaultConfig()
 		cfg.DataDir, cfg.AdminPassword = t.TempDir(), "given-password"
@@ -78,6 +79,7 @@ func TestInitialAdminPassword(t *testing.T) {
 // generated one is printed once, saved with mode 0600, works, and survives a
 // restart unchanged.
 func TestFirstStartPassword(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	noPW := map[string]string{"PROVGATE_ADMIN_PASSWORD": ""}
 	s := startCLI(t, noPW, "--listen", "127.0.0.1:0", "--data-dir", dataDir)

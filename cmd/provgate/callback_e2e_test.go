@@ -599,7 +599,7 @@ func TestE2ECallbackJobfail(t *testing.T) {
 			}
 			// Saving the failed job again is no new failure.
 			s.Must(200, "PATCH", "/jobs/"+job, `[{"op":"replace","path":"/ExitState","value":"failed"}]`, admin())
-			time.Sleep(2500 * time.Millisecond)
+			s.WorkerRounds(t)
 			if n := len(rc.on("/jobfail")); n != 1 {
 				t.Fatalf("jobfail sent %d times, want 1", n)
 			}
@@ -655,7 +655,7 @@ func TestE2ECallbackJobfail(t *testing.T) {
 					}
 					time.Sleep(50 * time.Millisecond)
 				}
-				time.Sleep(2500 * time.Millisecond)
+				s2.WorkerRounds(t)
 				if n := delivered(); n != 1 {
 					t.Fatalf("jobfail delivered %d times after the restart, want 1", n)
 				}
@@ -677,9 +677,9 @@ func TestE2ECallbackJobfail(t *testing.T) {
 				u := jobMachine(t, s, "jf-stop")
 				failJob(t, s, u)
 				s.Stop()
-				startE2EIn(t, db, dir, receiverArgs...)
+				s2 := startE2EIn(t, db, dir, receiverArgs...)
 				rc.waitFor(t, "/jobfail", 1, 10*time.Second)
-				time.Sleep(2500 * time.Millisecond)
+				s2.WorkerRounds(t)
 				if n := len(rc.on("/jobfail")); n != 1 {
 					t.Fatalf("jobfail sent %d times, want 1", n)
 				}
@@ -709,7 +709,8 @@ func TestE2ECallbackJobfail(t *testing.T) {
 			jobs[failJob(t, s, u)] = true
 		}
 		rc.waitFor(t, "/jobfail", n, 15*time.Second)
-		time.Sleep(2500 * time.Millisecond)
+		s1.WorkerRounds(t)
+		s2.WorkerRounds(t)
 		hits := rc.on("/jobfail")
 		seen := map[string]int{}
 		for _, h := range hits {

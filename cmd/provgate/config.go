@@ -66,6 +66,9 @@ type Config struct {
 	// claimed; a replica that dies holding one delays that delivery by up
 	// to this long. Tests shorten it to watch a takeover.
 	CallbackDeliveryLease time.Duration
+	// CallbackPollInterval is how often the jobfail worker looks for due
+	// deliveries.
+	CallbackPollInterval time.Duration
 	// EventBuffer bounds the events waiting for one event stream; a client
 	// reading slower is disconnected.
 	EventBuffer int
@@ -95,6 +98,7 @@ func defaultConfig() Config {
 
 		PolicyWatchInterval:   2 * time.Second,
 		CallbackDeliveryLease: 10 * time.Minute,
+		CallbackPollInterval:  time.Second,
 		EventBuffer:           256,
 		EventStreams:          16,
 		ObjectCacheSize:       objects.DefaultViewCacheSize,
@@ -136,6 +140,7 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "after SIGINT/SIGTERM, how long to go on serving with /readyz answering 503 before the listener closes (e.g. 5s behind a load balancer)")
 	fs.BoolVar(&c.BenchRoutes, "bench-routes", c.BenchRoutes, "enable the unauthenticated route used only by benchmarks")
 	fs.DurationVar(&c.CallbackDeliveryLease, "callback-delivery-lease", c.CallbackDeliveryLease, "how long a server owns a claimed jobfail delivery before another may retry it (lower only for tests)")
+	fs.DurationVar(&c.CallbackPollInterval, "callback-poll-interval", c.CallbackPollInterval, "how often the jobfail worker looks for due deliveries")
 	fs.IntVar(&c.EventBuffer, "event-buffer", c.EventBuffer, "events that may wait for one event stream (GET /api/v3/ws) before it is closed as too slow")
 	fs.IntVar(&c.EventStreams, "event-streams", c.EventStreams, "event streams one user or machine may have open at once")
 	fs.IntVar(&c.ObjectCacheSize, "object-cache-size", c.ObjectCacheSize, "objects whose encoded form the read cache keeps (least recently used go first; 0 turns it off)")
@@ -264,6 +269,9 @@ func (c Config) Validate() error {
 	if c.CallbackDeliveryLease < time.Second {
 		return fmt.Errorf("--callback-delivery-lease %s: must be at least 1s", c.CallbackDeliveryLease)
 	}
+	if c.CallbackPollInterval <= 0 {
+		return fmt.Errorf("--callback-poll-interval %s: must be positive", c.CallbackPollInterval)
+	}
 	if c.EventBuffer < 1 || c.EventBuffer > 1<<20 {
 		return fmt.Errorf("--event-buffer %d: must be between 1 and 1048576", c.EventBuffer)
 	}
@@ -349,6 +357,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("shutdown_delay", c.ShutdownDelay.String()),
 		slog.Bool("bench_routes", c.BenchRoutes),
 		slog.String("callback_delivery_lease", c.CallbackDeliveryLease.String()),
+		slog.String("callback_poll_interval", c.CallbackPollInterval.String()),
 		slog.Int("event_buffer", c.EventBuffer),
 		slog.Int("event_streams", c.EventStreams),
 		slog.Int("object_cache_size", c.ObjectCacheSize),

@@ -7,12 +7,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/provgate/provgate/backend/store/storetest"
+	"github.com/provgate/provgate/policies/opa"
 )
 
 // The end-to-end harness: each test server runs the real command (runWith)
@@ -46,10 +49,24 @@ type tserver struct {
 	DataDir string
 	Stdout  *logBuffer
 	Stderr  *logBuffer
-	client  *http.Client
-	cancel  context.CancelFunc
-	done    chan error
+	// Clock is the server's clock for tokens and policies: real time
+	// moved on by Advance, so that expiry is tested without waiting for it.
+	Clock *testClock
+	// Reload asks the server to reload its policy, as SIGHUP does to the
+	// process (startBackground).
+	Reload chan os.Signal
+	client *http.Client
+	cancel context.CancelFunc
+	done   chan error
 }
+
+// testClock is the real clock plus an offset that tests move forward.
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// Advance moves the clock forward by d.
+func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // dbCase names one database the e2e tests run on.
 type dbCase struct {
@@ -92,7 +109,10 @@ func startE2E(t testing.TB, db dbCase, extraArgs ...string) *tserver {
 // startE2EIn starts a server with a given data dir (restarts reuse it).
 func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserver {
 	t.Helper()
-	args := []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--shutdown-timeout", "5s"}
+	// The jobfail worker polls often, so that waiting for its rounds
+	// (WorkerRounds) is quick.
+	args := []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--shutdown-timeout", "5s",
+		"--callback-poll-interval", "100ms"}
 	if db.DSN != "" {
 		args = append(args, "--database", db.DSN)
 	}
@@ -101,9 +121,10 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	getenv := func(k string) string { return env[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &tserver{t: t, Name: db.Name, DSN: db.DSN, DataDir: dir, Stdout: &logBuffer{}, Stderr: &logBuffer{},
-		cancel: cancel, done: make(chan error, 1)}
+		Clock: &testClock{}, Reload: make(chan os.Signal, 1), cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
-	go func() { s.done <- runWith(ctx, args, getenv, s.Stdout, s.Stderr, ready) }()
+	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, verified: e2eVerified}
+	go func() { s.done <- runWith(ctx, args, getenv, s.Stdout, s.Stderr, h) }()
 	select {
 	case addr := <-ready:
 		s.Base = "https://" + addr + "/api/v3"
@@ -119,6 +140,41 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	}}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// WorkerRounds waits until the jobfail worker has run a whole round that
+// began after the call: whatever was queued before, that round has sent.
+// "Nothing was delivered" is asserted after it, not after a pause.
+func (s *tserver) WorkerRounds(t testing.TB) {
+	t.Helper()
+	// The round running now may have claimed before the caller's change;
+	// the one after it has not.
+	want := s.workerRounds(t) + 2
+	deadline := time.Now().Add(time.Minute)
+	for s.workerRounds(t) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the jobfail worker finished no round within a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// workerRounds reads provgate_jobfail_worker_rounds_total from /metrics.
+func (s *tserver) workerRounds(t testing.TB) int64 {
+	t.Helper()
+	const name = "provgate_jobfail_worker_rounds_total "
+	r := s.DoURL(t, "GET", strings.TrimSuffix(s.Base, "/api/v3")+"/metrics", nil, "")
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s%s: %v", name, v, err)
+			}
+			return int64(n)
+		}
+	}
+	t.Fatalf("/metrics has no %s: %d %.300s", name, r.Status, r.Body)
+	return 0
 }
 
 // Stop shuts the server down and waits for it (idempotent).
@@ -143,6 +199,11 @@ func (s *tserver) Stop() {
 		s.t.Errorf("server did not stop within 30s")
 	}
 }
+
+// e2eVerified is shared by the test servers, as by the engines of one
+// process: a policy content whose Rego suites passed for one server (the
+// same extension on SQLite and PostgreSQL, a restart) is not tested again.
+var e2eVerified = opa.NewVerified()
 
 // receiverArgs let a server's callbacks reach receivers on this host
 // (httptest servers listen on 127.0.0.1), which it refuses by default.

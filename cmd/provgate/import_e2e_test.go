@@ -18,6 +18,7 @@ import (
 // batch, and a caller without create rights on every item is refused
 // (docs/design.md §4.9).
 func TestE2EImport(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		dir := t.TempDir()
 		write := func(name string, v any) string {
@@ -155,6 +156,7 @@ test_held if {
 // each imported object as it decides its single create: an import holding
 // one object it vetoes is refused whole, with the policy's reason.
 func TestE2EImportExtension(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
 			dir := t.TempDir()

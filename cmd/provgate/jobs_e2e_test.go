@@ -28,6 +28,10 @@ func testWorkflowJobs(t *testing.T, s *tserver) {
 	m := obObj(t, obMust(t, s, 201, "POST", "/machines", obMachineBody("wj1")))
 	id := m["Uuid"].(string)
 	mp := "/machines/" + id
+	// Without a workflow there is nothing to run (DRP: Stage "none").
+	if m["Stage"] != "none" || m["WorkflowComplete"] != true {
+		t.Errorf("created: Stage %v WorkflowComplete %v", m["Stage"], m["WorkflowComplete"])
+	}
 	wantTasks := []any{"stage:wj-s1", "bootenv:wj-benv", "wj-t1", "wj-t2", "stage:wj-s2", "wj-t1"}
 	t.Run("set-workflow", func(t *testing.T) {
 		r := obMust(t, s, 200, "PATCH", mp, `[{"op":"test","path":"/Workflow","from":"","value":""},{"op":"replace","path":"/Workflow","from":"","value":"wj-wf"}]`)
@@ -37,6 +41,10 @@ func testWorkflowJobs(t *testing.T, s *tserver) {
 		}
 		if m["CurrentTask"] != -1.0 || m["WorkflowComplete"] != false {
 			t.Errorf("CurrentTask %v WorkflowComplete %v", m["CurrentTask"], m["WorkflowComplete"])
+		}
+		// The stage changes when the first job request rolls "stage:" over.
+		if m["Stage"] != "none" {
+			t.Errorf("Stage %v, want none", m["Stage"])
 		}
 	})
 	// nextJob posts jobs until one is made (201) or nothing is left (204).
@@ -176,4 +184,43 @@ func testWorkflowJobs(t *testing.T, s *tserver) {
 		}
 		obMust(t, s, 200, "HEAD", "/jobs?State=finished", nil)
 	})
+	t.Run("remove-workflow", func(t *testing.T) {
+		mm := obObj(t, obMust(t, s, 200, "PATCH", mp, `[{"op":"replace","path":"/Workflow","value":""}]`))
+		if mm["Stage"] != "none" || mm["WorkflowComplete"] != true || mm["CurrentTask"] != -1.0 || len(mm["Tasks"].([]any)) != 0 {
+			t.Errorf("Stage %v WorkflowComplete %v CurrentTask %v Tasks %v", mm["Stage"], mm["WorkflowComplete"], mm["CurrentTask"], mm["Tasks"])
+		}
+		if r := obCall(t, s, "POST", "/jobs", obJobBody(id)); r.Status != 204 {
+			t.Errorf("nothing to do: %d %q", r.Status, r.Body)
+		}
+	})
+}
+
+// testDRPWaitForMachine: the machine of DRP v4.8's api TestWaitFor, created
+// with no workflow, comes back with Stage "none" and WorkflowComplete true,
+// which "drpcli machines wait <uuid> WorkflowComplete true" then sees at
+// once; list filters find it under Stage none.
+func testDRPWaitForMachine(t *testing.T, s *tserver) {
+	const id = "3e7031fe-3062-45f1-835c-92541bc9cbd3"
+	body := `{"Address":"192.168.100.110","BootEnv":"local","Meta":{"feature-flags":"change-stage-v2"},"Name":"john","Uuid":"` + id + `","Validated":true}`
+	for _, m := range []map[string]any{
+		obObj(t, obMust(t, s, 201, "POST", "/machines", body)),
+		obObj(t, obMust(t, s, 200, "GET", "/machines/"+id, nil)),
+	} {
+		want := map[string]any{"Name": "john", "Uuid": id, "Address": "192.168.100.110", "BootEnv": "local",
+			"Stage": "none", "WorkflowComplete": true, "Runnable": true, "CurrentTask": 0.0, "Workflow": "",
+			"Pool": "default", "PoolStatus": "Free", "Validated": true, "Available": true}
+		for k, v := range want {
+			if !reflect.DeepEqual(m[k], v) {
+				t.Errorf("%s = %#v, want %#v", k, m[k], v)
+			}
+		}
+		if _, ok := m["Secret"]; ok {
+			t.Errorf("Secret returned: %v", m["Secret"])
+		}
+	}
+	l := obList(t, obMust(t, s, 200, "GET", "/machines?Stage=none&Name=john", nil))
+	if len(l) != 1 || l[0]["Uuid"] != id {
+		t.Errorf("machines?Stage=none: %v", l)
+	}
+	obMust(t, s, 200, "DELETE", "/machines/"+id, nil)
 }

@@ -12,10 +12,12 @@ import (
 // TestE2ELicenseReloadSignal: a write refused for want of the rbac license
 // says how to get one; SIGHUP reads --license and --license-public-key
 // again, as a start does, and a broken file never takes the working license
-// away. Serial: SIGHUP goes to the whole test process.
+// away. SIGHUP reaches each server through its own reload channel.
 func TestE2ELicenseReloadSignal(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
 			k := newLicenseKit(t)
 			now := time.Now()
 			file := filepath.Join(t.TempDir(), "license.txt")
@@ -25,14 +27,9 @@ func TestE2ELicenseReloadSignal(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			hup := func() {
-				t.Helper()
-				if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-					t.Fatal(err)
-				}
-			}
 			write(k.sign("other", now.Add(-time.Hour), now.Add(24*time.Hour)))
 			s := startE2E(t, db, "--license-public-key", k.pub, "--license", file)
+			hup := func() { s.Reload <- syscall.SIGHUP }
 
 			e := wantDRPError(t, s.Do("POST", "/roles", map[string]any{"Name": "hup-r1", "Claims": []any{}}, admin()),
 				403, "AUTH", "roles create is a licensed enterprise feature")

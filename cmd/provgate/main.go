@@ -15,6 +15,9 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/provgate/provgate/policies/opa"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -25,9 +28,34 @@ func main() {
 	// After the first signal the default handling comes back, so a second
 	// Ctrl-C ends a shutdown that hangs.
 	go func() { <-ctx.Done(); stop() }()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	// SIGHUP is caught whatever is configured, so that it never ends the
+	// server; a server hands it to each of its reloads.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	err := runWith(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, hooks{reload: hup})
+	signal.Stop(hup)
 	stop()
 	os.Exit(report(err, os.Stderr))
+}
+
+// hooks are what the program running a command gives it besides the command
+// line, the environment and the output streams. The process's signals and
+// clock are given here, never taken by the command itself, so that servers
+// run side by side in one process (the tests) each have their own.
+type hooks struct {
+	// ready receives the server's bound address once it accepts
+	// connections; tests use it with --listen 127.0.0.1:0.
+	ready chan<- string
+	// reload delivers the operator's requests to reload (SIGHUP in main):
+	// the policy directory or bundle, the license files, the decision log
+	// file; nil delivers none.
+	reload <-chan os.Signal
+	// now is the clock tokens are checked against and policies see
+	// (time.now_ns); nil is the real one.
+	now func() time.Time
+	// verified, when set, remembers the policies whose suites passed
+	// across the servers of the process (opa.Options.Verified).
+	verified *opa.Verified
 }
 
 // usageError marks mistakes in the command line, which exit with status 2.
@@ -72,19 +100,18 @@ Run "provgate <command> -h" for a command's flags.
 // run executes one command line. getenv, stdout and stderr are injected so
 // that tests drive the whole program in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return runWith(ctx, args, getenv, stdout, stderr, nil)
+	return runWith(ctx, args, getenv, stdout, stderr, hooks{})
 }
 
-// runWith is run with a channel that receives the server's bound address once
-// it accepts connections; tests use it with --listen 127.0.0.1:0.
-func runWith(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready chan<- string) error {
+// runWith is run with the hooks of the program running it.
+func runWith(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, h hooks) error {
 	cmd, rest := "serve", args
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, rest = args[0], args[1:]
 	}
 	switch cmd {
 	case "serve":
-		return serveCommand(ctx, rest, getenv, stdout, stderr, ready)
+		return serveCommand(ctx, rest, getenv, stdout, stderr, h)
 	case "version":
 		if len(rest) > 0 {
 			return usagef("version takes no arguments")
@@ -141,7 +168,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 
 // serveCommand loads the configuration, builds the application and serves it
 // until ctx is cancelled.
-func serveCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready chan<- string) error {
+func serveCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, h hooks) error {
 	cfg, err := loadConfig(args, getenv, stderr)
 	if err != nil {
 		return err
@@ -157,13 +184,13 @@ func serveCommand(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	srv, cleanup, err := buildApp(ctx, cfg, logger, stdout)
+	srv, cleanup, err := buildApp(ctx, cfg, h, logger, stdout)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer cleanup()
-	return serveOn(ctx, cfg, ln, srv.App(), srv.Drain, logger, ready)
+	return serveOn(ctx, cfg, ln, srv.App(), srv.Drain, logger, h.ready)
 }
 
 // loadConfig applies defaults, then the --config file, then PROVGATE_*

@@ -87,7 +87,7 @@ func tryStartCLI(t *testing.T, env map[string]string, args ...string) (*cliServe
 	s := &cliServer{stdout: &cliOutput{}, stderr: &cliOutput{}}
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- runWith(ctx, args, envMap(env), s.stdout, s.stderr, ready) }()
+	go func() { done <- runWith(ctx, args, envMap(env), s.stdout, s.stderr, hooks{ready: ready}) }()
 	var once sync.Once
 	var result error
 	s.stop = func() error {
@@ -270,6 +270,7 @@ func TestHelp(t *testing.T) {
 }
 
 func TestServeTLS(t *testing.T) {
+	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "nested", "data")
 	s := startCLI(t, nil, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
 
@@ -351,6 +352,7 @@ func TestServeTLS(t *testing.T) {
 }
 
 func TestEnvAndFlagPrecedence(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	env := map[string]string{
 		"PROVGATE_NO_TLS":    "true",

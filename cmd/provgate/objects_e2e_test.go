@@ -271,6 +271,7 @@ func TestE2EObjects(t *testing.T) {
 		t.Run("params", func(t *testing.T) { testParams(t, s.On(t)) })
 		t.Run("meta-indexes", func(t *testing.T) { testMetaIndexes(t, s.On(t)) })
 		t.Run("workflow-jobs", func(t *testing.T) { testWorkflowJobs(t, s.On(t)) })
+		t.Run("drp-waitfor-machine", func(t *testing.T) { testDRPWaitForMachine(t, s.On(t)) })
 		t.Run("misc", func(t *testing.T) { testMisc(t, s.On(t)) })
 		t.Run("robust", func(t *testing.T) { testRobust(t, s.On(t)) })
 	}, licenseArgs(t)...)

@@ -351,7 +351,7 @@ func serveErr(t *testing.T, db dbCase, dir string, extra ...string) error {
 		}
 		return ""
 	}
-	go func() { done <- runWith(ctx, args, getenv, &logBuffer{}, &logBuffer{}, ready) }()
+	go func() { done <- runWith(ctx, args, getenv, &logBuffer{}, &logBuffer{}, hooks{ready: ready}) }()
 	select {
 	case err := <-done:
 		return err

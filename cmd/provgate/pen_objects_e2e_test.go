@@ -436,7 +436,7 @@ func penJobs(t *testing.T, s *tserver, p penFixture) {
 		s.Must(200, "PATCH", job, jsonPatch("replace", "/State", "running"), p.user)
 		s.Must(200, "PATCH", job, jsonPatch("replace", "/State", "failed"), p.user)
 		rc.waitFor(t, "/jobfail", 1, 15*time.Second)
-		time.Sleep(1500 * time.Millisecond)
+		s.WorkerRounds(t)
 		hits := rc.on("/jobfail")
 		if len(hits) != 1 {
 			t.Fatalf("jobfail sent %d times, want 1", len(hits))

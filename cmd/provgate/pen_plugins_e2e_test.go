@@ -88,8 +88,8 @@ func penPostedEvents(t *testing.T, s *tserver) {
 	}
 	// ... and a notification naming the job queues nothing either.
 	s.Must(200, "POST", "/events", map[string]any{"Type": "jobs", "Action": "failed", "Key": fakeJob, "Object": job("failed")}, att)
-	// The worker polls every second.
-	time.Sleep(2500 * time.Millisecond)
+	// A whole worker round after the post has queued nothing to send.
+	s.WorkerRounds(t)
 	if hits := rc.on("/jobfail"); len(hits) != 0 {
 		t.Fatalf("a posted event sent %d jobfail requests, the first with body %s", len(hits), hits[0].Body)
 	}
@@ -102,7 +102,7 @@ func penPostedEvents(t *testing.T, s *tserver) {
 	failing := jobMachine(t, s, "pen6-real")
 	failJob(t, s, failing)
 	rc.waitFor(t, "/jobfail", 1, 10*time.Second)
-	time.Sleep(1500 * time.Millisecond)
+	s.WorkerRounds(t)
 	hits := rc.on("/jobfail")
 	if len(hits) != 1 || !strings.Contains(string(hits[0].Body), failing) {
 		t.Fatalf("after one real failure: %d jobfail requests", len(hits))

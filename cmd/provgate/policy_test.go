@@ -24,6 +24,7 @@ func runPolicy(t *testing.T, args ...string) (string, error) {
 // pass, a broad veto loads (it only narrows the base), and one whose own
 // test fails is refused with the failing test named and exit status 1.
 func TestPolicyTestCommand(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"protected", "freeze", "fresh_token", "weekday_freeze"} {
 		dir := filepath.Join("..", "..", "testdata", "policy", "extensions", name)
 		out, err := runPolicy(t, "test", dir)
@@ -124,6 +125,7 @@ func TestPolicyEvalGrants(t *testing.T) {
 // provgate policy test BUNDLE checks a bundle as --policy-bundle would:
 // its signature, then its tests; the revision printed is the manifest's.
 func TestPolicyTestCommandBundle(t *testing.T) {
+	t.Parallel()
 	priv, pub := e2eSigningKey(t)
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.tar.gz"), filepath.Join(dir, "bad.tar.gz")

@@ -51,15 +51,12 @@ func writeExtFile(t *testing.T, dir, name, src string) {
 
 // forEachDBWithExtension runs f on a fresh server for every database, each
 // with its own copy of the example extension name as --policy-dir, as
-// parallel subtests unless serial (a test that sends SIGHUP to the process
-// must run alone).
-func forEachDBWithExtension(t *testing.T, name string, serial bool, f func(t *testing.T, s *tserver, dir string), extraArgs ...string) {
+// parallel subtests.
+func forEachDBWithExtension(t *testing.T, name string, f func(t *testing.T, s *tserver, dir string), extraArgs ...string) {
 	t.Helper()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
-			if !serial {
-				t.Parallel()
-			}
+			t.Parallel()
 			dir := exampleExtension(t, name)
 			s := startE2E(t, db, append([]string{"--policy-dir", dir, "--policy-watch-interval", "100ms"}, extraArgs...)...)
 			f(t, s, dir)
@@ -78,7 +75,7 @@ func refusedWith(t *testing.T, r resp, reason string) {
 // has protected "true". The rule reads the machine as stored.
 func TestE2EExtensionProtectedMachine(t *testing.T) {
 	t.Parallel()
-	forEachDBWithExtension(t, "protected", false, func(t *testing.T, s *tserver, _ string) {
+	forEachDBWithExtension(t, "protected", func(t *testing.T, s *tserver, _ string) {
 		if !strings.Contains(s.Stderr.String(), `"mode":"extensions"`) {
 			t.Fatalf("the directory was not taken as extensions:\n%s", reloadLogTail(s.Stderr.String(), 3000))
 		}
@@ -109,7 +106,7 @@ func TestE2EExtensionProtectedMachine(t *testing.T) {
 // the core rules; lifting it is an edit of data.json that reloads.
 func TestE2EExtensionChangeFreeze(t *testing.T) {
 	t.Parallel()
-	forEachDBWithExtension(t, "freeze", false, func(t *testing.T, s *tserver, dir string) {
+	forEachDBWithExtension(t, "freeze", func(t *testing.T, s *tserver, dir string) {
 		s.AddUser("carol", "carol-Pa55word", "superuser")
 		s.AddUser("dave", "dave-Pa55word", "superuser")
 		carol, dave := basic("carol", "carol-Pa55word"), basic("dave", "dave-Pa55word")
@@ -135,7 +132,7 @@ func TestE2EExtensionChangeFreeze(t *testing.T) {
 // the clock, so its decisions are never cached.
 func TestE2EExtensionFreshToken(t *testing.T) {
 	t.Parallel()
-	forEachDBWithExtension(t, "fresh_token", false, func(t *testing.T, s *tserver, dir string) {
+	forEachDBWithExtension(t, "fresh_token", func(t *testing.T, s *tserver, dir string) {
 		s.AddUser("alice", "alice-Pa55word", "superuser")
 		s.AddUser("bob", "bob-Pa55word")
 		minted := time.Now()
@@ -151,8 +148,9 @@ func TestE2EExtensionFreshToken(t *testing.T) {
 		loaded := countLines(s.Stderr.String(), "policy loaded")
 		writeExtFile(t, dir, "data.json", `{"fresh_token": {"max_age_seconds": 1}}`)
 		waitLog(t, s, loaded, reloadLimit, "policy loaded")
+		// Two seconds later on the server's clock, which the policy reads.
 		if d := time.Until(minted.Add(2 * time.Second)); d > 0 {
-			time.Sleep(d)
+			s.Clock.Advance(d)
 		}
 		refusedWith(t, s.Do("PATCH", "/users/bob", roles, tok), "users changes need a token issued less than 1 seconds ago")
 		refusedWith(t, s.Do("POST", "/users", map[string]any{"Name": "eve", "Password": "eve-Pa55word"}, tok), "users changes need a token")
@@ -166,10 +164,8 @@ func TestE2EExtensionFreshToken(t *testing.T) {
 // would also refuse every read, and its test says so; the server logs the
 // refusal, keeps the protected rule and serves reads.
 func TestE2EExtensionFailingTestKeepsPolicy(t *testing.T) {
-	// Serial: it sends SIGHUP to the whole test process, which only servers
-	// with a policy dir listen for; serial tests run before any parallel
-	// one has started a server.
-	forEachDBWithExtension(t, "protected", true, func(t *testing.T, s *tserver, dir string) {
+	t.Parallel()
+	forEachDBWithExtension(t, "protected", func(t *testing.T, s *tserver, dir string) {
 		var m struct{ Uuid string }
 		s.Must(201, "POST", "/machines", map[string]any{"Name": "db2", "Meta": map[string]string{"protected": "true"}}, admin()).JSON(t, &m)
 		refusedWith(t, s.Do("DELETE", "/machines/"+m.Uuid, nil, admin()), "machine db2 is protected")
@@ -179,11 +175,9 @@ func TestE2EExtensionFailingTestKeepsPolicy(t *testing.T) {
 		writeExtFile(t, dir, "lockdown_test.rego", "package provgate.ext.lockdown_test\n\nimport data.provgate.ext.lockdown\n\n"+
 			"test_reads_allowed if count(lockdown.deny) == 0 with input as {\"method\": \"GET\"}\n")
 		// Both files are in place before the reload: SIGHUP (the watcher's
-		// interval is longer than the test) reloads once. It goes to the
-		// whole test process; e2e tests do not run in parallel.
-		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
+		// interval is longer than the test) reloads once. It reaches this
+		// server alone, through its own reload channel.
+		s.Reload <- syscall.SIGHUP
 		waitLog(t, s, refused, reloadLimit, "policy reload failed", "test_reads_allowed", `"trigger":"signal"`)
 		s.Must(200, "GET", "/machines/"+m.Uuid, nil, admin())
 		refusedWith(t, s.Do("DELETE", "/machines/"+m.Uuid, nil, admin()), "machine db2 is protected")

@@ -387,6 +387,7 @@ func TestE2EPolicyReloadUnderLoad(t *testing.T) {
 // TestE2EPolicyReloadSignal reloads on SIGHUP alone: the watcher's
 // interval is far longer than the test.
 func TestE2EPolicyReloadSignal(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writePolicyDir(t, dir, policyFiles(t, policyVariant{comment: "v0"}))
 	s := startE2E(t, dbCase{Name: "sqlite"}, "--policy-dir", dir, "--policy-watch-interval", "1h")
@@ -395,13 +396,9 @@ func TestE2EPolicyReloadSignal(t *testing.T) {
 	// Without a signal nothing changes.
 	time.Sleep(300 * time.Millisecond)
 	waitFlip(t, s, u, "allow", time.Second)
-	// SIGHUP goes to the whole test process; only servers with a policy dir
-	// listen for it. This test is serial, so it runs before any parallel
-	// test (the other policy-dir tests among them) has started: it must
-	// not call t.Parallel.
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	// The server's own reload channel: what SIGHUP delivers in the
+	// process (main), so no other server of this test process sees it.
+	s.Reload <- syscall.SIGHUP
 	waitLog(t, s, 0, reloadLimit, "policy loaded", `"trigger":"signal"`)
 	waitFlip(t, s, u, "blocked", time.Second)
 }
@@ -502,7 +499,7 @@ func TestE2EPolicyDirStartRefused(t *testing.T) {
 			defer cancel()
 			ready := make(chan string, 1)
 			var stdout, stderr logBuffer
-			err := runWith(ctx, args, func(k string) string { return env[k] }, &stdout, &stderr, ready)
+			err := runWith(ctx, args, func(k string) string { return env[k] }, &stdout, &stderr, hooks{ready: ready})
 			select {
 			case addr := <-ready:
 				t.Fatalf("server listened on %s with a bad policy dir", addr)

@@ -55,6 +55,7 @@ func pubkeyOf(t *testing.T, r resp) []byte {
 // updateSecure, a tenant's hidden object answers 404 like a missing one,
 // and a value sealed for one object's key is refused on another.
 func TestE2ESecureParamPubkey(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		s.Must(201, "POST", "/params", map[string]any{"Name": "sec/pw", "Secure": true, "Schema": map[string]any{"type": "string"}}, admin())
 		var m1, m2, m3 struct{ Uuid string }

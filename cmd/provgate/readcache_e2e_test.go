@@ -11,6 +11,7 @@ import (
 // the database (a replica), a delete, or a delete and create again of the
 // same key with the same body (docs/design.md §14.6).
 func TestE2EReadCache(t *testing.T) {
+	t.Parallel()
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
 			reader := startE2E(t, db)

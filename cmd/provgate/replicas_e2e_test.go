@@ -208,7 +208,7 @@ func TestE2EReplicas(t *testing.T) {
 	pub, signLicense := replicaLicense(t)
 	// A short lease lets a surviving replica take over the deliveries of
 	// a killed one within seconds instead of the default ten minutes.
-	common := append([]string{"--license-public-key", pub, "--callback-delivery-lease", "3s"}, receiverArgs...)
+	common := append([]string{"--license-public-key", pub, "--callback-delivery-lease", "3s", "--callback-poll-interval", "100ms"}, receiverArgs...)
 	start := time.Now()
 	// A bootstraps the empty schema; B and C join it.
 	reps := []*replica{startReplica(t, "A", dsn, common...)}
@@ -880,7 +880,9 @@ func replicasKill(t *testing.T, reps []*replica, dsn string) {
 		}
 		took := time.Since(killedAt)
 		// One more worker round on both survivors: nothing is sent again.
-		time.Sleep(2500 * time.Millisecond)
+		for _, r := range survivors {
+			r.on(t).WorkerRounds(t)
+		}
 		got := delivered()
 		perJob := map[string]int{}
 		for id, hs := range got {

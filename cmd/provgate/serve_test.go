@@ -37,6 +37,7 @@ func writeCertPair(t *testing.T, dir, certName, keyName string) (certFile, keyFi
 }
 
 func TestServeCertificateErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, dataDir string) []string // returns extra flags
@@ -102,6 +103,7 @@ func TestServeCertificateErrors(t *testing.T) {
 }
 
 func TestServeWithGivenCertificate(t *testing.T) {
+	t.Parallel()
 	dataDir, certDir := t.TempDir(), t.TempDir()
 	cert, key := writeCertPair(t, certDir, "server.crt", "server.key")
 	s := startCLI(t, map[string]string{"PROVGATE_TLS_CERT": cert, "PROVGATE_TLS_KEY": key},
@@ -120,6 +122,7 @@ func TestServeWithGivenCertificate(t *testing.T) {
 }
 
 func TestServePortInUse(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +146,7 @@ func TestServePortInUse(t *testing.T) {
 }
 
 func TestServeDataDirErrors(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "plain-file")
 	writeTestFile(t, file, "x", 0o644)
 	tests := []struct {
@@ -178,6 +182,7 @@ func TestServeDataDirErrors(t *testing.T) {
 // TestGracefulShutdown checks that a request running when the stop signal
 // arrives still gets its answer, and that run then returns nil.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	for _, noTLS := range []bool{false, true} {
 		name := "tls"
 		if noTLS {
@@ -259,6 +264,7 @@ func TestGracefulShutdown(t *testing.T) {
 // TestStopRightAfterStart guards the race where the stop arrives before
 // fasthttp has started serving the listener.
 func TestStopRightAfterStart(t *testing.T) {
+	t.Parallel()
 	for i := 0; i < 20; i++ {
 		cfg := defaultConfig()
 		cfg.Listen, cfg.DataDir, cfg.NoTLS = "127.0.0.1:0", t.TempDir(), true

@@ -44,6 +44,7 @@ func TestE2ESmoke(t *testing.T) {
 // TestStartFailsCleanly: a database that cannot be reached ends the command
 // with one error naming the problem (no panic, no password).
 func TestStartFailsCleanly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out, errb logBuffer
 	err := run(context.Background(), []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0",

@@ -10,6 +10,7 @@ import (
 // refused with 400 readonly, a delete with 409 in use, and the
 // administrator keeps every right, on SQLite and PostgreSQL.
 func TestE2ESuperuserRoleReadOnly(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, s *tserver) {
 		r := s.Must(200, "GET", "/roles/superuser", nil, admin())
 		if m := r.Map(t); m["ReadOnly"] != true {

@@ -10,10 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
 
 	"github.com/provgate/provgate/backend"
@@ -41,7 +40,7 @@ const (
 // buildApp is the one place that assembles the concrete pieces: store,
 // policy engine, services and gateway (docs/design.md §1.3). cleanup stops
 // background work and closes the store, after the listener has drained.
-func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) (srv *gateway.Server, cleanup func(), err error) {
+func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, stdout io.Writer) (srv *gateway.Server, cleanup func(), err error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -73,7 +72,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	if err != nil {
 		return nil, nil, err
 	}
-	engine, closeEngine, err := newEngine(ctx, cfg, logger, st)
+	engine, closeEngine, reopenLog, err := newEngine(ctx, cfg, h, logger, st)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,7 +119,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	secrets := auth.NewSecretCache(st)
 	// Failed logins are counted in the store, so replicas sharing it share
 	// the limits and a restart forgets none.
-	authn := auth.New(secrets, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL, Failures: st,
+	authn := auth.New(secrets, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL, Failures: st, Now: h.now,
 		ClaimContains: func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
 	tokens := auth.NewTokenCache(authn, tokenCacheSize, tokenCacheTTL)
 	policy := policydata.NewSync(st, lic, engine)
@@ -196,7 +195,7 @@ func buildApp(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wr
 	})
 
 	reload := func(ctx context.Context) { reloadLicense(ctx, cfg, lic, fresh.Refresh, logger) }
-	closers = append(closers, startBackground(ctx, cfg, st, cb, engine, relay, logger, reload))
+	closers = append(closers, startBackground(ctx, cfg, h, st, cb, engine, relay, logger, reopenLog, reload))
 	return srv, closeAll, nil
 }
 
@@ -284,30 +283,32 @@ func reloadLicense(ctx context.Context, cfg Config, lic *license.Holder, refresh
 }
 
 // newEngine builds the policy engine (embedded, --policy-dir or
-// --policy-bundle) with its decision log; closeEngine closes both. The
-// store keeps the newest signed bundle's sequence for every replica.
-func newEngine(ctx context.Context, cfg Config, logger *slog.Logger, st *store.Store) (engine *opa.Engine, closeEngine func(), err error) {
-	decisionLog, closeLog, err := openDecisionLog(cfg, logger)
+// --policy-bundle) with its decision log; closeEngine closes both, and
+// reopenLog reopens the decision log file (SIGHUP). The store keeps the
+// newest signed bundle's sequence for every replica.
+func newEngine(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, st *store.Store) (engine *opa.Engine, closeEngine func(), reopenLog func(context.Context), err error) {
+	decisionLog, closeLog, reopenLog, err := openDecisionLog(cfg, logger)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var pubKey string
 	if cfg.PolicyBundlePublicKey != "" {
 		b, err := os.ReadFile(cfg.PolicyBundlePublicKey)
 		if err != nil {
 			closeLog()
-			return nil, nil, fmt.Errorf("policy bundle public key: %w", err)
+			return nil, nil, nil, fmt.Errorf("policy bundle public key: %w", err)
 		}
 		pubKey = string(b)
 	}
 	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog,
+		Verified: h.verified, Now: h.now,
 		Bundle: opa.BundleOptions{Location: cfg.PolicyBundle, PublicKey: pubKey, AllowHTTP: cfg.PolicyBundleAllowHTTP,
 			Sequences: opa.SettingsSequences(st)}})
 	if err != nil {
 		closeLog()
-		return nil, nil, fmt.Errorf("policies: %w", err)
+		return nil, nil, nil, fmt.Errorf("policies: %w", err)
 	}
-	return engine, func() { _ = engine.Close(); closeLog() }, nil
+	return engine, func() { _ = engine.Close(); closeLog() }, reopenLog, nil
 }
 
 // decisionLogFlush is how long a stopping server tries to send the
@@ -319,7 +320,7 @@ const decisionLogFlush = 5 * time.Second
 // writer is nil when neither is set. The URL is the operator's own
 // configuration, like --policy-bundle, so --callback-allow/--callback-deny
 // do not apply to it (docs/design.md §9.5).
-func openDecisionLog(cfg Config, logger *slog.Logger) (w io.Writer, closeLog func(), err error) {
+func openDecisionLog(cfg Config, logger *slog.Logger) (w io.Writer, closeLog func(), reopen func(context.Context), err error) {
 	var sinks opa.Tee
 	var closers []func()
 	closeLog = func() {
@@ -327,31 +328,20 @@ func openDecisionLog(cfg Config, logger *slog.Logger) (w io.Writer, closeLog fun
 			closers[i]()
 		}
 	}
+	reopen = func(context.Context) {}
 	if cfg.DecisionLog != "" {
 		f, err := opa.OpenLogFile(cfg.DecisionLog)
 		if err != nil {
-			return nil, nil, fmt.Errorf("decision log: %w", err)
+			return nil, nil, nil, fmt.Errorf("decision log: %w", err)
 		}
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for {
-				select {
-				case <-hup:
-					if err := f.Reopen(); err != nil {
-						logger.Error("decision log: reopen", "err", err.Error())
-					} else {
-						logger.Info("decision log reopened", "path", cfg.DecisionLog)
-					}
-				case <-stop:
-					return
-				}
+		reopen = func(context.Context) {
+			if err := f.Reopen(); err != nil {
+				logger.Error("decision log: reopen", "err", err.Error())
+			} else {
+				logger.Info("decision log reopened", "path", cfg.DecisionLog)
 			}
-		}()
-		closers = append(closers, func() { signal.Stop(hup); close(stop); <-done; _ = f.Close() })
+		}
+		closers = append(closers, func() { _ = f.Close() })
 		sinks = append(sinks, f)
 	}
 	if cfg.DecisionLogURL != "" {
@@ -359,15 +349,15 @@ func openDecisionLog(cfg Config, logger *slog.Logger) (w io.Writer, closeLog fun
 			Labels: map[string]string{"app": "provgate", "id": newInstanceID(), "version": versionString()}})
 		if err != nil {
 			closeLog()
-			return nil, nil, fmt.Errorf("decision log url: %w", err)
+			return nil, nil, nil, fmt.Errorf("decision log url: %w", err)
 		}
 		closers = append(closers, func() { sh.Close(decisionLogFlush) })
 		sinks = append(sinks, sh)
 	}
 	if len(sinks) == 0 {
-		return nil, closeLog, nil
+		return nil, closeLog, reopen, nil
 	}
-	return sinks, closeLog, nil
+	return sinks, closeLog, reopen, nil
 }
 
 // newInstanceID names this server process in shipped decision logs (OPA's
@@ -380,16 +370,17 @@ func newInstanceID() string {
 
 // startBackground starts the jobfail delivery worker, the relay of other
 // replicas' events when there is one, for a policy directory or bundle the
-// reloads on change, and the reloads on SIGHUP (the policy's, and each of
-// onHUP); stop ends them all and waits for the worker.
-func startBackground(ctx context.Context, cfg Config, st *store.Store, cb *callback.Service, engine *opa.Engine,
+// reloads on change, and the reloads on h.reload (SIGHUP: the policy's, and
+// each of onHUP); stop ends them all and waits for the worker and the
+// reloads.
+func startBackground(ctx context.Context, cfg Config, h hooks, st *store.Store, cb *callback.Service, engine *opa.Engine,
 	relay *backend.Relay, logger *slog.Logger, onHUP ...func(context.Context)) (stop func()) {
 	// A job's move to failed queues its jobfail deliveries inside its own
 	// transaction (objects OnJobChange); nothing on the bus does, since
 	// clients can post events.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() { defer close(done); cb.RunWorker(bg, time.Second) }()
+	var wg sync.WaitGroup
+	wg.Go(func() { cb.RunWorker(bg, cfg.CallbackPollInterval) })
 	if relay != nil {
 		// Other replicas' events and authorization data changes.
 		go relay.Run(bg)
@@ -399,10 +390,9 @@ func startBackground(ctx context.Context, cfg Config, st *store.Store, cb *callb
 			}
 		}()
 	}
-	// SIGHUP is caught whatever is configured, so that it never ends the
-	// server, and handed to each reload.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	// The reload requests (SIGHUP) are handed to each reload. main catches
+	// the signal; a server never takes it from the process itself.
+	hup := h.reload
 	var policyHUP chan os.Signal
 	if cfg.PolicyDir != "" || cfg.PolicyBundle != "" {
 		// A failing policy never replaces the working one: the directory's
@@ -411,12 +401,12 @@ func startBackground(ctx context.Context, cfg Config, st *store.Store, cb *callb
 		policyHUP = make(chan os.Signal, 1)
 		engine.ReloadOn(bg, policyHUP)
 	}
-	go func() {
+	wg.Go(func() {
 		for {
 			select {
 			case <-bg.Done():
 				return
-			case sig := <-hup:
+			case sig := <-hup: // never ready when hup is nil
 				if policyHUP != nil {
 					select {
 					case policyHUP <- sig:
@@ -428,11 +418,10 @@ func startBackground(ctx context.Context, cfg Config, st *store.Store, cb *callb
 				}
 			}
 		}
-	}()
+	})
 	return func() {
-		signal.Stop(hup)
 		cancel()
-		<-done
+		wg.Wait()
 	}
 }
 

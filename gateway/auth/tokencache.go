@@ -35,7 +35,11 @@ type tokenEntry struct {
 
 // NewTokenCache returns a cache of at most max tokens in front of a.
 func NewTokenCache(a *Authenticator, max int, ttl time.Duration) *TokenCache {
-	return &TokenCache{a: a, entries: map[[sha256.Size]byte]tokenEntry{}, max: max, ttl: ttl, now: time.Now}
+	c := &TokenCache{a: a, entries: map[[sha256.Size]byte]tokenEntry{}, max: max, ttl: ttl, now: time.Now}
+	if a != nil {
+		c.now = a.now // the clock the tokens are checked against
+	}
+	return c
 }
 
 // Authenticate is Authenticator.Authenticate, served from the cache for a

@@ -213,6 +213,10 @@ func (h *Hub) Serve(ctx context.Context, c Conn, id Identity, v Viewer, release 
 		return
 	}
 	h.sockets[s] = struct{}{}
+	// The caller was authenticated before the upgrade, and a Recheck
+	// since then (its user removed, a Secret rotated) did not reach this
+	// socket: it checks once now that Recheck reaches it.
+	s.recheck <- struct{}{}
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()

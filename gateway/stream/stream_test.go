@@ -184,6 +184,17 @@ func TestHub(t *testing.T) {
 			t.Fatalf("close %v", ce)
 		}
 	})
+	t.Run("credentials ended before the socket was served", func(t *testing.T) {
+		// A Recheck between the caller's authentication and Serve finds no
+		// socket to reach: the socket checks once when it is served.
+		th := newTestHub(t, Options{})
+		th.v.dead.Store(true)
+		th.h.Recheck()
+		c := th.dial(t)
+		if ce := closeOf(t, c); ce.Code != websocket.ClosePolicyViolation || ce.Text != "credentials no longer valid" {
+			t.Fatalf("close %v", ce)
+		}
+	})
 	t.Run("expiry", func(t *testing.T) {
 		th := newTestHub(t, Options{})
 		th.id.Expires = time.Now().Add(200 * time.Millisecond)

@@ -169,7 +169,7 @@ func (e *Engine) prepareBundle(ctx context.Context) (*source, *policy, error) {
 	if err != nil {
 		return refuse(err)
 	}
-	if err := src.test(ctx); err != nil {
+	if err := src.test(ctx, e.verified); err != nil {
 		return refuse(err)
 	}
 	if !e.bundle.url {

@@ -38,7 +38,7 @@ func (e *Engine) Candidate(ctx context.Context, archive []byte, publicKey string
 	if err != nil {
 		return nil, policyError("read candidate policy", err)
 	}
-	opts := Options{CacheSize: -1, Now: e.now}
+	opts := Options{CacheSize: -1, Now: e.now, Verified: e.verified}
 	if bundle {
 		opts.Bundle = BundleOptions{Location: dir, PublicKey: publicKey}
 	} else {

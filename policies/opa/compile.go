@@ -107,7 +107,7 @@ func (e *Engine) prepareDir(ctx context.Context) (*source, *policy, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := src.test(ctx); err != nil {
+	if err := src.test(ctx, e.verified); err != nil {
 		return nil, nil, err
 	}
 	return src, p, nil
@@ -159,11 +159,11 @@ func (s *source) modules() map[string]string {
 // freeze, a token age limit) is what it means to do, not a broken base;
 // its effect is shown by the access explorer's policy diff instead (POST /api/v3/access/policy/diff, provgate access diff --policy). Every
 // suite runs at TestClock.
-func (s *source) test(ctx context.Context) error {
+func (s *source) test(ctx context.Context, v *Verified) error {
 	if !s.extensions {
-		return runSuites(ctx, s.mods, s.tests, s.data)
+		return runSuites(ctx, v, s.mods, s.tests, s.data)
 	}
-	if err := runSuites(ctx, s.modules(), s.tests, s.data); err != nil {
+	if err := runSuites(ctx, v, s.modules(), s.tests, s.data); err != nil {
 		return fmt.Errorf("extension tests: %w", err)
 	}
 	return nil
@@ -396,8 +396,9 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 
 // runSuites runs the Rego tests over the policy modules on a store holding
 // only the extensions' data (data.provgate_ext), as `opa test` would with
-// the directory, and reports every failing test by name.
-func runSuites(ctx context.Context, sources, tests map[string]string, extData map[string]any) error {
+// the directory, and reports every failing test by name. A policy that v
+// has seen pass is not run again.
+func runSuites(ctx context.Context, v *Verified, sources, tests map[string]string, extData map[string]any) error {
 	all := make(map[string]string, len(sources)+len(tests))
 	for k, v := range sources {
 		all[k] = v
@@ -409,14 +410,27 @@ func runSuites(ctx context.Context, sources, tests map[string]string, extData ma
 	if err != nil {
 		return policyError("parse policy tests", err)
 	}
+	key, err := suiteKey(mods, tests, extData)
+	if err != nil {
+		return internal("name policy tests", err)
+	}
+	return v.run(key, func() error { return runParsedSuites(ctx, mods, tests, extData) })
+}
+
+// runParsedSuites is runSuites on the parsed modules; it sets the clock of
+// the test modules.
+func runParsedSuites(ctx context.Context, mods map[string]*ast.Module, tests map[string]string, extData map[string]any) error {
 	for name := range tests {
 		fixClock(mods[name], TestClock)
 	}
-	compileMu.Lock()
-	defer compileMu.Unlock()
+	// RunTests compiles before it returns, under compileMu; the tests then
+	// run without it, as queries on a compiled policy run beside any
+	// compilation (a long suite does not hold up another engine's load).
 	// A generous per-test timeout: the suites run on a busy server, and a
 	// test that times out would block a good policy.
+	compileMu.Lock()
 	ch, err := tester.NewRunner().SetModules(mods).SetStore(inmem.NewFromObject(map[string]any{ExtDataKey: extData})).SetTimeout(time.Minute).RunTests(ctx, nil)
+	compileMu.Unlock()
 	if err != nil {
 		return policyError("run policy tests", err)
 	}

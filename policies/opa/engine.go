@@ -70,6 +70,9 @@ type Options struct {
 	// Bundle, when its Location is set, serves an OPA bundle instead of the
 	// embedded policy or PolicyDir (docs/design.md §9.7).
 	Bundle BundleOptions
+	// Verified remembers the policies whose suites passed; engines of one
+	// process may share one. Nil gives the engine its own.
+	Verified *Verified
 }
 
 // Engine decides requests with the compiled policy. It is safe for
@@ -103,8 +106,9 @@ type Engine struct {
 
 	reloads struct{ loaded, refused atomic.Uint64 }
 	// lookups counts decision cache hits and misses (CacheCounts).
-	lookups struct{ hits, misses atomic.Uint64 }
-	now     func() time.Time // nil: OPA's own clock
+	lookups  struct{ hits, misses atomic.Uint64 }
+	now      func() time.Time // nil: OPA's own clock
+	verified *Verified
 }
 
 // policy is one compiled policy with its prepared queries.
@@ -150,11 +154,15 @@ func newEngine(ctx context.Context, opts Options, modules map[string]string) (*E
 		logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{
-		logger: logger,
-		dir:    opts.PolicyDir,
-		now:    opts.Now,
+		logger:   logger,
+		dir:      opts.PolicyDir,
+		now:      opts.Now,
+		verified: opts.Verified,
 		store: inmem.NewFromObjectWithOpts(map[string]any{"provgate": map[string]any{}, ExtDataKey: map[string]any{}},
 			inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true)),
+	}
+	if e.verified == nil {
+		e.verified = NewVerified()
 	}
 	if opts.Bundle.Location != "" {
 		if opts.PolicyDir != "" {
