@@ -193,7 +193,7 @@ func (s *tserver) Stop() {
 	select {
 	case err := <-s.done:
 		if err != nil {
-			s.t.Errorf("server exited with error: %v", err)
+			s.t.Errorf("server exited with error: %v\n%s", err, s.Stderr.String())
 		}
 	case <-time.After(30 * time.Second):
 		s.t.Errorf("server did not stop within 30s")

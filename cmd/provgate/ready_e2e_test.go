@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -197,6 +198,12 @@ func TestE2EDrain(t *testing.T) {
 		}
 		if took >= 4*time.Second {
 			t.Errorf("streams and waits ended %s after the stop, not before the listener closed", took)
+		}
+		// The requests above, made after Stop began, may have left
+		// connections the client dialed and never used; as in Stop, a
+		// real client goes away, this one closes them.
+		if tr, ok := s.client.Transport.(*http.Transport); ok {
+			tr.CloseIdleConnections()
 		}
 		select {
 		case <-stopped:
