@@ -312,3 +312,38 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestReadFiles: the key and the document are each read when named; a
+// missing file is an error that names it.
+func TestReadFiles(t *testing.T) {
+	dir := t.TempDir()
+	pubPath := filepath.Join(dir, "pub.pem")
+	key, _, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubPEM, err := EncodePublicKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pubPath, pubPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docPath := filepath.Join(dir, "license.txt")
+	if err := os.WriteFile(docPath, []byte("  the-document \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub, doc, err := ReadFiles(pubPath, docPath)
+	if err != nil || !pub.Equal(key) || doc != "the-document" {
+		t.Fatalf("ReadFiles: %d-byte key, doc %q, %v", len(pub), doc, err)
+	}
+	if pub, doc, err := ReadFiles("", ""); err != nil || pub != nil || doc != "" {
+		t.Fatalf("nothing named: %v %q %v", pub, doc, err)
+	}
+	if _, _, err := ReadFiles(pubPath, filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("missing document: %v", err)
+	}
+	if _, _, err := ReadFiles(filepath.Join(dir, "nokey"), docPath); err == nil || !strings.Contains(err.Error(), "nokey") {
+		t.Fatalf("missing key: %v", err)
+	}
+}

@@ -3,6 +3,9 @@ package license
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,4 +108,23 @@ func (h *Holder) Reload(ctx context.Context, pub ed25519.PublicKey, doc string) 
 	h.pub = pub
 	h.mu.Unlock()
 	return h.LicenseState(ctx), nil
+}
+
+// ReadFiles reads the public key at pubPath and the license document at
+// docPath, each when its path is not empty, as a start and a reload (SIGHUP)
+// take them from --license-public-key and --license.
+func ReadFiles(pubPath, docPath string) (pub ed25519.PublicKey, doc string, err error) {
+	if pubPath != "" {
+		if pub, err = LoadPublicKey(pubPath); err != nil {
+			return nil, "", err
+		}
+	}
+	if docPath != "" {
+		b, err := os.ReadFile(docPath)
+		if err != nil {
+			return nil, "", fmt.Errorf("license: %w", err)
+		}
+		doc = strings.TrimSpace(string(b))
+	}
+	return pub, doc, nil
 }

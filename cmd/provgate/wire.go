@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -224,20 +222,13 @@ func viewCacheSize(flag int) int {
 // newLicenseHolder verifies licenses with --license-public-key and loads
 // --license, when given, at start.
 func newLicenseHolder(ctx context.Context, cfg Config, st *store.Store) (*license.Holder, error) {
-	var pub ed25519.PublicKey
-	if cfg.LicensePublicKey != "" {
-		var err error
-		if pub, err = license.LoadPublicKey(cfg.LicensePublicKey); err != nil {
-			return nil, err
-		}
+	pub, doc, err := license.ReadFiles(cfg.LicensePublicKey, cfg.License)
+	if err != nil {
+		return nil, err
 	}
 	lic := license.NewHolder(st, pub, time.Now)
-	if cfg.License != "" {
-		doc, err := os.ReadFile(cfg.License)
-		if err != nil {
-			return nil, fmt.Errorf("license: %w", err)
-		}
-		if _, err = lic.LoadLicense(ctx, string(doc)); err != nil {
+	if doc != "" {
+		if _, err = lic.LoadLicense(ctx, doc); err != nil {
 			return nil, fmt.Errorf("license %s: %s", cfg.License, backend.AsError(err).Error())
 		}
 	}
@@ -255,19 +246,10 @@ func reloadLicense(ctx context.Context, cfg Config, lic *license.Holder, refresh
 	fail := func(err error) {
 		logger.Error("license reload failed; the previous license stays", "err", err.Error())
 	}
-	pub, err := license.LoadPublicKey(cfg.LicensePublicKey)
+	pub, doc, err := license.ReadFiles(cfg.LicensePublicKey, cfg.License)
 	if err != nil {
 		fail(err)
 		return
-	}
-	var doc string
-	if cfg.License != "" {
-		b, err := os.ReadFile(cfg.License)
-		if err != nil {
-			fail(fmt.Errorf("license: %w", err))
-			return
-		}
-		doc = strings.TrimSpace(string(b))
 	}
 	ctx = backend.WithSystem(ctx) // no request drives a reload
 	st, err := lic.Reload(ctx, pub, doc)
