@@ -214,5 +214,15 @@ func TestListJSON(t *testing.T) {
 		}
 		same("")
 		same("slim=Meta")
+		// A caller whose tenant shows one machine gets that one only,
+		// though the cache holds all five from the unrestricted lists.
+		one := "00000003-1111-4000-8000-000000000000"
+		body, total, matched, err := reader.Objects.ListJSON(ctx, "machines", backend.Query{Limit: -1, Visible: []string{one}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != 1 || matched != 1 || strings.Count(string(body), `"Uuid":`) != 1 || !strings.Contains(string(body), one) {
+			t.Fatalf("restricted list from a warm cache: %d %d %s", total, matched, body)
+		}
 	})
 }
