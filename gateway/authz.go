@@ -95,7 +95,11 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	if err != nil {
 		return backend.NewError(backend.EBADREQUEST, c.Method(), "", c.OriginalURL(), "malformed query string")
 	}
-	r := apiRequest{Method: strings.Clone(c.Method()), Path: strings.Clone(c.Path()), Query: q, Body: c.Body()}
+	r := apiRequest{Method: strings.Clone(c.Method()), Path: strings.Clone(c.Path()), Query: q, Body: c.Body(), Route: routeOf(c)}
+	if r.Route == nil {
+		// No row took the request.
+		return claims.Unrouted(r.Method, r.Path)
+	}
 	z, err := s.authorize(ctx, p, r, s.realRequest())
 	if err != nil {
 		return err
@@ -127,11 +131,14 @@ func (s *Server) countLoginFailure(authz string, err error) {
 
 // apiRequest is an API request as authorization reads it: the method, the
 // path as received (still percent-encoded, without the query), the query
-// and the body.
+// and the body, and the route the router took for it. A request that does
+// not come through the router (explained, a UI view's) has no Route: it
+// is found in the same table (routeFor).
 type apiRequest struct {
 	Method, Path string
 	Query        url.Values
 	Body         []byte
+	Route        *claims.Route
 }
 
 // authorization is what authorizing one request established: the derived
@@ -168,7 +175,14 @@ func (s *Server) realRequest() authorizeWith {
 // under /api/v3; the access explorer calls it for the requests it explains,
 // so that an explained request is authorized exactly as a real one.
 func (s *Server) authorize(ctx context.Context, p *auth.Principal, r apiRequest, w authorizeWith) (*authorization, error) {
-	res, err := claims.Derive(ctx, claims.Request{Method: r.Method, Path: r.Path, Query: r.Query, Body: r.Body}, w.resolver)
+	rt := r.Route
+	if rt == nil {
+		var err error
+		if rt, err = s.routeFor(r.Method, r.Path); err != nil {
+			return nil, err
+		}
+	}
+	res, err := rt.Derive(ctx, claims.Request{Method: r.Method, Path: r.Path, Query: r.Query, Body: r.Body}, w.resolver)
 	if err != nil {
 		if res.Ref != "" {
 			// Only the body is at fault: an object the caller may not
@@ -210,6 +224,19 @@ func (s *Server) authorize(ctx context.Context, p *auth.Principal, r apiRequest,
 		return &authorization{res: res, in: in, d: d}, err
 	}
 	return &authorization{res: res, in: in, d: d}, nil
+}
+
+// routeFor is the row the router takes for method and raw path: the
+// table's row if the gateway serves it, else none ("No route").
+func (s *Server) routeFor(method, path string) (*claims.Route, error) {
+	rt, err := claims.Match(method, path)
+	if err != nil {
+		return nil, err
+	}
+	if !s.served[rt] {
+		return nil, claims.Unrouted(method, path)
+	}
+	return rt, nil
 }
 
 // decideItems decides each object of an import as its single create would

@@ -124,30 +124,15 @@ func (m *metrics) countPoolOp(verb string, machines int, err error) {
 
 // routeLabel is the registered route that served the request, copied, or
 // "unmatched". A request no route took keeps no route of its own: Fiber
-// then reports the raw path, which must not become a label. A request the
-// guard refused never reached its route: Fiber reports the /api/v3 group,
-// so the route it would have reached is looked up (apiRouteOf).
+// then reports the raw path, which must not become a label. A refused
+// request counts under its route: the guard runs inside it. An /api/v3
+// request no row took reached only the /api/v3 fallback.
 func (s *Server) routeLabel(c *fiber.Ctx) string {
 	r := c.Route()
-	if r == nil || r.Path == "/" || r.Path == "" || len(r.Handlers) == 0 {
+	if r == nil || r.Path == "/" || r.Path == "" || r.Path == apiBase || len(r.Handlers) == 0 {
 		return "unmatched"
 	}
-	if r.Path == apiBase {
-		return s.apiRouteOf(c.Method(), c.Path())
-	}
 	return strings.Clone(r.Path)
-}
-
-// apiRouteOf is the path of the first /api/v3 route taking method and path,
-// in Fiber's dispatch order, or "unmatched". Its result is one of the
-// registered paths, never the request's.
-func (s *Server) apiRouteOf(method, path string) string {
-	for _, r := range s.apiRoutes {
-		if r.method == method && r.matches(path) {
-			return r.path
-		}
-	}
-	return "unmatched"
 }
 
 func (m *metrics) observe(method, route string, status int, d time.Duration) {

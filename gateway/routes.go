@@ -1,14 +1,22 @@
 package gateway
 
-import "github.com/gofiber/fiber/v2"
+import (
+	"fmt"
 
-// routes registers the whole API. Specific routes come before the generic
-// per-kind ones, which Fiber matches in registration order. Every route
-// under /api/v3 passes the guard (authentication, claims, policies); the
-// claims each one needs are derived in gateway/claims, whose route table
-// must list exactly these routes (checked by TestRoutesMatchClaims), and
-// each handler serves only the requests whose claims were derived for its
-// route (serves).
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/provgate/provgate/gateway/claims"
+)
+
+// routeLocal is the Locals key of the request's claims.Route.
+const routeLocal = "route"
+
+// routes registers the whole API. The /api/v3 routes are the rows of the
+// one route table, claims.Routes(): each row names its method, path, the
+// claims it needs and the handler that serves it (docs/design.md §5.4).
+// Each row is registered under its own path; the route stores its row in
+// the request's Locals, and the guard derives the claims of that row and
+// no other, so the claims authorized and the handler run cannot disagree.
 func (s *Server) routes() {
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	s.app.Get("/readyz", s.handleReadyz)
@@ -21,107 +29,95 @@ func (s *Server) routes() {
 	s.authzenRoutes()
 	s.uiRoutes()
 
-	api := apiGroup{s: s, r: s.app.Group(apiBase, s.guard)}
-	api.Get("/info", s.handleInfo)
-	api.Get("/prefs", s.handleGetPrefs)
-	api.Post("/prefs", s.handleSetPrefs)
-	api.Get("/license", s.handleGetLicense)
-	api.Put("/license", s.handleSetLicense)
-	api.Post("/license", s.handleSetLicense)
-	api.Get("/objects", s.handleObjects)
-	api.Get("/indexes", s.handleAllIndexes)
-	api.Get("/indexes/:prefix", s.handleIndexes)
-	// Param names hold '/': their meta key is the rest of the path.
-	api.Get("/meta/params/*", s.handleGetMeta)
-	api.Patch("/meta/params/*", s.handlePatchMeta)
-	api.Get("/meta/:prefix/:key", s.handleGetMeta)
-	api.Patch("/meta/:prefix/:key", s.handlePatchMeta)
-	api.Post("/events", s.handlePostEvent)
-	api.Get("/ws", s.handleWS)
-	api.Post("/system/actions/:cmd", s.handleSystemAction)
+	s.served = map[*claims.Route]bool{}
+	handlers := s.handlers()
+	for _, rt := range claims.Routes() {
+		h, ok := handlers[rt.Serve]
+		if !ok {
+			panic(fmt.Sprintf("gateway: route %s %s: no handler %q", rt.Method, rt.Pattern, rt.Serve))
+		}
+		if h == nil {
+			continue
+		}
+		s.served[rt] = true
+		s.app.Add(rt.Method, rt.FiberPath(), s.routeGuard(rt), h)
+	}
+	// Every other /api/v3 request is authenticated and then answered "No
+	// route" (the guard without a row).
+	s.app.Use(apiBase, s.guard)
+}
 
-	// The access explorer (docs/design.md §9.8), before the generic
-	// per-kind routes.
-	api.Post("/access/explain", s.handleExplain)
-	api.Get("/access/users/:key", s.handleUserMatrix)
-	api.Get("/access/who", s.handleWho)
-	api.Get("/access/tenants/:key", s.handleTenantView)
-	api.Get("/access/roles/diff", s.handleRoleDiff)
-	api.Get("/access/denials", s.handleDenials)
-	api.Get("/access/escalation", s.handleEscalation)
-	api.Post("/access/policy/diff", s.handlePolicyDiff)
+// routeGuard gives the request its row and passes it to the guard.
+func (s *Server) routeGuard(rt *claims.Route) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		c.Locals(routeLocal, rt)
+		return s.guard(c)
+	}
+}
 
-	api.Post("/users/import", s.handleImport)
-	api.Post("/roles/import", s.handleImport)
+// routeOf is the row the request's route stored (nil when no row took it).
+func routeOf(c *fiber.Ctx) *claims.Route {
+	rt, _ := c.Locals(routeLocal).(*claims.Route)
+	return rt
+}
 
-	api.Get("/users/:key/token", s.handleUserToken)
-	api.Put("/users/:key/password", s.handleUserPassword)
-	api.Post("/users/:key/secret", s.handleUserSecret)
-
-	api.Get("/plugin_providers", s.handleListProviders)
-	api.Get("/plugin_providers/:name", s.handleGetProvider)
-	api.Head("/plugin_providers/:name", s.handleGetProvider)
-	api.Get("/plugins/:key/attempts", s.handlePluginAttempts)
-
-	api.Get("/pools-active", s.handlePoolsActive)
-	api.Get("/pools/:key/status", s.handlePoolStatus)
-	api.Post("/pools/:key/:verb<regex(^(add|remove|allocate|release)Machines$)>", s.handlePoolOp)
-	api.Post("/machines/:key/releaseToPool", s.handleReleaseToPool)
-
-	api.Post("/jobs", s.handleCreateJob)
-	api.Get("/jobs/:key/log", s.handleGetJobLog)
-	api.Put("/jobs/:key/log", s.handlePutJobLog)
-	api.Get("/jobs/:key/actions", s.handleJobActions)
-
-	// Param definitions have slashes in their names: the key is the rest
-	// of the path. "/params/*" also takes "/params", the collection, which
-	// serves() passes on to the generic /:prefix routes.
-	api.Get("/params/*", s.handleGet)
-	api.Head("/params/*", s.handleGet)
-	api.Put("/params/*", s.handlePut)
-	api.Patch("/params/*", s.handlePatch)
-	api.Delete("/params/*", s.handleDelete)
-
-	api.Get("/:prefix/:key/actions", s.handleListActions)
-	api.Get("/:prefix/:key/actions/:cmd", s.handleGetAction)
-	api.Post("/:prefix/:key/actions/:cmd", s.handleRunAction)
-	api.Get("/:prefix/:key/pubkey", s.handlePubkey)
-
-	api.Get("/:prefix/:key/params", s.handleGetParams)
-	api.Post("/:prefix/:key/params", s.handleSetParams)
-	api.Patch("/:prefix/:key/params", s.handlePatchParams)
-	api.Get("/:prefix/:key/params/*", s.handleGetParam)
-	api.Post("/:prefix/:key/params/*", s.handleSetParam)
-	api.Put("/:prefix/:key/params/*", s.handleSetParam)
-	api.Delete("/:prefix/:key/params/*", s.handleDeleteParam)
-
-	api.Get("/:prefix", s.handleList)
-	api.Head("/:prefix", s.handleList)
-	api.Post("/:prefix", s.handleCreate)
-	api.Get("/:prefix/:key", s.handleGet)
-	api.Head("/:prefix/:key", s.handleGet)
-	api.Put("/:prefix/:key", s.handlePut)
-	api.Patch("/:prefix/:key", s.handlePatch)
-	api.Delete("/:prefix/:key", s.handleDelete)
+// handlers are the handlers of the table's rows, by claims.Serve. A nil
+// handler leaves its rows out of the router.
+func (s *Server) handlers() map[claims.Serve]fiber.Handler {
+	return map[claims.Serve]fiber.Handler{
+		claims.ServeInfo:           s.handleInfo,
+		claims.ServeGetPrefs:       s.handleGetPrefs,
+		claims.ServeSetPrefs:       s.handleSetPrefs,
+		claims.ServeGetLicense:     s.handleGetLicense,
+		claims.ServeSetLicense:     s.handleSetLicense,
+		claims.ServeObjects:        s.handleObjects,
+		claims.ServeAllIndexes:     s.handleAllIndexes,
+		claims.ServeIndexes:        s.handleIndexes,
+		claims.ServeGetMeta:        s.handleGetMeta,
+		claims.ServePatchMeta:      s.handlePatchMeta,
+		claims.ServePostEvent:      s.handlePostEvent,
+		claims.ServeWS:             s.handleWS,
+		claims.ServeSystemAction:   s.handleSystemAction,
+		claims.ServeExplain:        s.handleExplain,
+		claims.ServeUserMatrix:     s.handleUserMatrix,
+		claims.ServeWho:            s.handleWho,
+		claims.ServeTenantView:     s.handleTenantView,
+		claims.ServeRoleDiff:       s.handleRoleDiff,
+		claims.ServeDenials:        s.handleDenials,
+		claims.ServeEscalation:     s.handleEscalation,
+		claims.ServePolicyDiff:     s.handlePolicyDiff,
+		claims.ServeImport:         s.handleImport,
+		claims.ServeUserToken:      s.handleUserToken,
+		claims.ServeUserPassword:   s.handleUserPassword,
+		claims.ServeUserSecret:     s.handleUserSecret,
+		claims.ServeListProviders:  s.handleListProviders,
+		claims.ServeGetProvider:    s.handleGetProvider,
+		claims.ServePluginAttempts: s.handlePluginAttempts,
+		claims.ServePoolsActive:    s.handlePoolsActive,
+		claims.ServePoolStatus:     s.handlePoolStatus,
+		claims.ServePoolOp:         s.handlePoolOp,
+		claims.ServeReleaseToPool:  s.handleReleaseToPool,
+		claims.ServeCreateJob:      s.handleCreateJob,
+		claims.ServeGetJobLog:      s.handleGetJobLog,
+		claims.ServePutJobLog:      s.handlePutJobLog,
+		claims.ServeJobActions:     s.handleJobActions,
+		claims.ServeListActions:    s.handleListActions,
+		claims.ServeGetAction:      s.handleGetAction,
+		claims.ServeRunAction:      s.handleRunAction,
+		claims.ServePubkey:         s.handlePubkey,
+		claims.ServeGetParams:      s.handleGetParams,
+		claims.ServeSetParams:      s.handleSetParams,
+		claims.ServePatchParams:    s.handlePatchParams,
+		claims.ServeGetParam:       s.handleGetParam,
+		claims.ServeSetParam:       s.handleSetParam,
+		claims.ServeDeleteParam:    s.handleDeleteParam,
+		claims.ServeList:           s.handleList,
+		claims.ServeCreate:         s.handleCreate,
+		claims.ServeGet:            s.handleGet,
+		claims.ServePut:            s.handlePut,
+		claims.ServePatch:          s.handlePatch,
+		claims.ServeDelete:         s.handleDelete,
+	}
 }
 
 const apiBase = "/api/v3"
-
-// apiGroup registers /api/v3 routes, each wrapped by serves.
-type apiGroup struct {
-	s *Server
-	r fiber.Router
-}
-
-func (g apiGroup) Get(path string, h fiber.Handler) { g.r.Get(path, g.s.serves(apiBase+path, h)) }
-func (g apiGroup) Head(path string, h fiber.Handler) {
-	g.r.Head(path, g.s.serves(apiBase+path, h))
-}
-func (g apiGroup) Post(path string, h fiber.Handler) { g.r.Post(path, g.s.serves(apiBase+path, h)) }
-func (g apiGroup) Put(path string, h fiber.Handler)  { g.r.Put(path, g.s.serves(apiBase+path, h)) }
-func (g apiGroup) Patch(path string, h fiber.Handler) {
-	g.r.Patch(path, g.s.serves(apiBase+path, h))
-}
-func (g apiGroup) Delete(path string, h fiber.Handler) {
-	g.r.Delete(path, g.s.serves(apiBase+path, h))
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/claims"
 )
 
 // Options configure a Server. The concrete services are built by cmd.
@@ -36,11 +37,8 @@ type Server struct {
 	started time.Time
 	metrics *metrics
 	reg     *prometheus.Registry
-	// servedBy maps each claims route to the Fiber route serving it.
-	servedBy map[string]string
-	// apiRoutes are the /api/v3 routes in dispatch order (route labels of
-	// refused requests).
-	apiRoutes []fiberRoute
+	// served holds the rows of the route table the router serves.
+	served map[*claims.Route]bool
 	// streamFresh paces event streams' freshness checks.
 	streamFresh freshGate
 	// drain is set when a graceful shutdown starts (Drain).
@@ -86,14 +84,6 @@ func New(opts Options) *Server {
 	})
 	s.app.Use(s.recoverer, s.requestMeta, s.collapseSlashes, s.jsonBodies)
 	s.routes()
-	served, err := servedBy(s.app)
-	if err != nil {
-		panic("gateway: " + err.Error())
-	}
-	s.servedBy = served
-	if s.apiRoutes, err = apiRoutes(s.app); err != nil {
-		panic("gateway: " + err.Error())
-	}
 	s.registerSources(reg)
 	return s
 }

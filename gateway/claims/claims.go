@@ -84,8 +84,8 @@ type Result struct {
 	// Public is set when the route needs no authentication. No /api/v3
 	// route is public today; the field keeps the decision in this table.
 	Public bool
-	// Pattern is the route pattern that matched (one of Routes()), so the
-	// gateway can check that it serves the route Derive authorized.
+	// Pattern is the pattern of the route the request took (one of
+	// Routes()).
 	Pattern string
 	// Proposal says how the request's body shapes the addressed object
 	// after the write (policies.Input.Proposed); PatchRoot is the pointer a
@@ -137,8 +137,23 @@ const maxPutPointers = MaxPatchOps
 // through. When the request addresses an object and only its body is at
 // fault, the Result still names the object (Scope, Key, Ref, Specific), so
 // that the gateway can decide visibility before reporting the body error.
+//
+// Derive finds r's route by its method and path (Match); the gateway's
+// guard, whose router already found it, calls the route's Derive.
 func Derive(ctx context.Context, r Request, res Resolver) (Result, error) {
 	rt, caps, err := match(r.Method, r.Path)
+	if err != nil {
+		return Result{}, err
+	}
+	d := deriver{ctx: ctx, r: &r, res: res, rt: rt, caps: caps}
+	return d.derive()
+}
+
+// Derive returns the claims r requires on route rt, the route the router
+// took for r: r's path only gives the route's key, command and param name.
+// Errors are those of the package's Derive.
+func (rt *Route) Derive(ctx context.Context, r Request, res Resolver) (Result, error) {
+	caps, err := rt.captures(r.Method, r.Path)
 	if err != nil {
 		return Result{}, err
 	}
@@ -150,7 +165,7 @@ type deriver struct {
 	ctx     context.Context
 	r       *Request
 	res     Resolver
-	rt      *route
+	rt      *Route
 	caps    captures
 	claims  []backend.Claim
 	seen    map[backend.Claim]struct{}
@@ -173,7 +188,7 @@ func (d *deriver) add(action, specific string) {
 
 func (d *deriver) derive() (Result, error) {
 	rt := d.rt
-	out := Result{Scope: rt.scope, Operation: rt.op, List: rt.list, Pattern: rt.pattern, Name: d.caps.name, Cmd: d.caps.cmd}
+	out := Result{Scope: rt.scope, Operation: rt.op, List: rt.list, Pattern: rt.Pattern, Name: d.caps.name, Cmd: d.caps.cmd}
 	switch rt.h {
 	case hFixed:
 		d.add(rt.action, rt.specific)

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -113,7 +114,7 @@ var sampleKey = map[string]string{
 
 // routeCase builds one request for a route form, so every form of Routes()
 // has a golden case.
-func routeCase(ri RouteInfo) testCase {
+func routeCase(ri *Route) testCase {
 	rel := strings.TrimPrefix(ri.Pattern, apiBase+"/")
 	parts := strings.Split(rel, "/")
 	kind := parts[0]
@@ -356,31 +357,61 @@ func TestDeriveGolden(t *testing.T) {
 // TestRoutesMatchThemselves checks that each route's generated request is
 // derived by that same route and by no other.
 func TestRoutesMatchThemselves(t *testing.T) {
-	seen := map[RouteInfo]bool{}
+	seen := map[string]bool{}
 	for _, ri := range Routes() {
-		if seen[ri] {
-			t.Errorf("duplicate route %v", ri)
+		if seen[ri.Method+" "+ri.Pattern] {
+			t.Errorf("duplicate route %s %s", ri.Method, ri.Pattern)
 		}
-		seen[ri] = true
+		seen[ri.Method+" "+ri.Pattern] = true
 		tc := routeCase(ri)
 		rt, caps, err := match(tc.Method, tc.Path)
 		if err != nil {
 			t.Errorf("%s: %v", tc.Name, err)
 			continue
 		}
-		if rt.pattern != ri.Pattern {
-			t.Errorf("%s: matched %s", tc.Name, rt.pattern)
+		if rt != ri {
+			t.Errorf("%s: matched %s", tc.Name, rt.Pattern)
 		}
 		n := 0
 		segs := strings.Split(strings.TrimPrefix(tc.Path, apiBase+"/"), "/")
 		for _, other := range table.all {
-			if _, ok := other.match(segs); ok && other.method == tc.Method {
+			if _, ok := other.match(segs); ok && other.Method == tc.Method {
 				n++
 			}
 		}
 		if n != 1 {
 			t.Errorf("%s: %d routes match %s (captures %+v)", tc.Name, n, tc.Path, caps)
 		}
+	}
+}
+
+// TestRouteDeriveIsDerive: a route's Derive, which the guard calls on the
+// row its router took, derives what Derive derives from the path alone.
+func TestRouteDeriveIsDerive(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range allCases() {
+		rt, err := Match(tc.Method, tc.Path)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.Name, err)
+		}
+		want, werr := Derive(ctx, tc.request(t), &fakeResolver{})
+		got, gerr := rt.Derive(ctx, tc.request(t), &fakeResolver{})
+		if !reflect.DeepEqual(got, want) || (gerr == nil) != (werr == nil) {
+			t.Errorf("%s: route Derive %+v, %v; Derive %+v, %v", tc.Name, got, gerr, want, werr)
+		}
+	}
+	// A path the route does not take, decoded, is no route.
+	rt, err := Match("GET", apiBase+"/machines/k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{apiBase + "/machines/..", apiBase + "/machines/%2e", apiBase + "/machines/k1/x"} {
+		if _, err := rt.Derive(ctx, Request{Method: "GET", Path: p}, &fakeResolver{}); !backend.IsCode(err, backend.ENOTFOUND) {
+			t.Errorf("GET %s on %s: %v, want No route", p, rt.Pattern, err)
+		}
+	}
+	if _, err := rt.Derive(ctx, Request{Method: "GET", Path: apiBase + "/machines/%zz"}, &fakeResolver{}); !backend.IsCode(err, backend.EBADREQUEST) {
+		t.Errorf("invalid escape: %v, want 400", err)
 	}
 }
 
@@ -604,7 +635,7 @@ func TestFiberPath(t *testing.T) {
 		{"/api/v3/system/actions/{cmd}", "/api/v3/system/actions/:cmd"},
 	}
 	for _, tt := range tests {
-		if got := (RouteInfo{Pattern: tt.pattern}).FiberPath(); got != tt.want {
+		if got := (&Route{Pattern: tt.pattern}).FiberPath(); got != tt.want {
 			t.Errorf("FiberPath(%s) = %s, want %s", tt.pattern, got, tt.want)
 		}
 	}
