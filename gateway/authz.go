@@ -77,11 +77,7 @@ func (s *Server) guard(c *fiber.Ctx) error {
 		return err
 	}
 	c.Locals(principalKey, p)
-	who := "user:" + p.Name
-	if p.IsMachine() {
-		who = "runner:" + p.Name
-	}
-	ctx = backend.WithPrincipal(ctx, who)
+	ctx = backend.WithPrincipal(ctx, p.Subject())
 	ctx = backend.WithAccess(ctx, &requestAccess{s: s, p: p})
 	if p.IsUser() && s.TenantOf != nil {
 		if t := s.TenantOf(p.Name); t != "" {

@@ -58,7 +58,6 @@ func (s *Server) handleWS(c *fiber.Ctx) error {
 	a := accessOf(c)
 	id := stream.Identity{Principal: p.Subject(), Expires: p.ExpiresAt}
 	if p.IsMachine() {
-		id.Principal = "runner:" + p.Name
 		id.Machine = p.Name
 	}
 	release, err := s.Streams.Admit(id.Principal)

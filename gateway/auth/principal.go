@@ -94,5 +94,12 @@ func (p *Principal) IsUser() bool { return p != nil && p.Kind == KindUser }
 // IsMachine reports whether p is a machine.
 func (p *Principal) IsMachine() bool { return p != nil && p.Kind == KindMachine }
 
-// Subject names p in events and logs: "user:<name>" or "machine:<uuid>".
-func (p *Principal) Subject() string { return string(p.Kind) + ":" + p.Name }
+// Subject names p wherever a principal is named (events, logs, stream
+// admission, the change's author): "user:<name>", or "runner:<uuid>" for
+// a machine, as DRP writes it.
+func (p *Principal) Subject() string {
+	if p.IsMachine() {
+		return "runner:" + p.Name
+	}
+	return "user:" + p.Name
+}
