@@ -384,7 +384,7 @@ func (s *Server) jobMachineHidden(ctx context.Context, p *auth.Principal, res cl
 			return nil
 		}
 	} else {
-		vis, err := s.machineVisibilityOf(ctx, p)
+		vis, err := s.machines.ofPrincipal(ctx, p)
 		if err != nil || vis == nil || slices.Contains(vis, machine) {
 			return err
 		}

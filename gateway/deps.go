@@ -137,9 +137,3 @@ type Freshener interface {
 type PolicySync interface {
 	Refresh(ctx context.Context) error
 }
-
-// Licenser reports and replaces the license (docs/design.md §7).
-type Licenser interface {
-	LicenseState(ctx context.Context) backend.LicenseState
-	LoadLicense(ctx context.Context, doc string) (backend.LicenseState, error)
-}

@@ -406,10 +406,14 @@ func TestParamsHandlers(t *testing.T) {
 	res, body = do(t, s, "GET", "/api/v3/profiles/ghost/params", "")
 	wantDRPError(t, res, body, 404, "GET", "profiles", "ghost", "Not Found")
 
-	// A server without the params part refuses params routes, not others.
+	// A server without the params service has no params routes (its
+	// rows are left out at construction), and keeps the others.
 	s = handlerServer(Deps{Objects: objs})
 	res, body = do(t, s, "GET", "/api/v3/profiles/p1/params", "")
-	wantDRPError(t, res, body, 503, "GET", "", "", "object service is not configured")
+	wantDRPError(t, res, body, 404, "GET", "", "/api/v3/profiles/p1/params", "No route")
+	if res, body = do(t, s, "GET", "/api/v3/profiles", ""); res.StatusCode != 200 {
+		t.Fatalf("list profiles without params service: %d %s", res.StatusCode, body)
+	}
 }
 
 // fakeJobs answers every job request with outcome and job, and mints

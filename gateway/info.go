@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/claims"
 )
 
 // infoLicense is DRP's License bundle shape, filled from provgate's license.
@@ -90,7 +91,7 @@ var features = []string{"api-v3", "sane-exit-codes", "roles", "tenants", "secure
 	"secure-param-upgrade", "pools", "callback-plugin", "json-patch", "policy-engine"}
 
 // buildInfo assembles /api/v3/info.
-func (s *Server) buildInfo(c *fiber.Ctx) info {
+func (i infoRoutes) build(c *fiber.Ctx) info {
 	host, _ := os.Hostname()
 	addr, port := "", 0
 	if ta, ok := c.Context().LocalAddr().(*net.TCPAddr); ok {
@@ -108,8 +109,8 @@ func (s *Server) buildInfo(c *fiber.Ctx) info {
 		scopes[sc] = acts
 	}
 	lic := backend.LicenseState{Features: []string{}}
-	if s.License != nil {
-		lic = s.License.LicenseState(userContext(c))
+	if i.license != nil {
+		lic = i.license.LicenseState(userContext(c))
 	}
 	items := []infoLicenseItem{}
 	if lic.Valid {
@@ -121,11 +122,11 @@ func (s *Server) buildInfo(c *fiber.Ctx) info {
 		}
 	}
 	var pol infoPolicy
-	if r, ok := s.Policy.(revisioner); ok {
+	if r, ok := i.policy.(revisioner); ok {
 		pol.Revision = r.Revision()
 	}
 	return info{
-		Arch: runtime.GOARCH, OS: runtime.GOOS, Version: s.version, ID: host, LocalID: host, HaID: host,
+		Arch: runtime.GOARCH, OS: runtime.GOOS, Version: i.version, ID: host, LocalID: host, HaID: host,
 		APIPort: port, Address: addr, ServerHostname: host,
 		Stats: []infoStat{}, Features: append([]string{}, features...), Scopes: scopes,
 		License: infoLicense{Owner: lic.Owner, Licenses: items}, Errors: []string{}, HaIsActive: true, HaStatus: "Up",
@@ -134,4 +135,13 @@ func (s *Server) buildInfo(c *fiber.Ctx) info {
 	}
 }
 
-func (s *Server) handleInfo(c *fiber.Ctx) error { return c.JSON(s.buildInfo(c)) }
+// infoRoutes serves the server's info (DRP's models.Info).
+type infoRoutes struct {
+	license Licenser
+	policy  Decider
+	version string
+}
+
+func (i infoRoutes) serves() serves { return serves{claims.ServeInfo: i.get} }
+
+func (i infoRoutes) get(c *fiber.Ctx) error { return c.JSON(i.build(c)) }

@@ -99,7 +99,7 @@ func (s *Server) handleList(c *fiber.Ctx) error {
 // visible unchanged when machines are unrestricted. The keys are resolved
 // first, so the list's counts, paging and filters see only visible jobs.
 func (s *Server) visibleJobs(c *fiber.Ctx, visible []string) ([]string, error) {
-	machines, err := s.machineVisibility(c)
+	machines, err := s.machines.of(c)
 	if err != nil || machines == nil {
 		return visible, err
 	}
@@ -134,12 +134,12 @@ func (s *Server) write(c *fiber.Ctx, status int, do func(ctx context.Context, pr
 	if err != nil {
 		return err
 	}
-	s.afterWrite(c, k.Prefix)
+	s.refresh.afterWrite(c, k.Prefix)
 	if c.Method() == fiber.MethodPost {
 		// The caller wrote the new object; it sees it as created.
 		return c.Status(status).JSON(backend.Sanitize(m))
 	}
-	view, err := s.replyView(c, backend.Sanitize(m), "")
+	view, err := replyView(c, backend.Sanitize(m), "")
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (s *Server) handleImport(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	s.afterWrite(c, prefix)
+	s.refresh.afterWrite(c, prefix)
 	for _, m := range ms {
 		backend.Sanitize(m)
 	}
@@ -368,7 +368,7 @@ func (s *Server) handlePatchMeta(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	view, err := s.replyView(c, m.Env().Meta, "/Meta")
+	view, err := replyView(c, m.Env().Meta, "/Meta")
 	if err != nil {
 		return err
 	}
@@ -383,30 +383,6 @@ func writeJSONValue(c *fiber.Ctx, v any) error {
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(b)
-}
-
-// afterWrite refreshes the policy data when an object it depends on changed.
-// Besides users, roles and tenants themselves, tenants' Members change when
-// a tenant user creates an object (it joins the tenant) and when any object
-// is deleted (its key leaves every tenant); waiting for the periodic refresh
-// would hide a tenant user's new object from it, or briefly show a tenant a
-// re-created object under a deleted key (docs/design.md §6).
-func (s *Server) afterWrite(c *fiber.Ctx, prefix string) {
-	refresh := false
-	switch {
-	case prefix == "users" || prefix == "roles" || prefix == "tenants":
-		refresh = true
-	case c.Method() == fiber.MethodDelete:
-		refresh = true
-	case c.Method() == fiber.MethodPost:
-		p := principalOf(c)
-		refresh = p != nil && p.IsUser() && s.TenantOf != nil && s.TenantOf(p.Name) != ""
-	}
-	if refresh && s.Sync != nil {
-		if err := s.Sync.Refresh(userContext(c)); err != nil {
-			s.log.ErrorContext(userContext(c), "policy data refresh failed", "error", err.Error())
-		}
-	}
 }
 
 func splitComma(s string) []string {

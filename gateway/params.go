@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/claims"
 )
 
 // Params is the params service behind the params sub-resources of objects
@@ -22,130 +23,126 @@ type Params interface {
 	DeleteParam(ctx context.Context, prefix, key, name string) (json.RawMessage, error)
 }
 
-// params sub-resources (docs/design.md §3.9).
+// PublicKeys is implemented by a params service that accepts secure param
+// values sealed by DRP clients (docs/design.md §3.9).
+type PublicKeys interface {
+	PublicKey(ctx context.Context, prefix, key string) ([]byte, error)
+}
 
-func (s *Server) paramsTarget(c *fiber.Ctx) (*backend.Kind, string, error) {
-	if s.Params == nil {
-		// Params are a part of the object service.
-		return nil, "", unavailable("object service")
+// paramRoutes serves the params sub-resources of objects (docs/design.md
+// §3.9) and their public keys. The table has params rows only for kinds
+// with params.
+type paramRoutes struct{ params Params }
+
+func (p paramRoutes) serves() serves {
+	out := serves{
+		claims.ServeGetParams:   p.getAll,
+		claims.ServeSetParams:   p.setAll,
+		claims.ServePatchParams: p.patchAll,
+		claims.ServeGetParam:    p.get,
+		claims.ServeSetParam:    p.set,
+		claims.ServeDeleteParam: p.delete,
+	}.unless(p.params == nil)
+	out[claims.ServePubkey] = nil
+	if _, ok := p.params.(PublicKeys); ok {
+		out[claims.ServePubkey] = p.pubkey
 	}
-	k, err := backend.LookupKind(routePrefix(c))
-	if err != nil {
-		return nil, "", err
-	}
-	if !k.HasParams {
-		return nil, "", backend.NewError(backend.ENOTFOUND, c.Method(), k.Prefix, "", "No route")
-	}
-	return k, routeKey(c), nil
+	return out
 }
 
 // paramName is the param name the request was authorized for.
 func paramName(c *fiber.Ctx) string { return accessOf(c).Name }
 
-func (s *Server) handleGetParams(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
-	if err != nil {
-		return err
-	}
-	p, err := s.Params.Params(userContext(c), k.Prefix, key, c.QueryBool("aggregate"), isDecode(c))
+func (p paramRoutes) getAll(c *fiber.Ctx) error {
+	out, err := p.params.Params(userContext(c), routePrefix(c), routeKey(c), c.QueryBool("aggregate"), isDecode(c))
 	if err != nil {
 		return err
 	}
 	if keep := c.Query("params"); keep != "" {
 		sel := map[string]json.RawMessage{}
 		for _, n := range strings.Split(keep, ",") {
-			if v, ok := p[strings.TrimSpace(n)]; ok {
+			if v, ok := out[strings.TrimSpace(n)]; ok {
 				sel[strings.TrimSpace(n)] = v
 			}
 		}
-		p = sel
+		out = sel
 	}
-	return c.JSON(p)
+	return c.JSON(out)
 }
 
-func (s *Server) handleGetParam(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
-	if err != nil {
-		return err
-	}
-	v, err := s.Params.GetParam(userContext(c), k.Prefix, key, paramName(c), c.QueryBool("aggregate"), isDecode(c))
+func (p paramRoutes) get(c *fiber.Ctx) error {
+	v, err := p.params.GetParam(userContext(c), routePrefix(c), routeKey(c), paramName(c), c.QueryBool("aggregate"), isDecode(c))
 	if err != nil {
 		return err
 	}
 	return writeJSONValue(c, v)
 }
 
-func (s *Server) handleSetParam(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
-	if err != nil {
-		return err
-	}
+func (p paramRoutes) set(c *fiber.Ctx) error {
 	var value json.RawMessage
 	if err := decodeJSON(c, &value); err != nil {
 		return err
 	}
-	v, err := s.Params.SetParam(userContext(c), k.Prefix, key, paramName(c), value)
+	v, err := p.params.SetParam(userContext(c), routePrefix(c), routeKey(c), paramName(c), value)
 	if err != nil {
 		return err
 	}
-	view, err := s.replyView(c, v, "/Params/"+backend.EscapePointer(paramName(c)))
+	view, err := replyView(c, v, "/Params/"+backend.EscapePointer(paramName(c)))
 	if err != nil {
 		return err
 	}
 	return writeJSONValue(c, view)
 }
 
-func (s *Server) handleSetParams(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
-	if err != nil {
-		return err
-	}
+func (p paramRoutes) setAll(c *fiber.Ctx) error {
 	// The body must be a JSON object (or null): decoding it here keeps the
 	// answer to any other body DRP's 400.
 	params := map[string]any{}
 	if err := decodeJSON(c, &params); err != nil {
 		return err
 	}
-	p, err := s.Params.SetParams(userContext(c), k.Prefix, key, c.Body())
+	out, err := p.params.SetParams(userContext(c), routePrefix(c), routeKey(c), c.Body())
 	if err != nil {
 		return err
 	}
-	view, err := s.replyView(c, p, "/Params")
-	if err != nil {
-		return err
-	}
-	return c.JSON(view)
-}
-
-func (s *Server) handlePatchParams(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
-	if err != nil {
-		return err
-	}
-	p, err := s.Params.PatchParams(userContext(c), k.Prefix, key, c.Body())
-	if err != nil {
-		return err
-	}
-	view, err := s.replyView(c, p, "/Params")
+	view, err := replyView(c, out, "/Params")
 	if err != nil {
 		return err
 	}
 	return c.JSON(view)
 }
 
-func (s *Server) handleDeleteParam(c *fiber.Ctx) error {
-	k, key, err := s.paramsTarget(c)
+func (p paramRoutes) patchAll(c *fiber.Ctx) error {
+	out, err := p.params.PatchParams(userContext(c), routePrefix(c), routeKey(c), c.Body())
 	if err != nil {
 		return err
 	}
-	v, err := s.Params.DeleteParam(userContext(c), k.Prefix, key, paramName(c))
+	view, err := replyView(c, out, "/Params")
+	if err != nil {
+		return err
+	}
+	return c.JSON(view)
+}
+
+func (p paramRoutes) delete(c *fiber.Ctx) error {
+	v, err := p.params.DeleteParam(userContext(c), routePrefix(c), routeKey(c), paramName(c))
 	if err != nil {
 		return err
 	}
 	// The old value is a read: the caller wrote nothing it could be shown.
-	view, err := s.replyView(c, v, "/Params/"+backend.EscapePointer(paramName(c)))
+	view, err := replyView(c, v, "/Params/"+backend.EscapePointer(paramName(c)))
 	if err != nil {
 		return err
 	}
 	return writeJSONValue(c, view)
+}
+
+// pubkey answers the object's public key as a JSON string (base64), as
+// drpcli reads it before setting a secure param.
+func (p paramRoutes) pubkey(c *fiber.Ctx) error {
+	key, err := p.params.(PublicKeys).PublicKey(userContext(c), routePrefix(c), routeKey(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(key)
 }

@@ -16,7 +16,7 @@ import (
 // result holds as they were sent), so that update:<field> never reads more
 // than the field it wrote. v is the object itself (base ""), or the part of
 // it at pointer base: the Params or Meta map, or one param's value.
-func (s *Server) replyView(c *fiber.Ctx, v any, base string) (any, error) {
+func replyView(c *fiber.Ctx, v any, base string) (any, error) {
 	a := accessOf(c)
 	ctx := userContext(c)
 	if a.Scope == "" {

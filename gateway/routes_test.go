@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -8,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/gateway/claims"
 )
 
@@ -31,7 +34,7 @@ func samplePath(pattern string) string {
 // row's own route (no earlier row shadows it), and an /api/v3 path no row
 // takes reaches no route.
 func TestRoutesReachTheirRow(t *testing.T) {
-	s := New(Options{})
+	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: everyService()})
 	for _, rt := range claims.Routes() {
 		before := count(t, s, rt.Method, rt.FiberPath(), "503")
 		resp, err := s.App().Test(httptest.NewRequest(rt.Method, samplePath(rt.Pattern), nil), -1)
@@ -53,6 +56,44 @@ func TestRoutesReachTheirRow(t *testing.T) {
 	if after := count(t, s, "GET", "unmatched", "503"); after != before+1 {
 		t.Errorf("an unrouted request counted %v times as unmatched", after-before)
 	}
+}
+
+// TestRoutesWithoutService: a server built without a service has no rows
+// for its handlers; the other rows stay.
+func TestRoutesWithoutService(t *testing.T) {
+	d := everyService()
+	d.Pools = nil
+	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: d})
+	for path, want := range map[string]string{
+		apiBase + "/pools/k1/status": "unmatched",
+		apiBase + "/pools-active":    "unmatched",
+		apiBase + "/pools/k1":        "/api/v3/pools/:key",
+	} {
+		before := count(t, s, "GET", want, "503")
+		resp, err := s.App().Test(httptest.NewRequest("GET", path, nil), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if after := count(t, s, "GET", want, "503"); after != before+1 {
+			t.Errorf("GET %s: not counted under %s", path, want)
+		}
+	}
+}
+
+// everyService is Deps with every service the routes call present (and
+// unusable: the guard refuses first without Auth).
+func everyService() Deps {
+	type users struct{ Users }
+	type pools struct{ Pools }
+	type jobs struct{ Jobs }
+	type actions struct{ Actions }
+	type license struct{ Licenser }
+	type events struct{ Events }
+	type objects struct{ Objects }
+	type streams struct{ Streams }
+	return Deps{Users: users{}, Pools: pools{}, Jobs: jobs{}, JobActions: stubJobActions{}, Actions: actions{},
+		Params: stubParams{}, License: license{}, Prefs: stubPrefs{}, Events: events{}, Objects: objects{}, Streams: streams{}}
 }
 
 // count is the number of requests counted under method, route and status.
@@ -81,3 +122,20 @@ func TestRoutesHeadWithGet(t *testing.T) {
 		}
 	}
 }
+
+type stubJobActions struct{}
+
+func (stubJobActions) JobActions(context.Context, string, string) ([]backend.JobAction, error) {
+	return nil, nil
+}
+
+type stubPrefs struct{}
+
+func (stubPrefs) Prefs(context.Context) (map[string]string, error) { return nil, nil }
+func (stubPrefs) SetPrefs(context.Context, map[string]string) (map[string]string, error) {
+	return nil, nil
+}
+
+type stubParams struct{ *memParams }
+
+func (stubParams) PublicKey(context.Context, string, string) ([]byte, error) { return nil, nil }

@@ -39,6 +39,10 @@ type Server struct {
 	reg     *prometheus.Registry
 	// served holds the rows of the route table the router serves.
 	served map[*claims.Route]bool
+	// refresh updates the policy data after writes; machines is the
+	// caller's machine visibility.
+	refresh  refresher
+	machines machineVisibility
 	// streamFresh paces event streams' freshness checks.
 	streamFresh freshGate
 	// drain is set when a graceful shutdown starts (Drain).
@@ -61,6 +65,9 @@ func New(opts Options) *Server {
 		reg = prometheus.NewRegistry()
 	}
 	s := &Server{log: opts.Logger, version: opts.Version, started: time.Now(), reg: reg, Deps: opts.Deps}
+	d := opts.Deps
+	s.refresh = refresher{sync: d.Sync, tenantOf: d.TenantOf, log: opts.Logger}
+	s.machines = machineVisibility{policy: d.Policy}
 	s.drain.ch = make(chan struct{})
 	s.metrics = newMetrics(reg)
 	if rc, ok := opts.Deps.Policy.(reloadCounter); ok {
