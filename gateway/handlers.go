@@ -25,8 +25,8 @@ func decodeJSON(c *fiber.Ctx, v any) error {
 // handleBenchPool reads one pool without authentication: the baseline the
 // gateway benchmark divides by. Enabled only with --bench-routes.
 func (s *Server) handleBenchPool(c *fiber.Ctx) error {
-	if err := s.objectsReady(); err != nil {
-		return err
+	if s.Objects == nil {
+		return unavailable("object service")
 	}
 	key := strings.Clone(c.Params("key"))
 	if d, err := url.PathUnescape(key); err == nil {

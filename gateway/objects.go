@@ -35,9 +35,43 @@ type Objects interface {
 	Shape(ctx context.Context, m backend.Model, q backend.Query) error
 }
 
+// objectRoutes serves the DRP CRUD routes of every kind, their meta
+// sub-resources and imports.
+type objectRoutes struct {
+	objects  Objects
+	refresh  refresher
+	machines machineVisibility
+	// wait is the request's context for a long poll (a graceful shutdown
+	// ends the wait); reauthorize authorizes a request again after it.
+	wait        func(context.Context) context.Context
+	reauthorize func(*fiber.Ctx) error
+}
+
+func (o objectRoutes) serves() serves {
+	return serves{
+		claims.ServeList:      o.list,
+		claims.ServeCreate:    o.create,
+		claims.ServeImport:    o.importMany,
+		claims.ServeGet:       o.get,
+		claims.ServePut:       o.put,
+		claims.ServePatch:     o.patch,
+		claims.ServeDelete:    o.delete,
+		claims.ServeGetMeta:   o.getMeta,
+		claims.ServePatchMeta: o.patchMeta,
+	}.unless(o.objects == nil)
+}
+
+// catalogRoutes serves what the server knows of its kinds: their prefixes
+// and indexes.
+type catalogRoutes struct{}
+
+func (k catalogRoutes) serves() serves {
+	return serves{claims.ServeObjects: k.prefixes, claims.ServeIndexes: k.indexes, claims.ServeAllIndexes: k.allIndexes}
+}
+
 // isParam reports whether a param definition exists (param-value filters).
-func (s *Server) isParam(ctx context.Context, name string) bool {
-	_, _, err := s.Objects.Get(ctx, "params", name)
+func (o objectRoutes) isParam(ctx context.Context, name string) bool {
+	_, _, err := o.objects.Get(ctx, "params", name)
 	return err == nil
 }
 
@@ -53,34 +87,24 @@ func routePrefix(c *fiber.Ctx) string { return accessOf(c).Scope }
 // turned into this key once (gateway/claims) and authorized as such.
 func routeKey(c *fiber.Ctx) string { return accessOf(c).Key }
 
-func (s *Server) objectsReady() error {
-	if s.Objects == nil {
-		return backend.Errorf(backend.EUNAVAILABLE, "object service is not configured")
-	}
-	return nil
-}
-
-func (s *Server) handleList(c *fiber.Ctx) error {
-	if err := s.objectsReady(); err != nil {
-		return err
-	}
+func (o objectRoutes) list(c *fiber.Ctx) error {
 	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
 	}
 	ctx := userContext(c)
 	vals, _ := url.ParseQuery(string(c.Request().URI().QueryString()))
-	q, err := backend.ParseQuery(k, vals, func(n string) bool { return s.isParam(ctx, n) })
+	q, err := backend.ParseQuery(k, vals, func(n string) bool { return o.isParam(ctx, n) })
 	if err != nil {
 		return err
 	}
 	q.Visible = accessOf(c).Visible
 	if k.Prefix == "jobs" {
-		if q.Visible, err = s.visibleJobs(c, q.Visible); err != nil {
+		if q.Visible, err = o.visibleJobs(c, q.Visible); err != nil {
 			return err
 		}
 	}
-	body, total, matched, err := s.Objects.ListJSON(ctx, k.Prefix, q)
+	body, total, matched, err := o.objects.ListJSON(ctx, k.Prefix, q)
 	if err != nil {
 		return err
 	}
@@ -98,8 +122,8 @@ func (s *Server) handleList(c *fiber.Ctx) error {
 // tenant shows (docs/design.md §6: jobs follow their machine). It returns
 // visible unchanged when machines are unrestricted. The keys are resolved
 // first, so the list's counts, paging and filters see only visible jobs.
-func (s *Server) visibleJobs(c *fiber.Ctx, visible []string) ([]string, error) {
-	machines, err := s.machines.of(c)
+func (o objectRoutes) visibleJobs(c *fiber.Ctx, visible []string) ([]string, error) {
+	machines, err := o.machines.of(c)
 	if err != nil || machines == nil {
 		return visible, err
 	}
@@ -110,7 +134,7 @@ func (s *Server) visibleJobs(c *fiber.Ctx, visible []string) ([]string, error) {
 	k := backend.KindOf("jobs")
 	q := backend.Query{Limit: -1, Visible: visible, Filters: []backend.Filter{{
 		Name: "Machine", Target: backend.TargetIndex, Index: k.Indexes["Machine"], Op: backend.OpIn, Values: machines}}}
-	jobs, _, _, err := s.Objects.List(userContext(c), "jobs", q)
+	jobs, _, _, err := o.objects.List(userContext(c), "jobs", q)
 	if err != nil {
 		return nil, err
 	}
@@ -122,10 +146,7 @@ func (s *Server) visibleJobs(c *fiber.Ctx, visible []string) ([]string, error) {
 
 // write runs one object write for the route's kind: it answers status with
 // the sanitized object and refreshes policy data the write may change.
-func (s *Server) write(c *fiber.Ctx, status int, do func(ctx context.Context, prefix, key string) (backend.Model, error)) error {
-	if err := s.objectsReady(); err != nil {
-		return err
-	}
+func (o objectRoutes) write(c *fiber.Ctx, status int, do func(ctx context.Context, prefix, key string) (backend.Model, error)) error {
 	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
@@ -134,7 +155,7 @@ func (s *Server) write(c *fiber.Ctx, status int, do func(ctx context.Context, pr
 	if err != nil {
 		return err
 	}
-	s.refresh.afterWrite(c, k.Prefix)
+	o.refresh.afterWrite(c, k.Prefix)
 	if c.Method() == fiber.MethodPost {
 		// The caller wrote the new object; it sees it as created.
 		return c.Status(status).JSON(backend.Sanitize(m))
@@ -146,52 +167,46 @@ func (s *Server) write(c *fiber.Ctx, status int, do func(ctx context.Context, pr
 	return c.Status(status).JSON(view)
 }
 
-func (s *Server) handleCreate(c *fiber.Ctx) error {
-	return s.write(c, fiber.StatusCreated, func(ctx context.Context, prefix, _ string) (backend.Model, error) {
-		return s.Objects.Create(ctx, prefix, c.Body())
+func (o objectRoutes) create(c *fiber.Ctx) error {
+	return o.write(c, fiber.StatusCreated, func(ctx context.Context, prefix, _ string) (backend.Model, error) {
+		return o.objects.Create(ctx, prefix, c.Body())
 	})
 }
 
-// handleImport creates the JSON array of objects in the body at once
+// importMany creates the JSON array of objects in the body at once
 // (POST /<prefix>/import): the guard required one create claim per item,
 // and the object service validates each as a single create and writes all
 // of them or none (docs/design.md §4.9).
-func (s *Server) handleImport(c *fiber.Ctx) error {
-	if err := s.objectsReady(); err != nil {
-		return err
-	}
+func (o objectRoutes) importMany(c *fiber.Ctx) error {
 	prefix := routePrefix(c)
 	items, err := claims.ImportItems(prefix, c.Body())
 	if err != nil {
 		return err
 	}
-	ms, err := s.Objects.CreateMany(userContext(c), prefix, items)
+	ms, err := o.objects.CreateMany(userContext(c), prefix, items)
 	if err != nil {
 		return err
 	}
-	s.refresh.afterWrite(c, prefix)
+	o.refresh.afterWrite(c, prefix)
 	for _, m := range ms {
 		backend.Sanitize(m)
 	}
 	return c.Status(fiber.StatusCreated).JSON(ms)
 }
 
-// handleGet serves GET and HEAD of one object, with DRP's long poll:
+// get serves GET and HEAD of one object, with DRP's long poll:
 // If-None-Match plus Prefer: wait=<dur> answers 304 when nothing changed.
 // A long poll is authorized again when it wakes (reauthorize): a caller
 // that lost access to the object while waiting gets the answer for a
 // missing object, not the object or its ETag.
-func (s *Server) handleGet(c *fiber.Ctx) error {
-	if err := s.objectsReady(); err != nil {
-		return err
-	}
+func (o objectRoutes) get(c *fiber.Ctx) error {
 	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
 	}
 	ctx := userContext(c)
 	key := routeKey(c)
-	v, err := s.Objects.View(ctx, k.Prefix, key)
+	v, err := o.objects.View(ctx, k.Prefix, key)
 	if err != nil {
 		return err
 	}
@@ -202,18 +217,18 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 			c.Set(fiber.HeaderETag, etag)
 			return c.SendStatus(fiber.StatusNotModified)
 		}
-		changed, err := s.Objects.Wait(s.waitContext(ctx), k.Prefix, v.Model.Key(), etag, wait)
+		changed, err := o.objects.Wait(o.wait(ctx), k.Prefix, v.Model.Key(), etag, wait)
 		if err != nil {
 			return err
 		}
-		if err := s.reauthorize(c); err != nil {
-			return s.lostAccess(c, err)
+		if err := o.reauthorize(c); err != nil {
+			return o.lostAccess(c, err)
 		}
 		if !changed {
 			c.Set(fiber.HeaderETag, etag)
 			return c.SendStatus(fiber.StatusNotModified)
 		}
-		if v, err = s.Objects.View(ctx, k.Prefix, v.Model.Key()); err != nil {
+		if v, err = o.objects.View(ctx, k.Prefix, v.Model.Key()); err != nil {
 			return err
 		}
 		etag = v.ETag
@@ -235,14 +250,14 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 	}
 	// View options change the object: shape a copy of its own, of the
 	// revision the ETag names.
-	m, rev, err := s.Objects.Get(ctx, k.Prefix, v.Model.Key())
+	m, rev, err := o.objects.Get(ctx, k.Prefix, v.Model.Key())
 	if err != nil {
 		return err
 	}
 	if rev != v.Rev {
 		c.Set(fiber.HeaderETag, etagOf(m, rev))
 	}
-	if err := s.Objects.Shape(ctx, m, q); err != nil {
+	if err := o.objects.Shape(ctx, m, q); err != nil {
 		return err
 	}
 	return c.JSON(backend.Sanitize(m))
@@ -251,7 +266,7 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 // lostAccess is the answer to a request whose access ended while it waited:
 // a refusal of any kind answers as a missing object would; a failure to
 // decide stays that failure.
-func (s *Server) lostAccess(c *fiber.Ctx, err error) error {
+func (o objectRoutes) lostAccess(c *fiber.Ctx, err error) error {
 	switch backend.ErrorCode(err) {
 	case backend.EFORBIDDEN, backend.ENOTFOUND, backend.EUNAUTHORIZED, backend.EINVALID:
 		a := accessOf(c)
@@ -282,26 +297,26 @@ func preferWait(h string) time.Duration {
 	return 0
 }
 
-func (s *Server) handlePatch(c *fiber.Ctx) error {
-	return s.write(c, fiber.StatusOK, func(ctx context.Context, prefix, key string) (backend.Model, error) {
-		return s.Objects.Patch(ctx, prefix, key, c.Body(), c.QueryBool("force"))
+func (o objectRoutes) patch(c *fiber.Ctx) error {
+	return o.write(c, fiber.StatusOK, func(ctx context.Context, prefix, key string) (backend.Model, error) {
+		return o.objects.Patch(ctx, prefix, key, c.Body(), c.QueryBool("force"))
 	})
 }
 
-func (s *Server) handlePut(c *fiber.Ctx) error {
-	return s.write(c, fiber.StatusOK, func(ctx context.Context, prefix, key string) (backend.Model, error) {
-		return s.Objects.Put(ctx, prefix, key, c.Body())
+func (o objectRoutes) put(c *fiber.Ctx) error {
+	return o.write(c, fiber.StatusOK, func(ctx context.Context, prefix, key string) (backend.Model, error) {
+		return o.objects.Put(ctx, prefix, key, c.Body())
 	})
 }
 
-func (s *Server) handleDelete(c *fiber.Ctx) error {
-	return s.write(c, fiber.StatusOK, func(ctx context.Context, prefix, key string) (backend.Model, error) {
-		return s.Objects.Delete(ctx, prefix, key)
+func (o objectRoutes) delete(c *fiber.Ctx) error {
+	return o.write(c, fiber.StatusOK, func(ctx context.Context, prefix, key string) (backend.Model, error) {
+		return o.objects.Delete(ctx, prefix, key)
 	})
 }
 
-// handleIndexes lists a kind's indexes (DRP's /indexes/<prefix>).
-func (s *Server) handleIndexes(c *fiber.Ctx) error {
+// indexes lists a kind's indexes (DRP's /indexes/<prefix>).
+func (catalogRoutes) indexes(c *fiber.Ctx) error {
 	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
@@ -309,7 +324,7 @@ func (s *Server) handleIndexes(c *fiber.Ctx) error {
 	return c.JSON(k.Indexes)
 }
 
-func (s *Server) handleAllIndexes(c *fiber.Ctx) error {
+func (catalogRoutes) allIndexes(c *fiber.Ctx) error {
 	out := map[string]map[string]backend.Index{}
 	for _, p := range backend.KindPrefixes() {
 		out[p] = backend.KindOf(p).Indexes
@@ -317,33 +332,27 @@ func (s *Server) handleAllIndexes(c *fiber.Ctx) error {
 	return c.JSON(out)
 }
 
-// handleObjects lists the object prefixes this server serves, as DRP's
+// prefixes lists the object prefixes this server serves, as DRP's
 // GET /objects does: a JSON array of strings, sorted.
-func (s *Server) handleObjects(c *fiber.Ctx) error {
+func (catalogRoutes) prefixes(c *fiber.Ctx) error {
 	return c.JSON(backend.KindPrefixes())
 }
 
 // meta sub-resource.
 
-func (s *Server) handleGetMeta(c *fiber.Ctx) error {
-	if err := s.objectsReady(); err != nil {
-		return err
-	}
+func (o objectRoutes) getMeta(c *fiber.Ctx) error {
 	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
 	}
-	m, _, err := s.Objects.Get(userContext(c), k.Prefix, routeKey(c))
+	m, _, err := o.objects.Get(userContext(c), k.Prefix, routeKey(c))
 	if err != nil {
 		return err
 	}
 	return c.JSON(m.Env().Meta)
 }
 
-func (s *Server) handlePatchMeta(c *fiber.Ctx) error {
-	if err := s.objectsReady(); err != nil {
-		return err
-	}
+func (o objectRoutes) patchMeta(c *fiber.Ctx) error {
 	k, err := backend.LookupKind(routePrefix(c))
 	if err != nil {
 		return err
@@ -364,7 +373,7 @@ func (s *Server) handlePatchMeta(c *fiber.Ctx) error {
 	if err != nil {
 		return backend.NewError(backend.EBADREQUEST, "PATCH", k.Prefix, routeKey(c), "patch cannot be encoded: "+err.Error())
 	}
-	m, err := s.Objects.Patch(userContext(c), k.Prefix, routeKey(c), body, false)
+	m, err := o.objects.Patch(userContext(c), k.Prefix, routeKey(c), body, false)
 	if err != nil {
 		return err
 	}

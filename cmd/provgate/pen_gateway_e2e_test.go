@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/provgate/provgate/gateway"
+	"github.com/provgate/provgate/gateway/claims"
 )
 
 // TestE2EPenGateway replays the penetration-test findings against the
@@ -311,6 +312,11 @@ func penMetrics(t *testing.T, s *tserver) {
 	routes := map[string]bool{"unmatched": true}
 	for _, r := range gateway.New(gateway.Options{}).App().GetRoutes() {
 		routes[r.Path] = true
+	}
+	// The /api/v3 routes are the rows of the route table, registered for
+	// the services a server has.
+	for _, rt := range claims.Routes() {
+		routes[rt.FiberPath()] = true
 	}
 	methods := map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true}
 	seen := map[string]bool{}
