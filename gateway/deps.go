@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/provgate/provgate/backend"
@@ -136,4 +137,73 @@ type Freshener interface {
 // PolicySync reloads what the policies know about roles, tenants and users.
 type PolicySync interface {
 	Refresh(ctx context.Context) error
+}
+
+// Users covers the user routes beyond CRUD: tokens, passwords, Secrets.
+type Users interface {
+	// Token issues a token for user name, granted by the caller (token request
+	// rules: docs/design.md §8.5, §5.6).
+	Token(ctx context.Context, name string, grantor *auth.Principal, req auth.TokenRequest) (auth.IssuedToken, error)
+	ChangePassword(ctx context.Context, name, password string) (backend.Model, error)
+	RotateSecret(ctx context.Context, name string) error
+	RotateSystemSecret(ctx context.Context) error
+}
+
+// Pools covers pool membership operations and reports.
+type Pools interface {
+	Active(ctx context.Context, visible []string) ([]string, error)
+	Status(ctx context.Context, pool string, visible []string) (map[string][]backend.PoolResult, error)
+	Op(ctx context.Context, verb backend.PoolVerb, pool string, body []byte, opts backend.PoolOptions) ([]backend.PoolResult, error)
+	// ReleaseToPool releases the one machine the request addressed (and the
+	// guard authorized).
+	ReleaseToPool(ctx context.Context, machineKey string) ([]backend.PoolResult, error)
+}
+
+// Actions covers plugin providers and plugin actions.
+type Actions interface {
+	Providers() []backend.PluginProvider
+	List(ctx context.Context, prefix, key, plugin string) ([]backend.AvailableAction, error)
+	// Run runs action cmd with the action parameters the request body
+	// gave, as JSON values by name.
+	Run(ctx context.Context, prefix, key, cmd, plugin string, params map[string]json.RawMessage) (json.RawMessage, error)
+	Attempts(ctx context.Context, plugin string, machine string, limit int) ([]backend.CallbackAttempt, error)
+}
+
+// Jobs covers job creation and logs beyond CRUD.
+type Jobs interface {
+	// CreateJob answers a job request: the machine's next job, if any, and
+	// what the agent got.
+	CreateJob(ctx context.Context, body []byte) (backend.JobOutcome, *backend.Job, error)
+	JobLog(ctx context.Context, key string) ([]byte, error)
+	AppendJobLog(ctx context.Context, key string, chunk []byte) error
+}
+
+// JobTokens mints the token the agent gives a job's task scripts
+// (docs/design.md §8.7).
+type JobTokens interface {
+	// JobToken returns job's token for creator, "" when creator may not
+	// have one. It also fills job.ExtraClaims from the task.
+	JobToken(ctx context.Context, job *backend.Job, creator *auth.Principal) (string, error)
+}
+
+// JobActions renders a job's task templates for the agent.
+type JobActions interface {
+	JobActions(ctx context.Context, key, os string) ([]backend.JobAction, error)
+}
+
+// Prefs covers server preferences.
+type Prefs interface {
+	Prefs(ctx context.Context) (map[string]string, error)
+	SetPrefs(ctx context.Context, p map[string]string) (map[string]string, error)
+}
+
+// Licenser reports and replaces the license (docs/design.md §7).
+type Licenser interface {
+	LicenseState(ctx context.Context) backend.LicenseState
+	LoadLicense(ctx context.Context, doc string) (backend.LicenseState, error)
+}
+
+// Events publishes posted events.
+type Events interface {
+	PostEvent(ctx context.Context, e backend.Event) error
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -9,11 +8,6 @@ import (
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/gateway/claims"
 )
-
-// Events publishes posted events.
-type Events interface {
-	PostEvent(ctx context.Context, e backend.Event) error
-}
 
 // eventRoutes serves posted events.
 type eventRoutes struct{ events Events }

@@ -1,37 +1,13 @@
 package gateway
 
 import (
-	"context"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
 )
-
-// Jobs covers job creation and logs beyond CRUD.
-type Jobs interface {
-	// CreateJob answers a job request: the machine's next job, if any, and
-	// what the agent got.
-	CreateJob(ctx context.Context, body []byte) (backend.JobOutcome, *backend.Job, error)
-	JobLog(ctx context.Context, key string) ([]byte, error)
-	AppendJobLog(ctx context.Context, key string, chunk []byte) error
-}
-
-// JobTokens mints the token the agent gives a job's task scripts
-// (docs/design.md §8.7).
-type JobTokens interface {
-	// JobToken returns job's token for creator, "" when creator may not
-	// have one. It also fills job.ExtraClaims from the task.
-	JobToken(ctx context.Context, job *backend.Job, creator *auth.Principal) (string, error)
-}
-
-// JobActions renders a job's task templates for the agent.
-type JobActions interface {
-	JobActions(ctx context.Context, key, os string) ([]backend.JobAction, error)
-}
 
 // jobRoutes serves job requests, job logs and a job's rendered actions.
 type jobRoutes struct {
@@ -42,11 +18,8 @@ type jobRoutes struct {
 }
 
 func (j jobRoutes) serves() serves {
-	out := serves{
-		claims.ServeCreateJob: j.create,
-		claims.ServeGetJobLog: j.log,
-		claims.ServePutJobLog: j.appendLog,
-	}.unless(j.jobs == nil)
+	out := serves{claims.ServeCreateJob: j.create, claims.ServeGetJobLog: j.log,
+		claims.ServePutJobLog: j.appendLog}.unless(j.jobs == nil)
 	out[claims.ServeJobActions] = j.jobActions
 	if j.actions == nil {
 		out[claims.ServeJobActions] = nil

@@ -1,20 +1,12 @@
 package gateway
 
 import (
-	"context"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/gateway/claims"
 )
-
-// Licenser reports and replaces the license (docs/design.md §7).
-type Licenser interface {
-	LicenseState(ctx context.Context) backend.LicenseState
-	LoadLicense(ctx context.Context, doc string) (backend.LicenseState, error)
-}
 
 // licenseRoutes serves the license; a new license is policy data.
 type licenseRoutes struct {

@@ -48,17 +48,9 @@ type objectRoutes struct {
 }
 
 func (o objectRoutes) serves() serves {
-	return serves{
-		claims.ServeList:      o.list,
-		claims.ServeCreate:    o.create,
-		claims.ServeImport:    o.importMany,
-		claims.ServeGet:       o.get,
-		claims.ServePut:       o.put,
-		claims.ServePatch:     o.patch,
-		claims.ServeDelete:    o.delete,
-		claims.ServeGetMeta:   o.getMeta,
-		claims.ServePatchMeta: o.patchMeta,
-	}.unless(o.objects == nil)
+	return serves{claims.ServeList: o.list, claims.ServeCreate: o.create, claims.ServeImport: o.importMany,
+		claims.ServeGet: o.get, claims.ServePut: o.put, claims.ServePatch: o.patch, claims.ServeDelete: o.delete,
+		claims.ServeGetMeta: o.getMeta, claims.ServePatchMeta: o.patchMeta}.unless(o.objects == nil)
 }
 
 // catalogRoutes serves what the server knows of its kinds: their prefixes

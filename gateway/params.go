@@ -35,14 +35,8 @@ type PublicKeys interface {
 type paramRoutes struct{ params Params }
 
 func (p paramRoutes) serves() serves {
-	out := serves{
-		claims.ServeGetParams:   p.getAll,
-		claims.ServeSetParams:   p.setAll,
-		claims.ServePatchParams: p.patchAll,
-		claims.ServeGetParam:    p.get,
-		claims.ServeSetParam:    p.set,
-		claims.ServeDeleteParam: p.delete,
-	}.unless(p.params == nil)
+	out := serves{claims.ServeGetParams: p.getAll, claims.ServeSetParams: p.setAll, claims.ServePatchParams: p.patchAll,
+		claims.ServeGetParam: p.get, claims.ServeSetParam: p.set, claims.ServeDeleteParam: p.delete}.unless(p.params == nil)
 	out[claims.ServePubkey] = nil
 	if _, ok := p.params.(PublicKeys); ok {
 		out[claims.ServePubkey] = p.pubkey
@@ -84,14 +78,7 @@ func (p paramRoutes) set(c *fiber.Ctx) error {
 		return err
 	}
 	v, err := p.params.SetParam(userContext(c), routePrefix(c), routeKey(c), paramName(c), value)
-	if err != nil {
-		return err
-	}
-	view, err := replyView(c, v, "/Params/"+backend.EscapePointer(paramName(c)))
-	if err != nil {
-		return err
-	}
-	return writeJSONValue(c, view)
+	return reply(c, v, err, "/Params/"+backend.EscapePointer(paramName(c)))
 }
 
 func (p paramRoutes) setAll(c *fiber.Ctx) error {
@@ -102,35 +89,27 @@ func (p paramRoutes) setAll(c *fiber.Ctx) error {
 		return err
 	}
 	out, err := p.params.SetParams(userContext(c), routePrefix(c), routeKey(c), c.Body())
-	if err != nil {
-		return err
-	}
-	view, err := replyView(c, out, "/Params")
-	if err != nil {
-		return err
-	}
-	return c.JSON(view)
+	return reply(c, out, err, "/Params")
 }
 
 func (p paramRoutes) patchAll(c *fiber.Ctx) error {
 	out, err := p.params.PatchParams(userContext(c), routePrefix(c), routeKey(c), c.Body())
-	if err != nil {
-		return err
-	}
-	view, err := replyView(c, out, "/Params")
-	if err != nil {
-		return err
-	}
-	return c.JSON(view)
+	return reply(c, out, err, "/Params")
 }
 
 func (p paramRoutes) delete(c *fiber.Ctx) error {
 	v, err := p.params.DeleteParam(userContext(c), routePrefix(c), routeKey(c), paramName(c))
+	// The old value is a read: the caller wrote nothing it could be shown.
+	return reply(c, v, err, "/Params/"+backend.EscapePointer(paramName(c)))
+}
+
+// reply answers a params write that returned v and err: v as the caller
+// may see it (replyView under base).
+func reply(c *fiber.Ctx, v any, err error, base string) error {
 	if err != nil {
 		return err
 	}
-	// The old value is a read: the caller wrote nothing it could be shown.
-	view, err := replyView(c, v, "/Params/"+backend.EscapePointer(paramName(c)))
+	view, err := replyView(c, v, base)
 	if err != nil {
 		return err
 	}

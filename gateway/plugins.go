@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 
@@ -11,29 +10,14 @@ import (
 	"github.com/provgate/provgate/gateway/claims"
 )
 
-// Actions covers plugin providers and plugin actions.
-type Actions interface {
-	Providers() []backend.PluginProvider
-	List(ctx context.Context, prefix, key, plugin string) ([]backend.AvailableAction, error)
-	// Run runs action cmd with the action parameters the request body
-	// gave, as JSON values by name.
-	Run(ctx context.Context, prefix, key, cmd, plugin string, params map[string]json.RawMessage) (json.RawMessage, error)
-	Attempts(ctx context.Context, plugin string, machine string, limit int) ([]backend.CallbackAttempt, error)
-}
-
 // pluginRoutes serves plugin providers, the plugin actions of objects and
 // a plugin's callback attempts.
 type pluginRoutes struct{ actions Actions }
 
 func (p pluginRoutes) serves() serves {
-	return serves{
-		claims.ServeListProviders:  p.providers,
-		claims.ServeGetProvider:    p.provider,
-		claims.ServeListActions:    p.list,
-		claims.ServeGetAction:      p.get,
-		claims.ServeRunAction:      p.run,
-		claims.ServePluginAttempts: p.attempts,
-	}.unless(p.actions == nil)
+	return serves{claims.ServeListProviders: p.providers, claims.ServeGetProvider: p.provider,
+		claims.ServeListActions: p.list, claims.ServeGetAction: p.get, claims.ServeRunAction: p.run,
+		claims.ServePluginAttempts: p.attempts}.unless(p.actions == nil)
 }
 
 func (p pluginRoutes) providers(c *fiber.Ctx) error { return c.JSON(p.actions.Providers()) }

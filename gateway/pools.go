@@ -10,16 +10,6 @@ import (
 	"github.com/provgate/provgate/gateway/claims"
 )
 
-// Pools covers pool membership operations and reports.
-type Pools interface {
-	Active(ctx context.Context, visible []string) ([]string, error)
-	Status(ctx context.Context, pool string, visible []string) (map[string][]backend.PoolResult, error)
-	Op(ctx context.Context, verb backend.PoolVerb, pool string, body []byte, opts backend.PoolOptions) ([]backend.PoolResult, error)
-	// ReleaseToPool releases the one machine the request addressed (and the
-	// guard authorized).
-	ReleaseToPool(ctx context.Context, machineKey string) ([]backend.PoolResult, error)
-}
-
 // poolRoutes serves pool reports and membership operations, which see and
 // move only the machines the caller may see.
 type poolRoutes struct {
@@ -32,36 +22,31 @@ type poolRoutes struct {
 }
 
 func (p poolRoutes) serves() serves {
-	return serves{
-		claims.ServePoolsActive:   p.active,
-		claims.ServePoolStatus:    p.status,
-		claims.ServePoolOp:        p.op,
-		claims.ServeReleaseToPool: p.releaseToPool,
-	}.unless(p.pools == nil)
+	return serves{claims.ServePoolsActive: p.active, claims.ServePoolStatus: p.status,
+		claims.ServePoolOp: p.op, claims.ServeReleaseToPool: p.releaseToPool}.unless(p.pools == nil)
 }
 
 func (p poolRoutes) active(c *fiber.Ctx) error {
-	vis, err := p.machines.of(c)
-	if err != nil {
-		return err
-	}
-	names, err := p.pools.Active(userContext(c), vis)
-	if err != nil {
-		return err
-	}
-	return c.JSON(names)
+	return p.report(c, func(ctx context.Context, vis []string) (any, error) { return p.pools.Active(ctx, vis) })
 }
 
 func (p poolRoutes) status(c *fiber.Ctx) error {
+	return p.report(c, func(ctx context.Context, vis []string) (any, error) {
+		return p.pools.Status(ctx, routeKey(c), vis)
+	})
+}
+
+// report answers a pool report of the machines the caller may see.
+func (p poolRoutes) report(c *fiber.Ctx, read func(ctx context.Context, visible []string) (any, error)) error {
 	vis, err := p.machines.of(c)
 	if err != nil {
 		return err
 	}
-	st, err := p.pools.Status(userContext(c), routeKey(c), vis)
+	out, err := read(userContext(c), vis)
 	if err != nil {
 		return err
 	}
-	return c.JSON(st)
+	return c.JSON(out)
 }
 
 func (p poolRoutes) op(c *fiber.Ctx) error {

@@ -1,18 +1,10 @@
 package gateway
 
 import (
-	"context"
-
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/provgate/provgate/gateway/claims"
 )
-
-// Prefs covers server preferences.
-type Prefs interface {
-	Prefs(ctx context.Context) (map[string]string, error)
-	SetPrefs(ctx context.Context, p map[string]string) (map[string]string, error)
-}
 
 // prefsRoutes serves the server preferences.
 type prefsRoutes struct{ prefs Prefs }

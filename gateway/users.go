@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -10,16 +9,6 @@ import (
 	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
 )
-
-// Users covers the user routes beyond CRUD: tokens, passwords, Secrets.
-type Users interface {
-	// Token issues a token for user name, granted by the caller (token request
-	// rules: docs/design.md §8.5, §5.6).
-	Token(ctx context.Context, name string, grantor *auth.Principal, req auth.TokenRequest) (auth.IssuedToken, error)
-	ChangePassword(ctx context.Context, name, password string) (backend.Model, error)
-	RotateSecret(ctx context.Context, name string) error
-	RotateSystemSecret(ctx context.Context) error
-}
 
 // userRoutes serves a user's token, password and Secret, and the system
 // actions (rotating the system Secret).
@@ -30,12 +19,8 @@ type userRoutes struct {
 }
 
 func (u userRoutes) serves() serves {
-	return serves{
-		claims.ServeUserToken:    u.token,
-		claims.ServeUserPassword: u.password,
-		claims.ServeUserSecret:   u.secret,
-		claims.ServeSystemAction: u.systemAction,
-	}.unless(u.users == nil)
+	return serves{claims.ServeUserToken: u.token, claims.ServeUserPassword: u.password,
+		claims.ServeUserSecret: u.secret, claims.ServeSystemAction: u.systemAction}.unless(u.users == nil)
 }
 
 func (u userRoutes) token(c *fiber.Ctx) error {
