@@ -26,7 +26,7 @@ type needer interface {
 // A missing object leaves Stored out; the handler answers 404 as before.
 // A store failure is returned: the request then fails closed.
 func (s *Server) objectAttributes(ctx context.Context, r claims.Resolver, res claims.Result, body []byte, in *policies.Input) error {
-	n, ok := s.Policy.(needer)
+	n, ok := s.policy.(needer)
 	if !ok {
 		return nil
 	}

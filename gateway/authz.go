@@ -55,7 +55,7 @@ func accessOf(c *fiber.Ctx) *access {
 // Fiber's strings (method, path, headers) live in buffers the next request
 // on the connection reuses: what the guard keeps for the handler is copied.
 func (s *Server) guard(c *fiber.Ctx) error {
-	if s.Auth == nil || s.Policy == nil || s.Resolver == nil {
+	if s.auth == nil || s.policy == nil || s.resolver == nil {
 		return backend.Errorf(backend.EUNAVAILABLE, "authorization is not configured")
 	}
 	// Decision log lines name the request (docs/design.md §9.5).
@@ -64,7 +64,7 @@ func (s *Server) guard(c *fiber.Ctx) error {
 		return err
 	}
 	authz, ip := wsCredential(c), c.IP()
-	p, err := s.Auth.Authenticate(ctx, authz, ip)
+	p, err := s.auth.Authenticate(ctx, authz, ip)
 	if err != nil {
 		s.countLoginFailure(authz, err)
 		if backend.IsCode(err, backend.ETOOMANY) {
@@ -72,15 +72,15 @@ func (s *Server) guard(c *fiber.Ctx) error {
 			// connection then costs one cheap sleeping goroutine per
 			// second instead of a stream of full requests that would take
 			// the CPU from legitimate callers.
-			tarpit(ctx, s.LoginTarpit)
+			tarpit(ctx, s.loginTarpit)
 		}
 		return err
 	}
 	c.Locals(principalKey, p)
 	ctx = backend.WithPrincipal(ctx, p.Subject())
 	ctx = backend.WithAccess(ctx, &requestAccess{s: s, p: p})
-	if p.IsUser() && s.TenantOf != nil {
-		if t := s.TenantOf(p.Name); t != "" {
+	if p.IsUser() && s.tenantOf != nil {
+		if t := s.tenantOf(p.Name); t != "" {
 			// Objects a tenant user creates join its tenant (docs/design.md §6).
 			ctx = backend.WithTenant(ctx, t)
 		}
@@ -162,7 +162,7 @@ type authorizeWith struct {
 }
 
 func (s *Server) realRequest() authorizeWith {
-	return authorizeWith{resolver: s.Resolver, main: s.Policy.Decide, count: true}
+	return authorizeWith{resolver: s.resolver, main: s.policy.Decide, count: true}
 }
 
 // authorize runs docs/design.md §2.1 steps 2-3 for an authenticated
@@ -244,7 +244,7 @@ func (s *Server) decideItems(ctx context.Context, p *auth.Principal, res claims.
 	if len(res.Items) == 0 {
 		return nil
 	}
-	if n, ok := s.Policy.(needer); !ok || !n.Needs().Proposed {
+	if n, ok := s.policy.(needer); !ok || !n.Needs().Proposed {
 		return nil
 	}
 	one := res
@@ -256,7 +256,7 @@ func (s *Server) decideItems(ctx context.Context, p *auth.Principal, res claims.
 		if err := s.objectAttributes(ctx, w.resolver, one, item.Body, &single); err != nil {
 			return err
 		}
-		if _, err := s.decide(ctx, p, one, single, s.Policy.Decide, w.count); err != nil {
+		if _, err := s.decide(ctx, p, one, single, s.policy.Decide, w.count); err != nil {
 			return err
 		}
 	}
@@ -265,10 +265,10 @@ func (s *Server) decideItems(ctx context.Context, p *auth.Principal, res claims.
 
 // fresh brings cached authorization data up to date (Deps.Fresh).
 func (s *Server) fresh(ctx context.Context) error {
-	if s.Fresh == nil {
+	if s.freshener == nil {
 		return nil
 	}
-	if err := s.Fresh.Check(ctx); err != nil {
+	if err := s.freshener.Check(ctx); err != nil {
 		return &backend.Error{Code: backend.EUNAVAILABLE, Type: "AUTH", Messages: []string{"authorization data unavailable"}, Err: err}
 	}
 	return nil
@@ -319,7 +319,7 @@ func (s *Server) hidden(ctx context.Context, p *auth.Principal, r apiRequest, re
 		Path:      r.Path,
 		Object:    &policies.Object{Scope: res.Scope, Key: res.Key},
 	}
-	d, err := s.Policy.Decide(ctx, in)
+	d, err := s.policy.Decide(ctx, in)
 	if err != nil {
 		return &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 	}
@@ -348,13 +348,13 @@ func (s *Server) reauthorize(c *fiber.Ctx) error {
 	if err := s.fresh(ctx); err != nil {
 		return err
 	}
-	p, err := s.Auth.Authenticate(ctx, a.authz, a.ip)
+	p, err := s.auth.Authenticate(ctx, a.authz, a.ip)
 	if err != nil {
 		return err
 	}
 	in := a.in
 	in.Principal = policyPrincipal(p)
-	_, err = s.decide(ctx, p, a.Result, in, s.Policy.Decide, true)
+	_, err = s.decide(ctx, p, a.Result, in, s.policy.Decide, true)
 	return err
 }
 
@@ -431,7 +431,7 @@ func (a *requestAccess) CanSee(ctx context.Context, scope, key string) (bool, er
 	set, ok := a.seen[scope]
 	a.mu.Unlock()
 	if !ok {
-		d, err := a.s.Policy.Decide(ctx, policyListInput(a.p, scope))
+		d, err := a.s.policy.Decide(ctx, policyListInput(a.p, scope))
 		if err != nil {
 			return false, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 		}
@@ -456,7 +456,7 @@ func (a *requestAccess) Can(ctx context.Context, cs ...backend.Claim) (bool, err
 		return true, nil
 	}
 	in := policies.Input{Principal: policyPrincipal(a.p), Required: cs, Operation: "update"}
-	d, err := a.s.Policy.Decide(ctx, in)
+	d, err := a.s.policy.Decide(ctx, in)
 	if err != nil {
 		return false, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 	}
@@ -476,7 +476,7 @@ func (a *requestAccess) Ungranted(ctx context.Context, grants ...backend.Grant) 
 	if len(grants) == 0 {
 		return nil, nil
 	}
-	g, ok := a.s.Policy.(Granter)
+	g, ok := a.s.policy.(Granter)
 	if !ok {
 		return nil, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Messages: []string{"cannot grant: the policy does not answer grant checks"}}
 	}

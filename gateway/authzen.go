@@ -52,14 +52,14 @@ func (s *Server) authzenGuard(c *fiber.Ctx) error {
 	if id := c.Get("X-Request-ID"); id != "" {
 		c.Set("X-Request-ID", strings.Clone(id))
 	}
-	if s.Auth == nil || s.Policy == nil {
+	if s.auth == nil || s.policy == nil {
 		return backend.Errorf(backend.EUNAVAILABLE, "authorization is not configured")
 	}
 	ctx := userContext(c)
 	if err := s.fresh(ctx); err != nil {
 		return err
 	}
-	p, err := s.Auth.Authenticate(ctx, c.Get(fiber.HeaderAuthorization), c.IP())
+	p, err := s.auth.Authenticate(ctx, c.Get(fiber.HeaderAuthorization), c.IP())
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (s *Server) evaluate(ctx context.Context, e accessapi.Evaluation) accessapi
 	if err := s.checkQuestion(ctx, scope, action, key); err != nil {
 		return failed(err)
 	}
-	d, err := s.Policy.Decide(ctx, questionInput(p, scope, action, key))
+	d, err := s.policy.Decide(ctx, questionInput(p, scope, action, key))
 	switch {
 	case err != nil:
 		return failed(&backend.Error{Code: backend.EINTERNAL, Messages: []string{"authorization failed"}, Err: err})
@@ -172,7 +172,7 @@ func (s *Server) subject(ctx context.Context, e accessapi.Entity) (*auth.Princip
 	if scope == "users" {
 		return s.userPrincipal(ctx, e.ID)
 	}
-	if _, err := s.Objects.View(ctx, "machines", e.ID); err != nil {
+	if _, err := s.objects.View(ctx, "machines", e.ID); err != nil {
 		return nil, err
 	}
 	return &auth.Principal{Kind: auth.KindMachine, Name: e.ID, MachineToken: auth.MachineOperations, Method: auth.MethodMachine}, nil
@@ -320,7 +320,7 @@ func (s *Server) visibleKeys(ctx context.Context, scope string) ([]string, error
 	if backend.KindOf(scope) == nil {
 		return []string{}, nil
 	}
-	ms, _, _, err := s.Objects.List(ctx, scope, backend.Query{Limit: -1, Slim: []string{"Params", "Meta"}})
+	ms, _, _, err := s.objects.List(ctx, scope, backend.Query{Limit: -1, Slim: []string{"Params", "Meta"}})
 	if err != nil {
 		return nil, err
 	}

@@ -74,8 +74,10 @@ type Decider interface {
 	Decide(ctx context.Context, in policies.Input) (policies.Decision, error)
 }
 
-// Deps are the services the gateway calls. Nil services leave their routes
-// answering 503, so a partially wired server still fails closed.
+// Deps are the services the gateway calls. A nil service leaves the rows
+// of the route table it serves out of the router ("No route"); without
+// Auth, Policy and Resolver every /api/v3 request answers 503. A partially
+// wired server thus fails closed.
 type Deps struct {
 	Auth     Authenticator
 	Policy   Decider
@@ -114,7 +116,7 @@ type Deps struct {
 	// the access explorer's recent denials; "" for none.
 	DecisionLog string
 	// Candidates loads a candidate policy for the access explorer's policy
-	// diff; nil answers 503.
+	// diff; nil serves no policy diff.
 	Candidates Candidates
 	// Store is checked by /readyz; nil answers 503 there.
 	Store Pinger

@@ -24,10 +24,10 @@ type Explainer interface {
 
 // explainDecision decides in as Decide would and keeps the trail.
 func (s *Server) explainDecision(ctx context.Context, in policies.Input) (policies.Explanation, error) {
-	if x, ok := s.Policy.(Explainer); ok {
+	if x, ok := s.policy.(Explainer); ok {
 		return x.Explain(ctx, in)
 	}
-	d, err := s.Policy.Decide(ctx, in)
+	d, err := s.policy.Decide(ctx, in)
 	return policies.Explanation{Decision: d}, err
 }
 
@@ -91,7 +91,7 @@ func (s *Server) explain(ctx context.Context, p *auth.Principal, r apiRequest) a
 		out.Path += "?" + q
 	}
 	var x *policies.Explanation
-	res := askerResolver{r: s.Resolver}
+	res := askerResolver{r: s.resolver}
 	w := authorizeWith{resolver: res, main: func(ctx context.Context, in policies.Input) (policies.Decision, error) {
 		e, err := s.explainDecision(ctx, in)
 		x = &e
@@ -205,7 +205,7 @@ func (s *Server) explainTarget(ctx context.Context, asker *auth.Principal, user 
 // cache (Objects.View), which never answers a changed or deleted object
 // (docs/design.md §14.6).
 func (s *Server) userPrincipal(ctx context.Context, name string) (*auth.Principal, error) {
-	v, err := s.Objects.View(ctx, "users", name)
+	v, err := s.objects.View(ctx, "users", name)
 	if err != nil {
 		return nil, err
 	}

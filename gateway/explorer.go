@@ -104,10 +104,10 @@ type questioner interface {
 // question decides in as Decide does; a question about access is not a
 // request, so it is not written to the decision log.
 func (s *Server) question(ctx context.Context, in policies.Input) (policies.Decision, error) {
-	if q, ok := s.Policy.(questioner); ok {
+	if q, ok := s.policy.(questioner); ok {
 		return q.Question(ctx, in)
 	}
-	return s.Policy.Decide(ctx, in)
+	return s.policy.Decide(ctx, in)
 }
 
 // may reports whether p may do action on scope/key, by the decision a
@@ -164,7 +164,7 @@ func (s *Server) roleCandidates(ctx context.Context, p *auth.Principal) (map[str
 	}
 	var held []backend.Claim
 	for _, name := range p.Roles {
-		v, err := s.Objects.View(ctx, "roles", name)
+		v, err := s.objects.View(ctx, "roles", name)
 		if backend.IsCode(err, backend.ENOTFOUND) {
 			continue
 		}
@@ -356,7 +356,7 @@ func (s *Server) objectVisible(ctx context.Context, scope, key string) error {
 	}
 	// Through the read cache, which never answers a changed or deleted
 	// object (docs/design.md §14.6).
-	if _, err := s.Objects.View(ctx, scope, key); err != nil {
+	if _, err := s.objects.View(ctx, scope, key); err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
 			return notFound(fiber.MethodGet, scope, key)
 		}
@@ -420,7 +420,7 @@ func (s *Server) who(ctx context.Context, scope, action, key string) (accessapi.
 		{"operations", "", "the operations token of " + machine, &auth.Principal{Kind: auth.KindMachine, Name: machine,
 			MachineToken: auth.MachineOperations, Method: auth.MethodMachine}},
 	}
-	tasks, _, _, err := s.Objects.List(ctx, "tasks", backend.Query{Limit: -1})
+	tasks, _, _, err := s.objects.List(ctx, "tasks", backend.Query{Limit: -1})
 	if err != nil {
 		return out, err
 	}
@@ -468,7 +468,7 @@ func (s *Server) mayAll(ctx context.Context, users []*backend.User, scope, actio
 // question at a time on every CPU.
 func (s *Server) decideAll(ctx context.Context, ins []policies.Input) ([]bool, error) {
 	allowed := make([]bool, len(ins))
-	if bq, ok := s.Policy.(batchQuestioner); ok {
+	if bq, ok := s.policy.(batchQuestioner); ok {
 		ds, err := bq.Questions(ctx, ins)
 		if err != nil {
 			return nil, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
@@ -497,7 +497,7 @@ func (s *Server) decideAll(ctx context.Context, ins []policies.Input) ([]bool, e
 
 // visibleUsers lists the users the caller may see.
 func (s *Server) visibleUsers(ctx context.Context) ([]*backend.User, error) {
-	ms, _, _, err := s.Objects.List(ctx, "users", backend.Query{Limit: -1})
+	ms, _, _, err := s.objects.List(ctx, "users", backend.Query{Limit: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -520,7 +520,7 @@ func (s *Server) handleTenantView(c *fiber.Ctx) error {
 
 // tenantView is what tenant name shows its users, per scope.
 func (s *Server) tenantView(ctx context.Context, name string) (accessapi.TenantView, error) {
-	m, _, err := s.Objects.Get(ctx, "tenants", name)
+	m, _, err := s.objects.Get(ctx, "tenants", name)
 	if err != nil {
 		return accessapi.TenantView{}, err
 	}
@@ -554,7 +554,7 @@ func (s *Server) handleRoleDiff(c *fiber.Ctx) error {
 
 // roleDiff compares roles a and b by the policy's containment.
 func (s *Server) roleDiff(ctx context.Context, a, b string) (accessapi.RoleDiff, error) {
-	rd, ok := s.Policy.(RoleDiffer)
+	rd, ok := s.policy.(RoleDiffer)
 	if !ok {
 		return accessapi.RoleDiff{}, unavailable("role diff")
 	}
@@ -563,7 +563,7 @@ func (s *Server) roleDiff(ctx context.Context, a, b string) (accessapi.RoleDiff,
 		if err := s.objectVisible(ctx, "roles", name); err != nil {
 			return accessapi.RoleDiff{}, err
 		}
-		m, _, err := s.Objects.Get(ctx, "roles", name)
+		m, _, err := s.objects.Get(ctx, "roles", name)
 		if err != nil {
 			return accessapi.RoleDiff{}, err
 		}
@@ -592,10 +592,10 @@ func (s *Server) handleDenials(c *fiber.Ctx) error {
 // denials are the newest refusals of the decision log whose principal the
 // caller may ask about and whose object it may see.
 func (s *Server) denials(ctx context.Context) ([]accessapi.LoggedDecision, error) {
-	if s.DecisionLog == "" {
+	if s.decisionLog == "" {
 		return []accessapi.LoggedDecision{}, nil
 	}
-	out, err := accessapi.ReadDecisionLog(s.DecisionLog, MaxDenials, func(l accessapi.LoggedDecision) bool {
+	out, err := accessapi.ReadDecisionLog(s.decisionLog, MaxDenials, func(l accessapi.LoggedDecision) bool {
 		return !l.Result.Allow && len(l.Input.Required) > 0 && s.mayRead(ctx, l)
 	})
 	if err != nil {
@@ -631,9 +631,9 @@ func (s *Server) mayRead(ctx context.Context, l accessapi.LoggedDecision) bool {
 // one that is not in the log.
 func (s *Server) explainLogged(ctx context.Context, id string) (accessapi.Explanation, error) {
 	var found []accessapi.LoggedDecision
-	if s.DecisionLog != "" {
+	if s.decisionLog != "" {
 		var err error
-		found, err = accessapi.ReadDecisionLog(s.DecisionLog, 1, func(l accessapi.LoggedDecision) bool { return l.DecisionID == id })
+		found, err = accessapi.ReadDecisionLog(s.decisionLog, 1, func(l accessapi.LoggedDecision) bool { return l.DecisionID == id })
 		if err != nil {
 			return accessapi.Explanation{}, backend.Errorf(backend.EINTERNAL, "decision log: %v", err)
 		}
@@ -645,7 +645,7 @@ func (s *Server) explainLogged(ctx context.Context, id string) (accessapi.Explan
 	in := l.Input
 	var x policies.Explanation
 	var err error
-	if r, ok := s.Policy.(Replayer); ok {
+	if r, ok := s.policy.(Replayer); ok {
 		x, err = r.ExplainReplay(ctx, in, l.Replay())
 	} else {
 		x, err = s.explainDecision(ctx, in)

@@ -33,6 +33,14 @@ func (g serves) unless(missing bool) serves {
 	return g
 }
 
+// nilUnless is h when present holds, else nil (no rows).
+func nilUnless(present bool, h fiber.Handler) fiber.Handler {
+	if !present {
+		return nil
+	}
+	return h
+}
+
 // handlers are the handlers of every row of the route table, by name: the
 // union of the groups' serves. A name given twice is a programming error.
 func handlers(groups ...serves) map[claims.Serve]fiber.Handler {

@@ -47,7 +47,7 @@ func (s *Server) Drain() {
 	s.drain.once.Do(func() {
 		s.drain.on.Store(true)
 		close(s.drain.ch)
-		if c, ok := s.Streams.(interface{ Close() }); ok {
+		if c, ok := s.streams.(interface{ Close() }); ok {
 			c.Close()
 		}
 	})
@@ -72,16 +72,16 @@ func (s *Server) handleReadyz(c *fiber.Ctx) error {
 		checks["draining"] = true
 		ready = false
 	}
-	if pl, ok := s.Policy.(policyLoaded); s.Policy == nil || (ok && !pl.Loaded()) {
+	if pl, ok := s.policy.(policyLoaded); s.policy == nil || (ok && !pl.Loaded()) {
 		checks["policy"] = "not loaded"
 		ready = false
 	}
-	if s.Store == nil {
+	if s.store == nil {
 		checks["store"] = "not configured"
 		ready = false
 	} else {
 		ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
-		err := s.Store.Ping(ctx)
+		err := s.store.Ping(ctx)
 		cancel()
 		if err != nil {
 			s.log.WarnContext(c.UserContext(), "readiness: store unavailable", "err", err.Error())

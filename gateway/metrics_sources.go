@@ -105,7 +105,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 
 // registerSources exports what the Deps services count.
 func (s *Server) registerSources(reg *prometheus.Registry) {
-	if cc, ok := s.Policy.(cacheCounter); ok {
+	if cc, ok := s.policy.(cacheCounter); ok {
 		_ = reg.Register(newCounts("provgate_authz_decision_cache_total",
 			"Policy evaluations by decision cache result: hit (answered from the cache) or miss (evaluated).", "result",
 			func() map[string]uint64 {
@@ -113,14 +113,14 @@ func (s *Server) registerSources(reg *prometheus.Registry) {
 				return map[string]uint64{"hit": h, "miss": m}
 			}))
 	}
-	if dl, ok := s.Policy.(decisionLogDrops); ok {
+	if dl, ok := s.policy.(decisionLogDrops); ok {
 		if dl.DecisionLogDrops() != nil {
 			_ = reg.Register(newCounts("provgate_decision_log_dropped_total",
 				"Decision log entries dropped, by stage: queue (the writer fell behind), http (the --decision-log-url buffer was full).", "stage",
 				dl.DecisionLogDrops, "queue"))
 		}
 	}
-	if qs, ok := s.Store.(queryStatser); ok {
+	if qs, ok := s.store.(queryStatser); ok {
 		_ = reg.Register(&storeCollector{s: qs,
 			latency: prometheus.NewDesc("provgate_store_query_duration_seconds", "Latency of the store's database statements.", nil, nil),
 			fails:   prometheus.NewDesc("provgate_store_query_errors_total", "Store statements that failed (not found excluded).", nil, nil)})
@@ -130,15 +130,15 @@ func (s *Server) registerSources(reg *prometheus.Registry) {
 			_ = reg.Register(collectors.NewDBStatsCollector(db, "provgate"))
 		}
 	}
-	if sc, ok := s.Streams.(streamCounter); ok {
+	if sc, ok := s.streams.(streamCounter); ok {
 		_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "provgate_event_streams_open",
 			Help: "Open event streams (GET /api/v3/ws)."}, func() float64 { return float64(sc.Open()) }))
 		_ = reg.Register(newCounts("provgate_event_streams_dropped_total",
 			"Event streams the server closed, by reason: slow_consumer, credentials, expired, shutdown, write_failed.", "reason",
 			sc.Dropped, "slow_consumer", "credentials", "expired", "shutdown", "write_failed"))
 	}
-	if s.Callbacks != nil {
-		cb := s.Callbacks
+	if s.callbacks != nil {
+		cb := s.callbacks
 		_ = reg.Register(newCounts("provgate_callback_attempts_total",
 			"Callback requests sent, by outcome: ok, client_error (4xx), server_error (5xx), error (no answer).", "outcome",
 			func() map[string]uint64 { a, _ := cb.Counts(); return a }, "ok", "client_error", "server_error", "error"))

@@ -34,9 +34,6 @@ const (
 )
 
 func (s *Server) handlePolicyDiff(c *fiber.Ctx) error {
-	if s.Candidates == nil {
-		return unavailable("policy diff")
-	}
 	var q accessapi.PolicyDiffRequest
 	if err := json.Unmarshal(c.Body(), &q); err != nil || len(q.Archive) == 0 {
 		return backend.NewError(backend.EBADREQUEST, "POST", "access", "policy/diff", "body must be {\"Archive\": <base64 .tar.gz>, \"Replay\": n}")
@@ -45,7 +42,7 @@ func (s *Server) handlePolicyDiff(c *fiber.Ctx) error {
 		q.Replay = 100
 	}
 	ctx := userContext(c)
-	cand, err := s.Candidates(ctx, q.Archive)
+	cand, err := s.candidates(ctx, q.Archive)
 	if err != nil {
 		return err
 	}
@@ -62,7 +59,7 @@ func (s *Server) handlePolicyDiff(c *fiber.Ctx) error {
 // logged decisions the caller may read, replayed at their logged time.
 func (s *Server) policyDiff(ctx context.Context, cand CandidatePolicy, replay int) (accessapi.PolicyDiff, error) {
 	out := accessapi.PolicyDiff{Candidate: cand.Revision(), Users: []accessapi.UserDiff{}, Changed: []accessapi.ReplayDelta{}}
-	if r, ok := s.Policy.(interface{ Revision() string }); ok {
+	if r, ok := s.policy.(interface{ Revision() string }); ok {
 		out.Revision = r.Revision()
 	}
 	users, err := s.visibleUsers(ctx)
@@ -87,10 +84,10 @@ func (s *Server) policyDiff(ctx context.Context, cand CandidatePolicy, replay in
 			out.Users = append(out.Users, accessapi.UserDiff{User: u.Name, Changes: ch})
 		}
 	}
-	if s.DecisionLog == "" {
+	if s.decisionLog == "" {
 		return out, nil
 	}
-	lines, err := accessapi.ReadDecisionLog(s.DecisionLog, replay, func(l accessapi.LoggedDecision) bool {
+	lines, err := accessapi.ReadDecisionLog(s.decisionLog, replay, func(l accessapi.LoggedDecision) bool {
 		return len(l.Input.Required) > 0 && s.mayRead(ctx, l)
 	})
 	if err != nil {

@@ -17,11 +17,11 @@ const routeLocal = "route"
 // Each row is registered under its own path; the route stores its row in
 // the request's Locals, and the guard derives the claims of that row and
 // no other, so the claims authorized and the handler run cannot disagree.
-func (s *Server) routes() {
+func (s *Server) routes(d Deps) {
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	s.app.Get("/readyz", s.handleReadyz)
 	s.app.Get("/metrics", s.metricsHandler())
-	if s.BenchRoute {
+	if s.benchRoute {
 		// Unauthenticated read of one pool: the baseline of the gateway benchmark.
 		s.app.Get("/bench/pools/:key", s.handleBenchPool)
 	}
@@ -30,7 +30,7 @@ func (s *Server) routes() {
 	s.uiRoutes()
 
 	s.served = map[*claims.Route]bool{}
-	handlers := s.handlers()
+	handlers := s.handlers(d)
 	for _, rt := range claims.Routes() {
 		h, ok := handlers[rt.Serve]
 		if !ok {
@@ -63,8 +63,7 @@ func routeOf(c *fiber.Ctx) *claims.Route {
 
 // handlers gives every row of the route table its handler, from the
 // handler groups (groups.go).
-func (s *Server) handlers() map[claims.Serve]fiber.Handler {
-	d := s.Deps
+func (s *Server) handlers(d Deps) map[claims.Serve]fiber.Handler {
 	info := infoRoutes{license: d.License, policy: d.Policy, version: s.version}
 	return handlers(
 		info.serves(),
@@ -80,7 +79,7 @@ func (s *Server) handlers() map[claims.Serve]fiber.Handler {
 			reauthorize: s.reauthorize}.serves(),
 		catalogRoutes{}.serves(),
 		serves{
-			claims.ServeWS:         s.handleWS,
+			claims.ServeWS:         nilUnless(s.streams != nil, s.handleWS),
 			claims.ServeExplain:    s.handleExplain,
 			claims.ServeUserMatrix: s.handleUserMatrix,
 			claims.ServeWho:        s.handleWho,
@@ -88,7 +87,7 @@ func (s *Server) handlers() map[claims.Serve]fiber.Handler {
 			claims.ServeRoleDiff:   s.handleRoleDiff,
 			claims.ServeDenials:    s.handleDenials,
 			claims.ServeEscalation: s.handleEscalation,
-			claims.ServePolicyDiff: s.handlePolicyDiff,
+			claims.ServePolicyDiff: nilUnless(s.candidates != nil, s.handlePolicyDiff),
 		},
 	)
 }

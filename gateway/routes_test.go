@@ -93,7 +93,8 @@ func everyService() Deps {
 	type objects struct{ Objects }
 	type streams struct{ Streams }
 	return Deps{Users: users{}, Pools: pools{}, Jobs: jobs{}, JobActions: stubJobActions{}, Actions: actions{},
-		Params: stubParams{}, License: license{}, Prefs: stubPrefs{}, Events: events{}, Objects: objects{}, Streams: streams{}}
+		Params: stubParams{}, License: license{}, Prefs: stubPrefs{}, Events: events{}, Objects: objects{}, Streams: streams{},
+		Candidates: func(context.Context, []byte) (CandidatePolicy, error) { return nil, nil }}
 }
 
 // count is the number of requests counted under method, route and status.

@@ -47,7 +47,24 @@ type Server struct {
 	streamFresh freshGate
 	// drain is set when a graceful shutdown starts (Drain).
 	drain drainState
-	Deps
+
+	// What the guard, the access explorer, the UI, the event stream,
+	// health and metrics call; the handler groups hold their own
+	// (handlers). See Deps for each.
+	auth        Authenticator
+	policy      Decider
+	resolver    claims.Resolver
+	freshener   Freshener
+	tenantOf    func(user string) string
+	loginTarpit time.Duration
+	objects     Objects
+	users       Users
+	streams     Streams
+	store       Pinger
+	decisionLog string
+	candidates  Candidates
+	callbacks   CallbackCounter
+	benchRoute  bool
 }
 
 const requestIDKey = "request_id"
@@ -64,8 +81,11 @@ func New(opts Options) *Server {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s := &Server{log: opts.Logger, version: opts.Version, started: time.Now(), reg: reg, Deps: opts.Deps}
 	d := opts.Deps
+	s := &Server{log: opts.Logger, version: opts.Version, started: time.Now(), reg: reg,
+		auth: d.Auth, policy: d.Policy, resolver: d.Resolver, freshener: d.Fresh, tenantOf: d.TenantOf,
+		loginTarpit: d.LoginTarpit, objects: d.Objects, users: d.Users, streams: d.Streams, store: d.Store,
+		decisionLog: d.DecisionLog, candidates: d.Candidates, callbacks: d.Callbacks, benchRoute: d.BenchRoute}
 	s.refresh = refresher{sync: d.Sync, tenantOf: d.TenantOf, log: opts.Logger}
 	s.machines = machineVisibility{policy: d.Policy}
 	s.drain.ch = make(chan struct{})
@@ -90,7 +110,7 @@ func New(opts Options) *Server {
 		IdleTimeout: 2 * time.Minute,
 	})
 	s.app.Use(s.recoverer, s.requestMeta, s.collapseSlashes, s.jsonBodies)
-	s.routes()
+	s.routes(d)
 	s.registerSources(reg)
 	return s
 }

@@ -58,7 +58,7 @@ func (s *Server) uiHeaders(c *fiber.Ctx) error {
 // Anonymous or failed logins get 401 with a Basic challenge and no data. A
 // Basic login is given a session cookie holding a token of the user.
 func (s *Server) uiGuard(c *fiber.Ctx) error {
-	if s.Auth == nil || s.Policy == nil {
+	if s.auth == nil || s.policy == nil {
 		return s.uiFail(c, http.StatusServiceUnavailable, "authorization is not configured")
 	}
 	ctx := userContext(c)
@@ -74,7 +74,7 @@ func (s *Server) uiGuard(c *fiber.Ctx) error {
 	if authz == "" {
 		return s.uiChallenge(c, "Sign in to see the access explorer.")
 	}
-	p, err := s.Auth.Authenticate(ctx, authz, c.IP())
+	p, err := s.auth.Authenticate(ctx, authz, c.IP())
 	if err != nil {
 		if backend.IsCode(err, backend.ETOOMANY) {
 			return s.uiFail(c, http.StatusTooManyRequests, "too many failed logins; try again later")
@@ -84,8 +84,8 @@ func (s *Server) uiGuard(c *fiber.Ctx) error {
 		}
 		return s.uiChallenge(c, "Those credentials are not accepted.")
 	}
-	if p.Method == auth.MethodBasic && s.Users != nil {
-		if tok, err := s.Users.Token(ctx, p.Name, p, auth.TokenRequest{TTL: "1h"}); err == nil {
+	if p.Method == auth.MethodBasic && s.users != nil {
+		if tok, err := s.users.Token(ctx, p.Name, p, auth.TokenRequest{TTL: "1h"}); err == nil {
 			c.Cookie(&fiber.Cookie{Name: sessionCookie, Value: tok.Token, Path: "/ui/", MaxAge: 3600, Secure: true,
 				HTTPOnly: true, SameSite: fiber.CookieSameSiteStrictMode})
 		}

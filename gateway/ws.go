@@ -48,9 +48,6 @@ func wsCredential(c *fiber.Ctx) string {
 // authenticated the caller; what the stream shows it is decided per event
 // (wsViewer).
 func (s *Server) handleWS(c *fiber.Ctx) error {
-	if s.Streams == nil {
-		return unavailable("event streams")
-	}
 	if !websocket.IsWebSocketUpgrade(c) {
 		return backend.NewError(backend.EBADREQUEST, "GET", "ws", "", "websocket upgrade required")
 	}
@@ -60,7 +57,7 @@ func (s *Server) handleWS(c *fiber.Ctx) error {
 	if p.IsMachine() {
 		id.Machine = p.Name
 	}
-	release, err := s.Streams.Admit(id.Principal)
+	release, err := s.streams.Admit(id.Principal)
 	if err != nil {
 		return err
 	}
@@ -69,7 +66,7 @@ func (s *Server) handleWS(c *fiber.Ctx) error {
 	// The socket is served after this handler returns, on the hijacked
 	// connection; a failed upgrade never serves it.
 	err = websocket.New(func(conn *websocket.Conn) {
-		s.Streams.Serve(ctx, conn.Conn, id, v, release)
+		s.streams.Serve(ctx, conn.Conn, id, v, release)
 	}, websocket.Config{HandshakeTimeout: 10 * time.Second})(c)
 	if err != nil {
 		release()
@@ -89,10 +86,10 @@ type wsViewer struct {
 // expired, or its Secrets changed, or its user gone); the authenticator's
 // caches keep this cheap.
 func (v *wsViewer) principal(ctx context.Context) (*auth.Principal, error) {
-	if err := v.s.streamFresh.check(ctx, v.s.Fresh); err != nil {
+	if err := v.s.streamFresh.check(ctx, v.s.freshener); err != nil {
 		return nil, err
 	}
-	p, err := v.s.Auth.Authenticate(ctx, v.authz, v.ip)
+	p, err := v.s.auth.Authenticate(ctx, v.authz, v.ip)
 	if err != nil {
 		switch backend.ErrorCode(err) {
 		case backend.EUNAUTHORIZED, backend.EFORBIDDEN, backend.ETOOMANY:
@@ -125,7 +122,7 @@ func (v *wsViewer) Allowed(ctx context.Context, e backend.Event) (bool, error) {
 		if scope != "" {
 			in.Object = &policies.Object{Scope: scope, Key: key}
 		}
-		d, err := v.s.Policy.Decide(ctx, in)
+		d, err := v.s.policy.Decide(ctx, in)
 		if err != nil {
 			return false, err
 		}
