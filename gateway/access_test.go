@@ -36,7 +36,7 @@ func (d *scriptedDecider) Decide(_ context.Context, in policies.Input) (policies
 func TestRequestAccess(t *testing.T) {
 	ctx := context.Background()
 	dec := &scriptedDecider{visible: map[string][]string{"profiles": {"p1"}}, allow: true}
-	a := &requestAccess{s: &Server{policy: dec}, p: &auth.Principal{Kind: auth.KindUser, Name: "bob"}}
+	a := &requestAccess{policy: dec, p: &auth.Principal{Kind: auth.KindUser, Name: "bob"}}
 
 	for _, tc := range []struct {
 		scope, key string
@@ -69,7 +69,7 @@ func TestRequestAccess(t *testing.T) {
 	}
 
 	// Fail closed: an engine error is an error, never a yes.
-	broken := &requestAccess{s: &Server{policy: &scriptedDecider{err: errors.New("boom")}}, p: a.p}
+	broken := &requestAccess{policy: &scriptedDecider{err: errors.New("boom")}, p: a.p}
 	if ok, err := broken.CanSee(ctx, "profiles", "p1"); ok || err == nil {
 		t.Errorf("CanSee on engine error = %v, %v", ok, err)
 	}

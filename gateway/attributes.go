@@ -25,7 +25,7 @@ type needer interface {
 // without PasswordHash and Secret, with every secure param value masked.
 // A missing object leaves Stored out; the handler answers 404 as before.
 // A store failure is returned: the request then fails closed.
-func (s *Server) objectAttributes(ctx context.Context, r claims.Resolver, res claims.Result, body []byte, in *policies.Input) error {
+func (s *authorizer) objectAttributes(ctx context.Context, r claims.Resolver, res claims.Result, body []byte, in *policies.Input) error {
 	n, ok := s.policy.(needer)
 	if !ok {
 		return nil

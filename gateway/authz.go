@@ -78,7 +78,7 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	}
 	c.Locals(principalKey, p)
 	ctx = backend.WithPrincipal(ctx, p.Subject())
-	ctx = backend.WithAccess(ctx, &requestAccess{s: s, p: p})
+	ctx = backend.WithAccess(ctx, &requestAccess{policy: s.policy, p: p})
 	if p.IsUser() && s.tenantOf != nil {
 		if t := s.tenantOf(p.Name); t != "" {
 			// Objects a tenant user creates join its tenant (docs/design.md §6).
@@ -109,6 +109,18 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	}
 	c.Locals(accessKey, a)
 	return c.Next()
+}
+
+// authorizer derives the claims a request needs and decides them
+// (docs/design.md §2.1 steps 3-4): the guard's work, which the access
+// explorer repeats for the requests it explains.
+type authorizer struct {
+	policy   Decider
+	resolver claims.Resolver
+	machines machineVisibility
+	metrics  *metrics
+	// served holds the rows of the route table the router serves.
+	served map[*claims.Route]bool
 }
 
 // countLoginFailure records a refused authentication in the metrics.
@@ -161,7 +173,7 @@ type authorizeWith struct {
 	count bool
 }
 
-func (s *Server) realRequest() authorizeWith {
+func (s *authorizer) realRequest() authorizeWith {
 	return authorizeWith{resolver: s.resolver, main: s.policy.Decide, count: true}
 }
 
@@ -170,7 +182,7 @@ func (s *Server) realRequest() authorizeWith {
 // it, without running the request. The guard calls it for every request
 // under /api/v3; the access explorer calls it for the requests it explains,
 // so that an explained request is authorized exactly as a real one.
-func (s *Server) authorize(ctx context.Context, p *auth.Principal, r apiRequest, w authorizeWith) (*authorization, error) {
+func (s *authorizer) authorize(ctx context.Context, p *auth.Principal, r apiRequest, w authorizeWith) (*authorization, error) {
 	rt := r.Route
 	if rt == nil {
 		var err error
@@ -224,7 +236,7 @@ func (s *Server) authorize(ctx context.Context, p *auth.Principal, r apiRequest,
 
 // routeFor is the row the router takes for method and raw path: the
 // table's row if the gateway serves it, else none ("No route").
-func (s *Server) routeFor(method, path string) (*claims.Route, error) {
+func (s *authorizer) routeFor(method, path string) (*claims.Route, error) {
 	rt, err := claims.Match(method, path)
 	if err != nil {
 		return nil, err
@@ -240,7 +252,7 @@ func (s *Server) routeFor(method, path string) (*claims.Route, error) {
 // docs/design.md §4.9, §9.2): the one decision over every item's create
 // claim cannot show the policy each object. Policies that do not read it
 // decide the same from the claims alone.
-func (s *Server) decideItems(ctx context.Context, p *auth.Principal, res claims.Result, in policies.Input, w authorizeWith) error {
+func (s *authorizer) decideItems(ctx context.Context, p *auth.Principal, res claims.Result, in policies.Input, w authorizeWith) error {
 	if len(res.Items) == 0 {
 		return nil
 	}
@@ -278,7 +290,7 @@ func (s *Server) fresh(ctx context.Context) error {
 // the decision into the request's answer: a hidden object is not found
 // (named as the caller named it), a refusal is 403 with the policy's
 // reasons. count records the outcome in the decision metrics.
-func (s *Server) decide(ctx context.Context, p *auth.Principal, res claims.Result, in policies.Input, fn decider, count bool) (policies.Decision, error) {
+func (s *authorizer) decide(ctx context.Context, p *auth.Principal, res claims.Result, in policies.Input, fn decider, count bool) (policies.Decision, error) {
 	outcome := func(o string) {
 		if count {
 			s.metrics.decisions.WithLabelValues(o).Inc()
@@ -310,7 +322,7 @@ func (s *Server) decide(ctx context.Context, p *auth.Principal, res claims.Resul
 // hidden answers whether the object res names is hidden from p, as the
 // not-found error the request then gets (nil when it is visible).
 // Visibility does not depend on claims: the policy decides it first.
-func (s *Server) hidden(ctx context.Context, p *auth.Principal, r apiRequest, res claims.Result, w authorizeWith) error {
+func (s *authorizer) hidden(ctx context.Context, p *auth.Principal, r apiRequest, res claims.Result, w authorizeWith) error {
 	in := policies.Input{
 		Principal: policyPrincipal(p),
 		Required:  []backend.Claim{{Scope: res.Scope, Action: "get", Specific: res.Specific}},
@@ -362,7 +374,7 @@ func (s *Server) reauthorize(c *fiber.Ctx) error {
 // jobs follow their machine (docs/design.md §6), so the job of a machine the
 // tenant hides is not found, and a job cannot be created for it. A job's
 // claims name its machine as their specific (docs/design.md §5.5).
-func (s *Server) jobMachineHidden(ctx context.Context, p *auth.Principal, res claims.Result) error {
+func (s *authorizer) jobMachineHidden(ctx context.Context, p *auth.Principal, res claims.Result) error {
 	if res.Scope != "jobs" || res.List {
 		return nil
 	}
@@ -419,9 +431,9 @@ func tarpit(ctx context.Context, d time.Duration) {
 // visibility and claims, decided by the same policies as the request itself
 // (docs/design.md §6.2). Visibility is decided once per scope per request.
 type requestAccess struct {
-	s  *Server
-	p  *auth.Principal
-	mu sync.Mutex
+	policy Decider
+	p      *auth.Principal
+	mu     sync.Mutex
 	// seen caches each scope's visibility: nil set means unrestricted.
 	seen map[string]map[string]bool
 }
@@ -431,7 +443,7 @@ func (a *requestAccess) CanSee(ctx context.Context, scope, key string) (bool, er
 	set, ok := a.seen[scope]
 	a.mu.Unlock()
 	if !ok {
-		d, err := a.s.policy.Decide(ctx, policyListInput(a.p, scope))
+		d, err := a.policy.Decide(ctx, policyListInput(a.p, scope))
 		if err != nil {
 			return false, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 		}
@@ -456,7 +468,7 @@ func (a *requestAccess) Can(ctx context.Context, cs ...backend.Claim) (bool, err
 		return true, nil
 	}
 	in := policies.Input{Principal: policyPrincipal(a.p), Required: cs, Operation: "update"}
-	d, err := a.s.policy.Decide(ctx, in)
+	d, err := a.policy.Decide(ctx, in)
 	if err != nil {
 		return false, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}
 	}
@@ -476,7 +488,7 @@ func (a *requestAccess) Ungranted(ctx context.Context, grants ...backend.Grant) 
 	if len(grants) == 0 {
 		return nil, nil
 	}
-	g, ok := a.s.policy.(Granter)
+	g, ok := a.policy.(Granter)
 	if !ok {
 		return nil, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Messages: []string{"cannot grant: the policy does not answer grant checks"}}
 	}

@@ -25,16 +25,17 @@ const authzenBase = "/access/v1"
 func isAuthzen(c *fiber.Ctx) bool { return strings.HasPrefix(c.Path(), authzenBase+"/") }
 
 func (s *Server) authzenRoutes() {
-	s.app.Get("/.well-known/authzen-configuration", s.handleAuthzenConfig)
+	x := s.explorer
+	s.app.Get("/.well-known/authzen-configuration", x.handleAuthzenConfig)
 	g := s.app.Group(authzenBase, s.authzenGuard)
-	g.Post("/evaluation", s.handleEvaluation)
-	g.Post("/evaluations", s.handleEvaluations)
-	g.Post("/search/subject", s.handleSearch(accessapi.SearchSubject))
-	g.Post("/search/resource", s.handleSearch(accessapi.SearchResource))
-	g.Post("/search/action", s.handleSearch(accessapi.SearchAction))
+	g.Post("/evaluation", x.handleEvaluation)
+	g.Post("/evaluations", x.handleEvaluations)
+	g.Post("/search/subject", x.handleSearch(accessapi.SearchSubject))
+	g.Post("/search/resource", x.handleSearch(accessapi.SearchResource))
+	g.Post("/search/action", x.handleSearch(accessapi.SearchAction))
 }
 
-func (s *Server) handleAuthzenConfig(c *fiber.Ctx) error {
+func (s *explorer) handleAuthzenConfig(c *fiber.Ctx) error {
 	base := c.BaseURL()
 	return c.JSON(fiber.Map{
 		"policy_decision_point":       base,
@@ -64,7 +65,7 @@ func (s *Server) authzenGuard(c *fiber.Ctx) error {
 		return err
 	}
 	c.Locals(principalKey, p)
-	ctx = backend.WithAccess(ctx, &requestAccess{s: s, p: p})
+	ctx = backend.WithAccess(ctx, &requestAccess{policy: s.policy, p: p})
 	c.SetUserContext(ctx)
 	return c.Next()
 }
@@ -73,7 +74,7 @@ func badAuthzen(err error) error {
 	return backend.NewError(backend.EBADREQUEST, "POST", "access", "", strings.TrimPrefix(err.Error(), accessapi.ErrBadRequest.Error()+": "))
 }
 
-func (s *Server) handleEvaluation(c *fiber.Ctx) error {
+func (s *explorer) handleEvaluation(c *fiber.Ctx) error {
 	e, err := accessapi.ParseEvaluation(c.Body())
 	if err != nil {
 		return badAuthzen(err)
@@ -81,7 +82,7 @@ func (s *Server) handleEvaluation(c *fiber.Ctx) error {
 	return c.JSON(s.evaluate(userContext(c), e))
 }
 
-func (s *Server) handleEvaluations(c *fiber.Ctx) error {
+func (s *explorer) handleEvaluations(c *fiber.Ctx) error {
 	items, semantic, single, err := accessapi.ParseEvaluations(c.Body())
 	if err != nil {
 		return badAuthzen(err)
@@ -115,7 +116,7 @@ func failed(err error) accessapi.Decision {
 
 // evaluate answers one evaluation: may the subject do the action on the
 // resource, by the decision a request for it gets.
-func (s *Server) evaluate(ctx context.Context, e accessapi.Evaluation) accessapi.Decision {
+func (s *explorer) evaluate(ctx context.Context, e accessapi.Evaluation) accessapi.Decision {
 	p, err := s.subject(ctx, *e.Subject)
 	if err != nil {
 		return failed(err)
@@ -138,7 +139,7 @@ func (s *Server) evaluate(ctx context.Context, e accessapi.Evaluation) accessapi
 
 // checkQuestion refuses an unknown scope or action, and answers 404 for an
 // object the caller may not see or that does not exist.
-func (s *Server) checkQuestion(ctx context.Context, scope, action, key string) error {
+func (s *explorer) checkQuestion(ctx context.Context, scope, action, key string) error {
 	if !backend.ValidScope(scope) || (action != "" && !backend.ValidAction(scope, action)) {
 		return backend.NewError(backend.EBADREQUEST, "POST", "access", "", "resource type must be a scope and action name an action valid in it")
 	}
@@ -153,7 +154,7 @@ func (s *Server) checkQuestion(ctx context.Context, scope, action, key string) e
 // about itself and about users and machines it may get; any other looks
 // exactly like a missing one when its tenant hides it, and is refused as a
 // request for it would be otherwise.
-func (s *Server) subject(ctx context.Context, e accessapi.Entity) (*auth.Principal, error) {
+func (s *explorer) subject(ctx context.Context, e accessapi.Entity) (*auth.Principal, error) {
 	asker := askerOf(ctx)
 	var scope string
 	switch e.Type {
@@ -180,7 +181,7 @@ func (s *Server) subject(ctx context.Context, e accessapi.Entity) (*auth.Princip
 
 // askAbout decides the caller's get on scope/key, as GET of it would be
 // decided: hidden is 404, refused 403.
-func (s *Server) askAbout(ctx context.Context, scope, key string) error {
+func (s *explorer) askAbout(ctx context.Context, scope, key string) error {
 	asker := askerOf(ctx)
 	if asker == nil {
 		return backend.Errorf(backend.EINTERNAL, "no caller")
@@ -197,7 +198,7 @@ func (s *Server) askAbout(ctx context.Context, scope, key string) error {
 	return nil
 }
 
-func (s *Server) handleSearch(kind string) fiber.Handler {
+func (s *explorer) handleSearch(kind string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		r, offset, limit, err := accessapi.ParseSearch(kind, c.Body())
 		if err != nil {
@@ -220,7 +221,7 @@ func (s *Server) handleSearch(kind string) fiber.Handler {
 
 // search pages through the candidates of a search in a stable order,
 // keeping those the decision allows.
-func (s *Server) search(ctx context.Context, kind string, r accessapi.SearchRequest, offset, limit int) (accessapi.SearchResponse, error) {
+func (s *explorer) search(ctx context.Context, kind string, r accessapi.SearchRequest, offset, limit int) (accessapi.SearchResponse, error) {
 	var cands []string
 	var allowed func(cand string) (bool, error)
 	var result func(cand string) any
@@ -316,7 +317,7 @@ func (s *Server) search(ctx context.Context, kind string, r accessapi.SearchRequ
 }
 
 // visibleKeys lists the keys of scope's objects the caller may see.
-func (s *Server) visibleKeys(ctx context.Context, scope string) ([]string, error) {
+func (s *explorer) visibleKeys(ctx context.Context, scope string) ([]string, error) {
 	if backend.KindOf(scope) == nil {
 		return []string{}, nil
 	}

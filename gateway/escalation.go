@@ -44,7 +44,7 @@ var grantPaths = []grantPath{
 	{path: accessapi.PathDelegation, scope: "plugins", actions: []string{"exec"}, delegation: true},
 }
 
-func (s *Server) handleEscalation(c *fiber.Ctx) error {
+func (s *explorer) handleEscalation(c *fiber.Ctx) error {
 	e, err := s.escalation(userContext(c))
 	if err != nil {
 		return err
@@ -58,7 +58,7 @@ func (s *Server) handleEscalation(c *fiber.Ctx) error {
 // provably get the same answer are decided once), first on every object,
 // then on the objects each user's roles name; only a path a user has is
 // explained again, for the role that covers it.
-func (s *Server) escalation(ctx context.Context) (accessapi.Escalation, error) {
+func (s *explorer) escalation(ctx context.Context) (accessapi.Escalation, error) {
 	out := accessapi.Escalation{Users: []accessapi.Escalator{}}
 	users, err := s.visibleUsers(ctx)
 	if err != nil {
@@ -159,7 +159,7 @@ func (s *Server) escalation(ctx context.Context) (accessapi.Escalation, error) {
 
 // grantRoute decides p's request for action on scope/key with its trail
 // and, when allowed, names what covers it.
-func (s *Server) grantRoute(ctx context.Context, p *auth.Principal, gp grantPath, action, key string) (accessapi.GrantRoute, bool, error) {
+func (s *explorer) grantRoute(ctx context.Context, p *auth.Principal, gp grantPath, action, key string) (accessapi.GrantRoute, bool, error) {
 	x, err := s.explainDecision(ctx, questionInput(p, gp.scope, action, key))
 	if err != nil {
 		return accessapi.GrantRoute{}, false, &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"authorization failed"}, Err: err}

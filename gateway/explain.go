@@ -23,7 +23,7 @@ type Explainer interface {
 }
 
 // explainDecision decides in as Decide would and keeps the trail.
-func (s *Server) explainDecision(ctx context.Context, in policies.Input) (policies.Explanation, error) {
+func (s *explorer) explainDecision(ctx context.Context, in policies.Input) (policies.Explanation, error) {
 	if x, ok := s.policy.(Explainer); ok {
 		return x.Explain(ctx, in)
 	}
@@ -84,7 +84,7 @@ func (a askerResolver) Current(ctx context.Context, prefix, key string) ([]byte,
 // it: the gateway's own authorization of r (authorize), with the
 // request's own decision evaluated together with its trail, and objects
 // the asker (whose ctx this is) may not see read as missing.
-func (s *Server) explain(ctx context.Context, p *auth.Principal, r apiRequest) accessapi.Explanation {
+func (s *explorer) explain(ctx context.Context, p *auth.Principal, r apiRequest) accessapi.Explanation {
 	out := accessapi.Explanation{User: p.Name, Method: r.Method, Path: r.Path, Required: []backend.Claim{},
 		Missing: []backend.Claim{}, GrantedBy: []string{}, Messages: []string{}}
 	if q := r.Query.Encode(); q != "" {
@@ -175,12 +175,12 @@ func errorAnswer(err error) (int, []string) {
 }
 
 // canSee reports whether the asker (ctx's Access) may see scope/key.
-func (s *Server) canSee(ctx context.Context, scope, key string) bool {
+func (s *explorer) canSee(ctx context.Context, scope, key string) bool {
 	ok, err := backend.CanSee(ctx, scope, key)
 	return err == nil && ok
 }
 
-func (s *Server) visibleNames(ctx context.Context, scope string, names []string) []string {
+func (s *explorer) visibleNames(ctx context.Context, scope string, names []string) []string {
 	out := []string{}
 	for _, n := range names {
 		if s.canSee(ctx, scope, n) {
@@ -193,7 +193,7 @@ func (s *Server) visibleNames(ctx context.Context, scope string, names []string)
 // explainTarget is the principal an explain question is about: the asker
 // itself (with its own token's restrictions) when user is empty or its own
 // name, otherwise the user as a login with its current roles.
-func (s *Server) explainTarget(ctx context.Context, asker *auth.Principal, user string) (*auth.Principal, error) {
+func (s *explorer) explainTarget(ctx context.Context, asker *auth.Principal, user string) (*auth.Principal, error) {
 	if user == "" || (asker.IsUser() && user == asker.Name) {
 		return asker, nil
 	}
@@ -204,7 +204,7 @@ func (s *Server) explainTarget(ctx context.Context, asker *auth.Principal, user 
 // current roles, no token restriction. The user is read through the read
 // cache (Objects.View), which never answers a changed or deleted object
 // (docs/design.md §14.6).
-func (s *Server) userPrincipal(ctx context.Context, name string) (*auth.Principal, error) {
+func (s *explorer) userPrincipal(ctx context.Context, name string) (*auth.Principal, error) {
 	v, err := s.objects.View(ctx, "users", name)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/provgate/provgate/backend"
 	accessapi "github.com/provgate/provgate/gateway/access"
 	"github.com/provgate/provgate/gateway/auth"
+	"github.com/provgate/provgate/gateway/claims"
 	"github.com/provgate/provgate/policies"
 )
 
@@ -23,13 +24,32 @@ import (
 // made of decisions of the same policy, and lists only what the caller may
 // see.
 
+// explorer is the access explorer (docs/design.md §9.8) and the AuthZEN
+// API: questions about who may do what, answered by the same authorization
+// as requests (authorizer), reading only what the asker may see.
+type explorer struct {
+	*authorizer
+	objects Objects
+	// decisionLog is the decision log file the recent denials read.
+	decisionLog string
+	// candidates loads a candidate policy for the policy diff; nil serves none.
+	candidates Candidates
+}
+
+func (s *explorer) serves() serves {
+	return serves{claims.ServeExplain: s.handleExplain, claims.ServeUserMatrix: s.handleUserMatrix,
+		claims.ServeWho: s.handleWho, claims.ServeTenantView: s.handleTenantView, claims.ServeRoleDiff: s.handleRoleDiff,
+		claims.ServeDenials: s.handleDenials, claims.ServeEscalation: s.handleEscalation,
+		claims.ServePolicyDiff: nilUnless(s.candidates != nil, s.handlePolicyDiff)}
+}
+
 // RoleDiffer compares two roles' claims by the policy's containment
 // (policies/opa Engine.RoleDiff).
 type RoleDiffer interface {
 	RoleDiff(ctx context.Context, a, b []backend.Claim) (onlyA, onlyB []string, err error)
 }
 
-func (s *Server) handleExplain(c *fiber.Ctx) error {
+func (s *explorer) handleExplain(c *fiber.Ctx) error {
 	var q accessapi.ExplainRequest
 	if err := json.Unmarshal(c.Body(), &q); err != nil {
 		return backend.NewError(backend.EBADREQUEST, "POST", "access", "explain", "body must be a JSON object: "+err.Error())
@@ -103,7 +123,7 @@ type questioner interface {
 
 // question decides in as Decide does; a question about access is not a
 // request, so it is not written to the decision log.
-func (s *Server) question(ctx context.Context, in policies.Input) (policies.Decision, error) {
+func (s *authorizer) question(ctx context.Context, in policies.Input) (policies.Decision, error) {
 	if q, ok := s.policy.(questioner); ok {
 		return q.Question(ctx, in)
 	}
@@ -112,7 +132,7 @@ func (s *Server) question(ctx context.Context, in policies.Input) (policies.Deci
 
 // may reports whether p may do action on scope/key, by the decision a
 // request for it gets ("*" asks for every object of the scope).
-func (s *Server) may(ctx context.Context, p *auth.Principal, scope, action, key string) (bool, error) {
+func (s *explorer) may(ctx context.Context, p *auth.Principal, scope, action, key string) (bool, error) {
 	return mayWith(ctx, s.question, p, scope, action, key)
 }
 
@@ -125,7 +145,7 @@ func mayWith(ctx context.Context, q decider, p *auth.Principal, scope, action, k
 	return d.Allow && !d.NotFound, nil
 }
 
-func (s *Server) handleUserMatrix(c *fiber.Ctx) error {
+func (s *explorer) handleUserMatrix(c *fiber.Ctx) error {
 	ctx := userContext(c)
 	p, err := s.userPrincipal(ctx, routeKey(c))
 	if err != nil {
@@ -146,7 +166,7 @@ type candidates struct {
 	actions map[string]map[string]bool // base action → action keys with ':'
 }
 
-func (s *Server) roleCandidates(ctx context.Context, p *auth.Principal) (map[string]*candidates, error) {
+func (s *explorer) roleCandidates(ctx context.Context, p *auth.Principal) (map[string]*candidates, error) {
 	out := map[string]*candidates{}
 	get := func(scope string) *candidates {
 		cd := out[scope]
@@ -231,12 +251,12 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // matrix is what p can do, per scope and action (docs/design.md §9.8).
-func (s *Server) matrix(ctx context.Context, p *auth.Principal) (accessapi.Matrix, error) {
+func (s *explorer) matrix(ctx context.Context, p *auth.Principal) (accessapi.Matrix, error) {
 	return s.matrixWith(ctx, s.question, p)
 }
 
 // matrixWith is matrix, decided by q.
-func (s *Server) matrixWith(ctx context.Context, q decider, p *auth.Principal) (accessapi.Matrix, error) {
+func (s *explorer) matrixWith(ctx context.Context, q decider, p *auth.Principal) (accessapi.Matrix, error) {
 	cands, err := s.roleCandidates(ctx, p)
 	if err != nil {
 		return accessapi.Matrix{}, err
@@ -255,7 +275,7 @@ func (s *Server) matrixWith(ctx context.Context, q decider, p *auth.Principal) (
 	return out, nil
 }
 
-func (s *Server) scopeAccess(ctx context.Context, q decider, p *auth.Principal, scope string, cd *candidates) (accessapi.ScopeAccess, error) {
+func (s *explorer) scopeAccess(ctx context.Context, q decider, p *auth.Principal, scope string, cd *candidates) (accessapi.ScopeAccess, error) {
 	sa := accessapi.ScopeAccess{Scope: scope, Actions: []accessapi.ActionAccess{}}
 	d, err := q(ctx, policyListInput(p, scope))
 	if err != nil {
@@ -347,7 +367,7 @@ func parallel(n int, fn func(i int)) {
 
 // objectVisible answers 404, exactly as for a missing object, unless the
 // caller may see scope/key and it exists.
-func (s *Server) objectVisible(ctx context.Context, scope, key string) error {
+func (s *explorer) objectVisible(ctx context.Context, scope, key string) error {
 	if backend.KindOf(scope) == nil {
 		return nil
 	}
@@ -365,7 +385,7 @@ func (s *Server) objectVisible(ctx context.Context, scope, key string) error {
 	return nil
 }
 
-func (s *Server) handleWho(c *fiber.Ctx) error {
+func (s *explorer) handleWho(c *fiber.Ctx) error {
 	ctx := userContext(c)
 	w, err := s.whoQuestion(ctx, strings.Clone(c.Query("scope")), strings.Clone(c.Query("action")), strings.Clone(c.Query("key")))
 	if err != nil {
@@ -375,7 +395,7 @@ func (s *Server) handleWho(c *fiber.Ctx) error {
 }
 
 // whoQuestion checks a who-can question and answers it.
-func (s *Server) whoQuestion(ctx context.Context, scope, action, key string) (accessapi.Who, error) {
+func (s *explorer) whoQuestion(ctx context.Context, scope, action, key string) (accessapi.Who, error) {
 	if !backend.ValidScope(scope) || !backend.ValidAction(scope, action) || strings.ContainsAny(scope+action, ",*") {
 		return accessapi.Who{}, backend.NewError(backend.EBADREQUEST, "GET", "access", "who", "scope and action must name one known scope and one action valid in it")
 	}
@@ -389,7 +409,7 @@ func (s *Server) whoQuestion(ctx context.Context, scope, action, key string) (ac
 
 // who lists the users the caller may see who may do action on scope/key,
 // and which machine and job tokens may.
-func (s *Server) who(ctx context.Context, scope, action, key string) (accessapi.Who, error) {
+func (s *explorer) who(ctx context.Context, scope, action, key string) (accessapi.Who, error) {
 	out := accessapi.Who{Scope: scope, Action: action, Key: key, Users: []string{}, Tokens: []accessapi.TokenWho{}}
 	users, err := s.visibleUsers(ctx)
 	if err != nil {
@@ -454,7 +474,7 @@ type batchQuestioner interface {
 
 // mayAll reports, for each user as its login, whether it may do action on
 // scope/key.
-func (s *Server) mayAll(ctx context.Context, users []*backend.User, scope, action, key string) ([]bool, error) {
+func (s *explorer) mayAll(ctx context.Context, users []*backend.User, scope, action, key string) ([]bool, error) {
 	ins := make([]policies.Input, len(users))
 	for i, u := range users {
 		ins[i] = questionInput(&auth.Principal{Kind: auth.KindUser, Name: u.Name, Grantor: u.Name, Roles: u.Roles, Method: auth.MethodBasic},
@@ -466,7 +486,7 @@ func (s *Server) mayAll(ctx context.Context, users []*backend.User, scope, actio
 // decideAll reports whether each question's decision allows it (and does
 // not hide its object): in one batch where the policy can, else one
 // question at a time on every CPU.
-func (s *Server) decideAll(ctx context.Context, ins []policies.Input) ([]bool, error) {
+func (s *explorer) decideAll(ctx context.Context, ins []policies.Input) ([]bool, error) {
 	allowed := make([]bool, len(ins))
 	if bq, ok := s.policy.(batchQuestioner); ok {
 		ds, err := bq.Questions(ctx, ins)
@@ -496,7 +516,7 @@ func (s *Server) decideAll(ctx context.Context, ins []policies.Input) ([]bool, e
 }
 
 // visibleUsers lists the users the caller may see.
-func (s *Server) visibleUsers(ctx context.Context) ([]*backend.User, error) {
+func (s *explorer) visibleUsers(ctx context.Context) ([]*backend.User, error) {
 	ms, _, _, err := s.objects.List(ctx, "users", backend.Query{Limit: -1})
 	if err != nil {
 		return nil, err
@@ -510,7 +530,7 @@ func (s *Server) visibleUsers(ctx context.Context) ([]*backend.User, error) {
 	return out, nil
 }
 
-func (s *Server) handleTenantView(c *fiber.Ctx) error {
+func (s *explorer) handleTenantView(c *fiber.Ctx) error {
 	v, err := s.tenantView(userContext(c), routeKey(c))
 	if err != nil {
 		return err
@@ -519,7 +539,7 @@ func (s *Server) handleTenantView(c *fiber.Ctx) error {
 }
 
 // tenantView is what tenant name shows its users, per scope.
-func (s *Server) tenantView(ctx context.Context, name string) (accessapi.TenantView, error) {
+func (s *explorer) tenantView(ctx context.Context, name string) (accessapi.TenantView, error) {
 	m, _, err := s.objects.Get(ctx, "tenants", name)
 	if err != nil {
 		return accessapi.TenantView{}, err
@@ -544,7 +564,7 @@ func (s *Server) tenantView(ctx context.Context, name string) (accessapi.TenantV
 	return out, nil
 }
 
-func (s *Server) handleRoleDiff(c *fiber.Ctx) error {
+func (s *explorer) handleRoleDiff(c *fiber.Ctx) error {
 	d, err := s.roleDiff(userContext(c), strings.Clone(c.Query("a")), strings.Clone(c.Query("b")))
 	if err != nil {
 		return err
@@ -553,7 +573,7 @@ func (s *Server) handleRoleDiff(c *fiber.Ctx) error {
 }
 
 // roleDiff compares roles a and b by the policy's containment.
-func (s *Server) roleDiff(ctx context.Context, a, b string) (accessapi.RoleDiff, error) {
+func (s *explorer) roleDiff(ctx context.Context, a, b string) (accessapi.RoleDiff, error) {
 	rd, ok := s.policy.(RoleDiffer)
 	if !ok {
 		return accessapi.RoleDiff{}, unavailable("role diff")
@@ -581,7 +601,7 @@ func (s *Server) roleDiff(ctx context.Context, a, b string) (accessapi.RoleDiff,
 // MaxDenials bounds the refusals one answer lists.
 const MaxDenials = 200
 
-func (s *Server) handleDenials(c *fiber.Ctx) error {
+func (s *explorer) handleDenials(c *fiber.Ctx) error {
 	ds, err := s.denials(userContext(c))
 	if err != nil {
 		return err
@@ -591,7 +611,7 @@ func (s *Server) handleDenials(c *fiber.Ctx) error {
 
 // denials are the newest refusals of the decision log whose principal the
 // caller may ask about and whose object it may see.
-func (s *Server) denials(ctx context.Context) ([]accessapi.LoggedDecision, error) {
+func (s *explorer) denials(ctx context.Context) ([]accessapi.LoggedDecision, error) {
 	if s.decisionLog == "" {
 		return []accessapi.LoggedDecision{}, nil
 	}
@@ -609,7 +629,7 @@ func (s *Server) denials(ctx context.Context) ([]accessapi.LoggedDecision, error
 
 // mayRead: the caller may ask about a logged decision's principal and see
 // its object.
-func (s *Server) mayRead(ctx context.Context, l accessapi.LoggedDecision) bool {
+func (s *explorer) mayRead(ctx context.Context, l accessapi.LoggedDecision) bool {
 	p := l.Input.Principal
 	scope := "users"
 	if p.Kind == "machine" {
@@ -629,7 +649,7 @@ func (s *Server) mayRead(ctx context.Context, l accessapi.LoggedDecision) bool {
 // explainLogged explains a logged decision again: its logged input at its
 // logged time. A decision the caller may not read is answered exactly as
 // one that is not in the log.
-func (s *Server) explainLogged(ctx context.Context, id string) (accessapi.Explanation, error) {
+func (s *explorer) explainLogged(ctx context.Context, id string) (accessapi.Explanation, error) {
 	var found []accessapi.LoggedDecision
 	if s.decisionLog != "" {
 		var err error

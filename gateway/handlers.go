@@ -25,16 +25,13 @@ func decodeJSON(c *fiber.Ctx, v any) error {
 // handleBenchPool reads one pool without authentication: the baseline the
 // gateway benchmark divides by. Enabled only with --bench-routes.
 func (s *Server) handleBenchPool(c *fiber.Ctx) error {
-	if s.objects == nil {
-		return unavailable("object service")
-	}
 	key := strings.Clone(c.Params("key"))
 	if d, err := url.PathUnescape(key); err == nil {
 		key = d
 	}
 	// The same read as an authorized GET of the pool (the read cache), so
 	// that the benchmark's ratio is the guard's cost alone.
-	v, err := s.objects.View(userContext(c), "pools", key)
+	v, err := s.bench.View(userContext(c), "pools", key)
 	if err != nil {
 		return err
 	}

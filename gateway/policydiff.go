@@ -33,7 +33,7 @@ const (
 	maxDiffReplay = 1000
 )
 
-func (s *Server) handlePolicyDiff(c *fiber.Ctx) error {
+func (s *explorer) handlePolicyDiff(c *fiber.Ctx) error {
 	var q accessapi.PolicyDiffRequest
 	if err := json.Unmarshal(c.Body(), &q); err != nil || len(q.Archive) == 0 {
 		return backend.NewError(backend.EBADREQUEST, "POST", "access", "policy/diff", "body must be {\"Archive\": <base64 .tar.gz>, \"Replay\": n}")
@@ -57,7 +57,7 @@ func (s *Server) handlePolicyDiff(c *fiber.Ctx) error {
 // policyDiff compares the served policy with cand: the matrix of every
 // user the caller may see (the first maxDiffUsers by name), and the newest
 // logged decisions the caller may read, replayed at their logged time.
-func (s *Server) policyDiff(ctx context.Context, cand CandidatePolicy, replay int) (accessapi.PolicyDiff, error) {
+func (s *explorer) policyDiff(ctx context.Context, cand CandidatePolicy, replay int) (accessapi.PolicyDiff, error) {
 	out := accessapi.PolicyDiff{Candidate: cand.Revision(), Users: []accessapi.UserDiff{}, Changed: []accessapi.ReplayDelta{}}
 	if r, ok := s.policy.(interface{ Revision() string }); ok {
 		out.Revision = r.Revision()

@@ -23,7 +23,7 @@ const licenseHint = "an rbac license is needed: create a key pair with " +
 // refusalHints are messages added to a 403 after the policy's reasons, to
 // say what would change the answer: a license (docs/design.md §7), or a
 // token without its restriction (§5.6).
-func (s *Server) refusalHints(ctx context.Context, in policies.Input, d policies.Decision) []string {
+func (s *authorizer) refusalHints(ctx context.Context, in policies.Input, d policies.Decision) []string {
 	var hints []string
 	if slices.ContainsFunc(d.Reasons, func(r string) bool { return strings.HasSuffix(r, licenseReason) }) {
 		hints = append(hints, licenseHint)
@@ -39,7 +39,7 @@ func (s *Server) refusalHints(ctx context.Context, in policies.Input, d policies
 // it: the same input decided for the user without the restriction is
 // allowed. The question is not a request, so it is not logged as one. The
 // user learns only what its own roles allow.
-func (s *Server) restrictionHint(ctx context.Context, in policies.Input) string {
+func (s *authorizer) restrictionHint(ctx context.Context, in policies.Input) string {
 	p := in.Principal
 	if p.Kind != "user" || (p.TokenRoles == nil && len(p.Restrict) == 0) {
 		return ""

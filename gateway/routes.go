@@ -21,13 +21,13 @@ func (s *Server) routes(d Deps) {
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	s.app.Get("/readyz", s.handleReadyz)
 	s.app.Get("/metrics", s.metricsHandler())
-	if s.benchRoute {
+	if s.bench != nil {
 		// Unauthenticated read of one pool: the baseline of the gateway benchmark.
 		s.app.Get("/bench/pools/:key", s.handleBenchPool)
 	}
 
 	s.authzenRoutes()
-	s.uiRoutes()
+	s.uiRoutes(d.Users)
 
 	s.served = map[*claims.Route]bool{}
 	handlers := s.handlers(d)
@@ -78,17 +78,8 @@ func (s *Server) handlers(d Deps) map[claims.Serve]fiber.Handler {
 		objectRoutes{objects: d.Objects, refresh: s.refresh, machines: s.machines, wait: s.waitContext,
 			reauthorize: s.reauthorize}.serves(),
 		catalogRoutes{}.serves(),
-		serves{
-			claims.ServeWS:         nilUnless(s.streams != nil, s.handleWS),
-			claims.ServeExplain:    s.handleExplain,
-			claims.ServeUserMatrix: s.handleUserMatrix,
-			claims.ServeWho:        s.handleWho,
-			claims.ServeTenantView: s.handleTenantView,
-			claims.ServeRoleDiff:   s.handleRoleDiff,
-			claims.ServeDenials:    s.handleDenials,
-			claims.ServeEscalation: s.handleEscalation,
-			claims.ServePolicyDiff: nilUnless(s.candidates != nil, s.handlePolicyDiff),
-		},
+		s.explorer.serves(),
+		serves{claims.ServeWS: nilUnless(s.streams != nil, s.handleWS)},
 	)
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/provgate/provgate/backend"
-	"github.com/provgate/provgate/gateway/claims"
 )
 
 // Options configure a Server. The concrete services are built by cmd.
@@ -35,14 +34,10 @@ type Server struct {
 	log     *slog.Logger
 	version string
 	started time.Time
-	metrics *metrics
 	reg     *prometheus.Registry
-	// served holds the rows of the route table the router serves.
-	served map[*claims.Route]bool
-	// refresh updates the policy data after writes; machines is the
-	// caller's machine visibility.
-	refresh  refresher
-	machines machineVisibility
+	// refresh updates the policy data after writes.
+	refresh refresher
+	*authorizer
 	// streamFresh paces event streams' freshness checks.
 	streamFresh freshGate
 	// drain is set when a graceful shutdown starts (Drain).
@@ -52,19 +47,15 @@ type Server struct {
 	// health and metrics call; the handler groups hold their own
 	// (handlers). See Deps for each.
 	auth        Authenticator
-	policy      Decider
-	resolver    claims.Resolver
 	freshener   Freshener
 	tenantOf    func(user string) string
 	loginTarpit time.Duration
-	objects     Objects
-	users       Users
 	streams     Streams
 	store       Pinger
-	decisionLog string
-	candidates  Candidates
 	callbacks   CallbackCounter
-	benchRoute  bool
+	explorer    *explorer
+	// bench serves the benchmark route (nil: none).
+	bench Objects
 }
 
 const requestIDKey = "request_id"
@@ -83,11 +74,14 @@ func New(opts Options) *Server {
 	}
 	d := opts.Deps
 	s := &Server{log: opts.Logger, version: opts.Version, started: time.Now(), reg: reg,
-		auth: d.Auth, policy: d.Policy, resolver: d.Resolver, freshener: d.Fresh, tenantOf: d.TenantOf,
-		loginTarpit: d.LoginTarpit, objects: d.Objects, users: d.Users, streams: d.Streams, store: d.Store,
-		decisionLog: d.DecisionLog, candidates: d.Candidates, callbacks: d.Callbacks, benchRoute: d.BenchRoute}
+		auth: d.Auth, freshener: d.Fresh, tenantOf: d.TenantOf,
+		loginTarpit: d.LoginTarpit, streams: d.Streams, store: d.Store, callbacks: d.Callbacks}
+	if d.BenchRoute {
+		s.bench = d.Objects
+	}
 	s.refresh = refresher{sync: d.Sync, tenantOf: d.TenantOf, log: opts.Logger}
-	s.machines = machineVisibility{policy: d.Policy}
+	s.authorizer = &authorizer{policy: d.Policy, resolver: d.Resolver, machines: machineVisibility{policy: d.Policy}}
+	s.explorer = &explorer{authorizer: s.authorizer, objects: d.Objects, decisionLog: d.DecisionLog, candidates: d.Candidates}
 	s.drain.ch = make(chan struct{})
 	s.metrics = newMetrics(reg)
 	if rc, ok := opts.Deps.Policy.(reloadCounter); ok {

@@ -26,25 +26,35 @@ import (
 // SameSite=Strict, only under /ui/.
 const sessionCookie = "provgate_session"
 
+// uiPages serves the access explorer's pages (docs/design.md §9.8): the
+// explorer's answers, for a caller the pages authenticate themselves.
+type uiPages struct {
+	*explorer
+	auth  Authenticator
+	users Users
+	fresh func(ctx context.Context) error
+}
+
 // uiCSP is the page's Content-Security-Policy: nothing from anywhere but
 // the server, no inline script or style.
 const uiCSP = "default-src 'self'"
 
-func (s *Server) uiRoutes() {
-	s.app.Use("/ui", s.uiHeaders)
+func (s *Server) uiRoutes(users Users) {
+	u := &uiPages{explorer: s.explorer, auth: s.auth, users: users, fresh: s.fresh}
+	s.app.Use("/ui", u.uiHeaders)
 	s.app.Use("/ui/static", filesystem.New(filesystem.Config{Root: http.FS(ui.Static())}))
-	s.app.Get("/ui/", s.uiGuard, s.uiHome)
-	s.app.Get("/ui/explain", s.uiGuard, s.uiExplain)
-	s.app.Get("/ui/users", s.uiGuard, s.uiMatrix)
-	s.app.Get("/ui/who", s.uiGuard, s.uiWho)
-	s.app.Get("/ui/tenants", s.uiGuard, s.uiTenant)
-	s.app.Get("/ui/roles", s.uiGuard, s.uiRoles)
-	s.app.Get("/ui/denials", s.uiGuard, s.uiDenials)
-	s.app.Get("/ui/escalation", s.uiGuard, s.uiEscalation)
+	s.app.Get("/ui/", u.uiGuard, u.uiHome)
+	s.app.Get("/ui/explain", u.uiGuard, u.uiExplain)
+	s.app.Get("/ui/users", u.uiGuard, u.uiMatrix)
+	s.app.Get("/ui/who", u.uiGuard, u.uiWho)
+	s.app.Get("/ui/tenants", u.uiGuard, u.uiTenant)
+	s.app.Get("/ui/roles", u.uiGuard, u.uiRoles)
+	s.app.Get("/ui/denials", u.uiGuard, u.uiDenials)
+	s.app.Get("/ui/escalation", u.uiGuard, u.uiEscalation)
 }
 
 // uiHeaders sets the page's security headers on every /ui reply.
-func (s *Server) uiHeaders(c *fiber.Ctx) error {
+func (s *uiPages) uiHeaders(c *fiber.Ctx) error {
 	c.Set("Content-Security-Policy", uiCSP)
 	c.Set("X-Content-Type-Options", "nosniff")
 	c.Set("X-Frame-Options", "DENY")
@@ -57,7 +67,7 @@ func (s *Server) uiHeaders(c *fiber.Ctx) error {
 // browser's challenge dialog sends it, or Bearer) or the session cookie.
 // Anonymous or failed logins get 401 with a Basic challenge and no data. A
 // Basic login is given a session cookie holding a token of the user.
-func (s *Server) uiGuard(c *fiber.Ctx) error {
+func (s *uiPages) uiGuard(c *fiber.Ctx) error {
 	if s.auth == nil || s.policy == nil {
 		return s.uiFail(c, http.StatusServiceUnavailable, "authorization is not configured")
 	}
@@ -91,23 +101,23 @@ func (s *Server) uiGuard(c *fiber.Ctx) error {
 		}
 	}
 	c.Locals(principalKey, p)
-	ctx = backend.WithAccess(ctx, &requestAccess{s: s, p: p})
+	ctx = backend.WithAccess(ctx, &requestAccess{policy: s.policy, p: p})
 	c.SetUserContext(ctx)
 	return c.Next()
 }
 
-func (s *Server) uiChallenge(c *fiber.Ctx, msg string) error {
+func (s *uiPages) uiChallenge(c *fiber.Ctx, msg string) error {
 	c.Set(fiber.HeaderWWWAuthenticate, `Basic realm="provgate", charset="UTF-8"`)
 	return s.uiFail(c, http.StatusUnauthorized, msg)
 }
 
 // uiFail renders an error page without any data.
-func (s *Server) uiFail(c *fiber.Ctx, status int, msg string) error {
+func (s *uiPages) uiFail(c *fiber.Ctx, status int, msg string) error {
 	return s.uiRender(c, status, ui.Page{Title: http.StatusText(status), View: ui.ViewError,
 		Error: &ui.Failure{Status: status, Messages: []string{msg}}})
 }
 
-func (s *Server) uiRender(c *fiber.Ctx, status int, p ui.Page) error {
+func (s *uiPages) uiRender(c *fiber.Ctx, status int, p ui.Page) error {
 	if who := principalOf(c); who != nil && p.User == "" {
 		p.User = who.Name
 	}
@@ -120,7 +130,7 @@ func (s *Server) uiRender(c *fiber.Ctx, status int, p ui.Page) error {
 }
 
 // uiAnswer renders a view's answer, or the failure its question got.
-func (s *Server) uiAnswer(c *fiber.Ctx, p ui.Page, data any, err error) error {
+func (s *uiPages) uiAnswer(c *fiber.Ctx, p ui.Page, data any, err error) error {
 	if err != nil {
 		status, msgs := errorAnswer(err)
 		var be *backend.Error
@@ -135,7 +145,7 @@ func (s *Server) uiAnswer(c *fiber.Ctx, p ui.Page, data any, err error) error {
 }
 
 // asRoute authorizes the caller for the API route the view stands for.
-func (s *Server) asRoute(ctx context.Context, c *fiber.Ctx, method, path string, q url.Values, body any) (*authorization, error) {
+func (s *uiPages) asRoute(ctx context.Context, c *fiber.Ctx, method, path string, q url.Values, body any) (*authorization, error) {
 	var raw []byte
 	if body != nil {
 		var err error
@@ -154,11 +164,11 @@ func form(c *fiber.Ctx, names ...string) map[string]string {
 	return out
 }
 
-func (s *Server) uiHome(c *fiber.Ctx) error {
+func (s *uiPages) uiHome(c *fiber.Ctx) error {
 	return s.uiRender(c, http.StatusOK, ui.Page{Title: "Access explorer", View: ui.ViewHome})
 }
 
-func (s *Server) uiExplain(c *fiber.Ctx) error {
+func (s *uiPages) uiExplain(c *fiber.Ctx) error {
 	f := form(c, "user", "method", "path", "body", "decision")
 	if f["method"] == "" {
 		f["method"] = "GET"
@@ -199,7 +209,7 @@ func (s *Server) uiExplain(c *fiber.Ctx) error {
 	return s.uiAnswer(c, p, s.explain(ctx, target, r), nil)
 }
 
-func (s *Server) uiMatrix(c *fiber.Ctx) error {
+func (s *uiPages) uiMatrix(c *fiber.Ctx) error {
 	f := form(c, "name")
 	if f["name"] == "" {
 		f["name"] = principalOf(c).Name
@@ -218,7 +228,7 @@ func (s *Server) uiMatrix(c *fiber.Ctx) error {
 	return s.uiAnswer(c, p, m, err)
 }
 
-func (s *Server) uiWho(c *fiber.Ctx) error {
+func (s *uiPages) uiWho(c *fiber.Ctx) error {
 	f := form(c, "scope", "action", "key")
 	p := ui.Page{Title: "Who can", View: ui.ViewWho, Form: f}
 	if f["scope"] == "" || f["action"] == "" {
@@ -232,7 +242,7 @@ func (s *Server) uiWho(c *fiber.Ctx) error {
 	return s.uiAnswer(c, p, w, err)
 }
 
-func (s *Server) uiTenant(c *fiber.Ctx) error {
+func (s *uiPages) uiTenant(c *fiber.Ctx) error {
 	f := form(c, "name")
 	p := ui.Page{Title: "A tenant's view", View: ui.ViewTenant, Form: f}
 	if f["name"] == "" {
@@ -247,7 +257,7 @@ func (s *Server) uiTenant(c *fiber.Ctx) error {
 	return s.uiAnswer(c, p, v, err)
 }
 
-func (s *Server) uiRoles(c *fiber.Ctx) error {
+func (s *uiPages) uiRoles(c *fiber.Ctx) error {
 	f := form(c, "a", "b")
 	p := ui.Page{Title: "Role diff", View: ui.ViewRoleDiff, Form: f}
 	if f["a"] == "" || f["b"] == "" {
@@ -261,7 +271,7 @@ func (s *Server) uiRoles(c *fiber.Ctx) error {
 	return s.uiAnswer(c, p, d, err)
 }
 
-func (s *Server) uiDenials(c *fiber.Ctx) error {
+func (s *uiPages) uiDenials(c *fiber.Ctx) error {
 	p := ui.Page{Title: "Recent denials", View: ui.ViewDenials}
 	ctx := userContext(c)
 	if _, err := s.asRoute(ctx, c, "GET", "/access/denials", nil, nil); err != nil {
@@ -279,7 +289,7 @@ func (s *Server) uiDenials(c *fiber.Ctx) error {
 	return s.uiAnswer(c, p, out, nil)
 }
 
-func (s *Server) uiEscalation(c *fiber.Ctx) error {
+func (s *uiPages) uiEscalation(c *fiber.Ctx) error {
 	p := ui.Page{Title: "Who can hand out authority", View: ui.ViewEscalation}
 	ctx := userContext(c)
 	if _, err := s.asRoute(ctx, c, "GET", "/access/escalation", nil, nil); err != nil {
