@@ -215,17 +215,13 @@ func (s *uiPages) uiMatrix(c *fiber.Ctx) error {
 		f["name"] = principalOf(c).Name
 	}
 	p := ui.Page{Title: "What a user can do", View: ui.ViewMatrix, Form: f}
-	ctx := userContext(c)
-	z, err := s.asRoute(ctx, c, "GET", "/access/users/"+url.PathEscape(f["name"]), nil, nil)
-	if err != nil {
-		return s.uiAnswer(c, p, nil, err)
-	}
-	who, err := s.userPrincipal(ctx, z.res.Key)
-	if err != nil {
-		return s.uiAnswer(c, p, nil, err)
-	}
-	m, err := s.matrix(ctx, who)
-	return s.uiAnswer(c, p, m, err)
+	return s.view(c, p, "/access/users/"+url.PathEscape(f["name"]), nil, func(ctx context.Context, z *authorization) (any, error) {
+		who, err := s.userPrincipal(ctx, z.res.Key)
+		if err != nil {
+			return nil, err
+		}
+		return s.matrix(ctx, who)
+	})
 }
 
 func (s *uiPages) uiWho(c *fiber.Ctx) error {
@@ -234,12 +230,10 @@ func (s *uiPages) uiWho(c *fiber.Ctx) error {
 	if f["scope"] == "" || f["action"] == "" {
 		return s.uiRender(c, http.StatusOK, p)
 	}
-	ctx := userContext(c)
-	if _, err := s.asRoute(ctx, c, "GET", "/access/who", url.Values{"scope": {f["scope"]}, "action": {f["action"]}, "key": {f["key"]}}, nil); err != nil {
-		return s.uiAnswer(c, p, nil, err)
-	}
-	w, err := s.whoQuestion(ctx, f["scope"], f["action"], f["key"])
-	return s.uiAnswer(c, p, w, err)
+	q := url.Values{"scope": {f["scope"]}, "action": {f["action"]}, "key": {f["key"]}}
+	return s.view(c, p, "/access/who", q, func(ctx context.Context, _ *authorization) (any, error) {
+		return s.whoQuestion(ctx, f["scope"], f["action"], f["key"])
+	})
 }
 
 func (s *uiPages) uiTenant(c *fiber.Ctx) error {
@@ -248,13 +242,9 @@ func (s *uiPages) uiTenant(c *fiber.Ctx) error {
 	if f["name"] == "" {
 		return s.uiRender(c, http.StatusOK, p)
 	}
-	ctx := userContext(c)
-	z, err := s.asRoute(ctx, c, "GET", "/access/tenants/"+url.PathEscape(f["name"]), nil, nil)
-	if err != nil {
-		return s.uiAnswer(c, p, nil, err)
-	}
-	v, err := s.tenantView(ctx, z.res.Key)
-	return s.uiAnswer(c, p, v, err)
+	return s.view(c, p, "/access/tenants/"+url.PathEscape(f["name"]), nil, func(ctx context.Context, z *authorization) (any, error) {
+		return s.tenantView(ctx, z.res.Key)
+	})
 }
 
 func (s *uiPages) uiRoles(c *fiber.Ctx) error {
@@ -263,38 +253,42 @@ func (s *uiPages) uiRoles(c *fiber.Ctx) error {
 	if f["a"] == "" || f["b"] == "" {
 		return s.uiRender(c, http.StatusOK, p)
 	}
-	ctx := userContext(c)
-	if _, err := s.asRoute(ctx, c, "GET", "/access/roles/diff", url.Values{"a": {f["a"]}, "b": {f["b"]}}, nil); err != nil {
-		return s.uiAnswer(c, p, nil, err)
-	}
-	d, err := s.roleDiff(ctx, f["a"], f["b"])
-	return s.uiAnswer(c, p, d, err)
+	return s.view(c, p, "/access/roles/diff", url.Values{"a": {f["a"]}, "b": {f["b"]}}, func(ctx context.Context, _ *authorization) (any, error) {
+		return s.roleDiff(ctx, f["a"], f["b"])
+	})
 }
 
 func (s *uiPages) uiDenials(c *fiber.Ctx) error {
 	p := ui.Page{Title: "Recent denials", View: ui.ViewDenials}
-	ctx := userContext(c)
-	if _, err := s.asRoute(ctx, c, "GET", "/access/denials", nil, nil); err != nil {
-		return s.uiAnswer(c, p, nil, err)
-	}
-	ls, err := s.denials(ctx)
-	if err != nil {
-		return s.uiAnswer(c, p, nil, err)
-	}
-	out := make([]ui.Denial, 0, len(ls))
-	for _, l := range ls {
-		out = append(out, ui.Denial{DecisionID: l.DecisionID, Time: l.Timestamp.UTC().Format("2006-01-02 15:04:05"),
-			Principal: l.Input.Principal.Name, Method: l.Input.Method, Path: l.Input.Path, Reasons: l.Result.Reasons})
-	}
-	return s.uiAnswer(c, p, out, nil)
+	return s.view(c, p, "/access/denials", nil, func(ctx context.Context, _ *authorization) (any, error) {
+		ls, err := s.denials(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]ui.Denial, 0, len(ls))
+		for _, l := range ls {
+			out = append(out, ui.Denial{DecisionID: l.DecisionID, Time: l.Timestamp.UTC().Format("2006-01-02 15:04:05"),
+				Principal: l.Input.Principal.Name, Method: l.Input.Method, Path: l.Input.Path, Reasons: l.Result.Reasons})
+		}
+		return out, nil
+	})
 }
 
 func (s *uiPages) uiEscalation(c *fiber.Ctx) error {
 	p := ui.Page{Title: "Who can hand out authority", View: ui.ViewEscalation}
+	return s.view(c, p, "/access/escalation", nil, func(ctx context.Context, _ *authorization) (any, error) {
+		return s.escalation(ctx)
+	})
+}
+
+// view answers page p with what answer gives, once the caller is
+// authorized for the API GET route the view stands for (asRoute).
+func (s *uiPages) view(c *fiber.Ctx, p ui.Page, path string, q url.Values, answer func(ctx context.Context, z *authorization) (any, error)) error {
 	ctx := userContext(c)
-	if _, err := s.asRoute(ctx, c, "GET", "/access/escalation", nil, nil); err != nil {
+	z, err := s.asRoute(ctx, c, "GET", path, q, nil)
+	if err != nil {
 		return s.uiAnswer(c, p, nil, err)
 	}
-	e, err := s.escalation(ctx)
-	return s.uiAnswer(c, p, e, err)
+	v, err := answer(ctx, z)
+	return s.uiAnswer(c, p, v, err)
 }

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
@@ -53,27 +52,17 @@ func (a *Authenticator) IssueJobToken(ctx context.Context, creator *Principal, m
 		}
 	}
 	in := keyInputs{kind: kindJob}
-	ms, err := a.secrets.MachineSecret(ctx, machine)
-	switch {
-	case backend.IsCode(err, backend.ENOTFOUND):
+	ms, err := a.mintingMachineSecret(ctx, machine)
+	if err != nil {
 		return "", time.Time{}, err
-	case err != nil:
-		return "", time.Time{}, internal(err)
-	case ms == "":
-		return "", time.Time{}, internal(errors.New("machine without secret"))
 	}
 	in.machine = ms
 	if grantor != SystemGrantor {
-		g, err := a.secrets.User(ctx, grantor)
-		switch {
-		case backend.IsCode(err, backend.ENOTFOUND):
-			return "", time.Time{}, tokenInvalid()
-		case err != nil:
-			return "", time.Time{}, internal(err)
-		case g.Secret == "":
-			return "", time.Time{}, internal(errors.New("grantor without secret"))
+		g, err := a.grantorSecret(ctx, grantor)
+		if err != nil {
+			return "", time.Time{}, err
 		}
-		in.grantor = g.Secret
+		in.grantor = g
 	}
 	base, sys, err := a.systemKeyInputs(ctx)
 	if err != nil {

@@ -144,17 +144,11 @@ func (a *Authenticator) IssueUserToken(ctx context.Context, user UserRecord, gra
 	}
 	grantorSecret := user.Secret
 	if grantor.Name != user.Name {
-		g, err := a.secrets.User(ctx, grantor.Name)
-		switch {
-		case backend.IsCode(err, backend.ENOTFOUND):
-			// The grantor was deleted while its request was in flight.
-			return "", time.Time{}, tokenInvalid()
-		case err != nil:
-			return "", time.Time{}, internal(err)
-		case g.Secret == "":
-			return "", time.Time{}, internal(errors.New("grantor without secret"))
+		g, err := a.grantorSecret(ctx, grantor.Name)
+		if err != nil {
+			return "", time.Time{}, err
 		}
-		grantorSecret = g.Secret
+		grantorSecret = g
 	}
 	base, sys, err := a.systemKeyInputs(ctx)
 	if err != nil {
@@ -219,14 +213,9 @@ func (a *Authenticator) IssueMachineToken(ctx context.Context, uuid string, kind
 			return "", time.Time{}, backend.Errorf(backend.EBADREQUEST, "only discovery tokens can be minted for unknown machines")
 		}
 	} else {
-		s, err := a.secrets.MachineSecret(ctx, uuid)
-		switch {
-		case backend.IsCode(err, backend.ENOTFOUND):
+		s, err := a.mintingMachineSecret(ctx, uuid)
+		if err != nil {
 			return "", time.Time{}, err
-		case err != nil:
-			return "", time.Time{}, internal(err)
-		case s == "":
-			return "", time.Time{}, internal(errors.New("machine without secret"))
 		}
 		sub, machineSecret = uuid, s
 	}
@@ -242,6 +231,38 @@ func (a *Authenticator) IssueMachineToken(ctx context.Context, uuid string, kind
 		return "", time.Time{}, err
 	}
 	return tok, exp, nil
+}
+
+// grantorSecret is the Secret of the user granting a token: a grantor
+// deleted while its request was in flight makes the token invalid, a
+// failed read or a grantor without a Secret is an internal error.
+func (a *Authenticator) grantorSecret(ctx context.Context, name string) (string, error) {
+	g, err := a.secrets.User(ctx, name)
+	switch {
+	case backend.IsCode(err, backend.ENOTFOUND):
+		return "", tokenInvalid()
+	case err != nil:
+		return "", internal(err)
+	case g.Secret == "":
+		return "", internal(errors.New("grantor without secret"))
+	}
+	return g.Secret, nil
+}
+
+// mintingMachineSecret is the Secret a token for machine uuid is keyed
+// with: a missing machine is its not-found error, a failed read or a
+// machine without a Secret an internal error.
+func (a *Authenticator) mintingMachineSecret(ctx context.Context, uuid string) (string, error) {
+	s, err := a.secrets.MachineSecret(ctx, uuid)
+	switch {
+	case backend.IsCode(err, backend.ENOTFOUND):
+		return "", err
+	case err != nil:
+		return "", internal(err)
+	case s == "":
+		return "", internal(errors.New("machine without secret"))
+	}
+	return s, nil
 }
 
 // narrowRestrict returns the restriction of a token asked for with want by a
