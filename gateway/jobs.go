@@ -20,10 +20,7 @@ type jobRoutes struct {
 func (j jobRoutes) serves() serves {
 	out := serves{claims.ServeCreateJob: j.create, claims.ServeGetJobLog: j.log,
 		claims.ServePutJobLog: j.appendLog}.unless(j.jobs == nil)
-	out[claims.ServeJobActions] = j.jobActions
-	if j.actions == nil {
-		out[claims.ServeJobActions] = nil
-	}
+	out[claims.ServeJobActions] = nilUnless(j.actions != nil, j.jobActions)
 	return out
 }
 

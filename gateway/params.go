@@ -37,10 +37,8 @@ type paramRoutes struct{ params Params }
 func (p paramRoutes) serves() serves {
 	out := serves{claims.ServeGetParams: p.getAll, claims.ServeSetParams: p.setAll, claims.ServePatchParams: p.patchAll,
 		claims.ServeGetParam: p.get, claims.ServeSetParam: p.set, claims.ServeDeleteParam: p.delete}.unless(p.params == nil)
-	out[claims.ServePubkey] = nil
-	if _, ok := p.params.(PublicKeys); ok {
-		out[claims.ServePubkey] = p.pubkey
-	}
+	_, sealed := p.params.(PublicKeys)
+	out[claims.ServePubkey] = nilUnless(sealed, p.pubkey)
 	return out
 }
 
