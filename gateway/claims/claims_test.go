@@ -413,6 +413,17 @@ func TestRouteDeriveIsDerive(t *testing.T) {
 	if _, err := rt.Derive(ctx, Request{Method: "GET", Path: apiBase + "/machines/%zz"}, &fakeResolver{}); !backend.IsCode(err, backend.EBADREQUEST) {
 		t.Errorf("invalid escape: %v, want 400", err)
 	}
+	// The router matches literal segments as sent: an encoded one is no
+	// literal, so neither Match nor a row takes it.
+	for _, p := range []string{apiBase + "/m%61chines/k1", apiBase + "/machines/k1/param%73", apiBase + "/machines/k1/params/%61"} {
+		wantRoute := p == apiBase+"/machines/k1/params/%61"
+		if _, err := Match("GET", p); (err == nil) != wantRoute {
+			t.Errorf("Match GET %s: %v", p, err)
+		}
+	}
+	if _, err := rt.Derive(ctx, Request{Method: "GET", Path: apiBase + "/m%61chines/k1"}, &fakeResolver{}); !backend.IsCode(err, backend.ENOTFOUND) {
+		t.Errorf("encoded literal: %v, want No route", err)
+	}
 }
 
 // TestClaimsUseKnownScopesAndActions: a wanted claim in an unknown scope is

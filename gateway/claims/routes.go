@@ -332,12 +332,12 @@ func Match(method, raw string) (*Route, error) {
 // match finds the route of method and raw path and its captures.
 func match(method, raw string) (*Route, captures, error) {
 	var buf [8]string
-	segs, err := segments(method, raw, buf[:0])
+	segs, enc, err := segments(method, raw, buf[:0])
 	if err != nil {
 		return nil, captures{}, err
 	}
 	for _, rt := range table.byFirst[routeHead{method, segs[0]}] {
-		if c, ok := rt.match(segs); ok {
+		if c, ok := rt.match(segs); ok && rt.literalsPlain(enc) {
 			return rt, c, nil
 		}
 	}
@@ -350,25 +350,33 @@ func match(method, raw string) (*Route, captures, error) {
 // but never adds a segment. Empty, "." and ".." segments never match: a
 // key may not step out of its segment, whatever a proxy in front would
 // make of it.
-func segments(method, raw string, buf []string) ([]string, error) {
+//
+// encoded has bit i set when segment i (of the first 64) was
+// percent-encoded: the router compares a route's literal segments with the
+// path as sent, so an encoded segment never stands for a literal one
+// (literalsPlain).
+func segments(method, raw string, buf []string) (segs []string, encoded uint64, err error) {
 	rest, ok := strings.CutPrefix(raw, apiBase+"/")
 	if !ok {
-		return nil, noRoute(method, raw)
+		return nil, 0, noRoute(method, raw)
 	}
 	// Fiber's default (non-strict) routing treats a trailing slash as absent.
 	rest = strings.TrimSuffix(rest, "/")
-	segs := buf
+	segs = buf
 	for {
 		s, tail, more := strings.Cut(rest, "/")
 		if strings.IndexByte(s, '%') >= 0 {
 			dec, err := url.PathUnescape(s)
 			if err != nil {
-				return nil, backend.NewError(backend.EBADREQUEST, method, "", raw, "invalid escape in path")
+				return nil, 0, backend.NewError(backend.EBADREQUEST, method, "", raw, "invalid escape in path")
 			}
 			s = dec
+			if len(segs) < 64 {
+				encoded |= 1 << len(segs)
+			}
 		}
 		if s == "" || s == "." || s == ".." {
-			return nil, noRoute(method, raw)
+			return nil, 0, noRoute(method, raw)
 		}
 		segs = append(segs, s)
 		if !more {
@@ -376,14 +384,28 @@ func segments(method, raw string, buf []string) ([]string, error) {
 		}
 		rest = tail
 	}
-	return segs, nil
+	return segs, encoded, nil
+}
+
+// literalsPlain reports whether none of the route's literal segments was
+// matched by a percent-encoded segment (segments' encoded).
+func (rt *Route) literalsPlain(encoded uint64) bool {
+	for i, ps := range rt.segs {
+		if i >= 64 {
+			break
+		}
+		if ps.kind == segLit && encoded&(1<<i) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Unrouted is the error of a request no route takes: 400 for a path that
 // does not decode, else 404 "No route".
 func Unrouted(method, raw string) error {
 	var buf [8]string
-	if _, err := segments(method, raw, buf[:0]); err != nil {
+	if _, _, err := segments(method, raw, buf[:0]); err != nil {
 		return err
 	}
 	return noRoute(method, raw)
@@ -394,12 +416,12 @@ func Unrouted(method, raw string) error {
 // segment by segment (an empty or dot segment), is no route.
 func (rt *Route) captures(method, raw string) (captures, error) {
 	var buf [8]string
-	segs, err := segments(method, raw, buf[:0])
+	segs, enc, err := segments(method, raw, buf[:0])
 	if err != nil {
 		return captures{}, err
 	}
 	c, ok := rt.match(segs)
-	if !ok {
+	if !ok || !rt.literalsPlain(enc) {
 		return captures{}, noRoute(method, raw)
 	}
 	return c, nil
