@@ -58,6 +58,24 @@ func TestRoutesReachTheirRow(t *testing.T) {
 	}
 }
 
+// TestRoutesEveryHandlerHasRows: a handler no row names would never run.
+func TestRoutesEveryHandlerHasRows(t *testing.T) {
+	d := everyService()
+	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: d})
+	named := map[claims.Serve]bool{}
+	for _, rt := range claims.Routes() {
+		named[rt.Serve] = true
+	}
+	for name, h := range s.handlers(d) {
+		if h == nil {
+			t.Errorf("%q has no handler with every service present", name)
+		}
+		if !named[name] {
+			t.Errorf("%q serves no row of the route table", name)
+		}
+	}
+}
+
 // TestRoutesWithoutService: a server built without a service has no rows
 // for its handlers; the other rows stay.
 func TestRoutesWithoutService(t *testing.T) {
