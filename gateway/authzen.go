@@ -12,6 +12,7 @@ import (
 	"github.com/provgate/provgate/backend"
 	accessapi "github.com/provgate/provgate/gateway/access"
 	"github.com/provgate/provgate/gateway/auth"
+	"github.com/provgate/provgate/gateway/claims"
 )
 
 // The OpenID AuthZEN Authorization API 1.0 (docs/design.md §9.9): other
@@ -24,15 +25,18 @@ const authzenBase = "/access/v1"
 
 func isAuthzen(c *fiber.Ctx) bool { return strings.HasPrefix(c.Path(), authzenBase+"/") }
 
-func (s *Server) authzenRoutes() {
-	x := s.explorer
-	s.app.Get("/.well-known/authzen-configuration", x.handleAuthzenConfig)
-	g := s.app.Group(authzenBase, s.authzenGuard)
-	g.Post("/evaluation", x.handleEvaluation)
-	g.Post("/evaluations", x.handleEvaluations)
-	g.Post("/search/subject", x.handleSearch(accessapi.SearchSubject))
-	g.Post("/search/resource", x.handleSearch(accessapi.SearchResource))
-	g.Post("/search/action", x.handleSearch(accessapi.SearchAction))
+// authzenServes gives the AuthZEN rows of the route table their
+// handlers; the /access/v1 USE row authenticates the caller first
+// (authzenGuard).
+func (s *explorer) authzenServes() serves {
+	return serves{
+		claims.ServeAuthzenConfig:  s.handleAuthzenConfig,
+		claims.ServeEvaluation:     s.handleEvaluation,
+		claims.ServeEvaluations:    s.handleEvaluations,
+		claims.ServeSearchSubject:  s.handleSearch(accessapi.SearchSubject),
+		claims.ServeSearchResource: s.handleSearch(accessapi.SearchResource),
+		claims.ServeSearchAction:   s.handleSearch(accessapi.SearchAction),
+	}
 }
 
 func (s *explorer) handleAuthzenConfig(c *fiber.Ctx) error {

@@ -11,40 +11,63 @@ import (
 // routeLocal is the Locals key of the request's claims.Route.
 const routeLocal = "route"
 
-// routes registers the whole API. The /api/v3 routes are the rows of the
-// one route table, claims.Routes(): each row names its method, path, the
-// claims it needs and the handler that serves it (docs/design.md §5.4).
-// Each row is registered under its own path; the route stores its row in
-// the request's Locals, and the guard derives the claims of that row and
-// no other, so the claims authorized and the handler run cannot disagree.
+// routes builds the router from the route table, claims.Table(), alone:
+// each row names its method, path, how its requests are authorized and
+// the handler that serves it (docs/design.md §2.5, §5.4). Rows are
+// registered in table order, each /api/v3 row under its own path with the
+// guard of that row: the route stores its row in the request's Locals,
+// and the guard derives the claims of that row and no other, so the claims
+// authorized and the handler run cannot disagree.
 func (s *Server) routes(d Deps) {
-	s.app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
-	s.app.Get("/readyz", s.handleReadyz)
-	s.app.Get("/metrics", s.metricsHandler())
-	if s.bench != nil {
-		// Unauthenticated read of one pool: the baseline of the gateway benchmark.
-		s.app.Get("/bench/pools/:key", s.handleBenchPool)
-	}
-
-	s.authzenRoutes()
-	s.uiRoutes(d.Users)
-
+	pages := &uiPages{explorer: s.explorer, auth: s.auth, users: d.Users, fresh: s.fresh}
 	s.served = map[*claims.Route]bool{}
-	handlers := s.handlers(d)
-	for _, rt := range claims.Routes() {
-		h, ok := handlers[rt.Serve]
-		if !ok {
-			panic(fmt.Sprintf("gateway: route %s %s: no handler %q", rt.Method, rt.Pattern, rt.Serve))
-		}
-		if h == nil {
-			continue
+	handlers := s.handlers(d, pages)
+	for _, rt := range claims.Table() {
+		var h fiber.Handler
+		if rt.Serve != "" {
+			var ok bool
+			if h, ok = handlers[rt.Serve]; !ok {
+				panic(fmt.Sprintf("gateway: route %s %s: no handler %q", rt.Method, rt.Pattern, rt.Serve))
+			}
+			if h == nil {
+				continue
+			}
 		}
 		s.served[rt] = true
-		s.app.Add(rt.Method, rt.FiberPath(), s.routeGuard(rt), h)
+		chain := s.chain(rt, pages)
+		if h != nil {
+			chain = append(chain, h)
+		}
+		if rt.Method == claims.MethodUse {
+			args := []any{rt.Pattern}
+			for _, h := range chain {
+				args = append(args, h)
+			}
+			s.app.Use(args...)
+			continue
+		}
+		s.app.Add(rt.Method, rt.FiberPath(), chain...)
 	}
-	// Every other /api/v3 request is authenticated and then answered "No
-	// route" (the guard without a row).
-	s.app.Use(apiBase, s.guard)
+}
+
+// chain is the access check the router runs for row rt before its handler
+// (rt.Access).
+func (s *Server) chain(rt *claims.Route, pages *uiPages) []fiber.Handler {
+	use := rt.Method == claims.MethodUse
+	switch {
+	case rt.Access == claims.AccessClaims && use:
+		// Every other /api/v3 request is authenticated and then answered
+		// "No route" (the guard without a row).
+		return []fiber.Handler{s.guard}
+	case rt.Access == claims.AccessClaims:
+		return []fiber.Handler{s.routeGuard(rt)}
+	case rt.Access == claims.AccessCaller && use:
+		return []fiber.Handler{s.authzenGuard}
+	case rt.Access == claims.AccessSession:
+		return []fiber.Handler{pages.uiGuard}
+	}
+	// Public, or a caller the USE row before it authenticated.
+	return nil
 }
 
 // routeGuard gives the request its row and passes it to the guard.
@@ -63,7 +86,7 @@ func routeOf(c *fiber.Ctx) *claims.Route {
 
 // handlers gives every row of the route table its handler, from the
 // handler groups (groups.go).
-func (s *Server) handlers(d Deps) map[claims.Serve]fiber.Handler {
+func (s *Server) handlers(d Deps, pages *uiPages) map[claims.Serve]fiber.Handler {
 	info := infoRoutes{license: d.License, policy: d.Policy, version: s.version}
 	return handlers(
 		info.serves(),
@@ -79,7 +102,15 @@ func (s *Server) handlers(d Deps) map[claims.Serve]fiber.Handler {
 			reauthorize: s.reauthorize}.serves(),
 		catalogRoutes{}.serves(),
 		s.explorer.serves(),
-		serves{claims.ServeWS: nilUnless(s.streams != nil, s.handleWS)},
+		s.explorer.authzenServes(),
+		pages.serves(),
+		serves{
+			claims.ServeWS:        nilUnless(s.streams != nil, s.handleWS),
+			claims.ServeHealth:    func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) },
+			claims.ServeReady:     s.handleReadyz,
+			claims.ServeMetrics:   s.metricsHandler(),
+			claims.ServeBenchPool: nilUnless(s.bench != nil, s.handleBenchPool),
+		},
 	)
 }
 

@@ -61,17 +61,77 @@ func TestRoutesReachTheirRow(t *testing.T) {
 // TestRoutesEveryHandlerHasRows: a handler no row names would never run.
 func TestRoutesEveryHandlerHasRows(t *testing.T) {
 	d := everyService()
+	d.BenchRoute = true
 	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: d})
 	named := map[claims.Serve]bool{}
-	for _, rt := range claims.Routes() {
+	for _, rt := range claims.Table() {
 		named[rt.Serve] = true
 	}
-	for name, h := range s.handlers(d) {
+	for name, h := range s.handlers(d, &uiPages{}) {
 		if h == nil {
 			t.Errorf("%q has no handler with every service present", name)
 		}
 		if !named[name] {
 			t.Errorf("%q serves no row of the route table", name)
+		}
+	}
+}
+
+// TestRouterIsTheTable: the router serves the rows of the route table and
+// nothing else, each row once; the only other entry is the middleware every
+// request runs through (New's app.Use). Every row says its access, and the
+// AuthZEN rows come after the USE row that authenticates their caller.
+func TestRouterIsTheTable(t *testing.T) {
+	d := everyService()
+	d.BenchRoute = true
+	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: d})
+	type key struct{ method, path string }
+	want := map[key]*claims.Route{}
+	for _, rt := range claims.Table() {
+		k := key{rt.Method, rt.FiberPath()}
+		if want[k] != nil {
+			t.Errorf("%s %s: two rows", rt.Method, rt.Pattern)
+		}
+		want[k] = rt
+	}
+	got := map[key]int{}
+	for _, r := range s.App().GetRoutes(true) {
+		got[key{r.Method, r.Path}]++
+	}
+	// Fiber lists a USE route under every method, among the routes
+	// GetRoutes(true) leaves out.
+	routes := 0
+	for _, r := range s.App().GetRoutes() {
+		if r.Method == fiber.MethodConnect {
+			routes++
+			got[key{claims.MethodUse, r.Path}]++
+		}
+	}
+	if n := len(s.App().GetRoutes()) - len(s.App().GetRoutes(true)); n != routes*len(fiber.DefaultMethods) {
+		t.Errorf("%d USE entries, want %d USE routes under %d methods", n, routes, len(fiber.DefaultMethods))
+	}
+	delete(got, key{claims.MethodUse, "/"})
+	for k, n := range got {
+		if want[k] == nil || n != 1 {
+			t.Errorf("router: %s %s registered %d times, row %v", k.method, k.path, n, want[k] != nil)
+		}
+	}
+	for k := range want {
+		if got[k] == 0 {
+			t.Errorf("row %s %s not in the router", k.method, k.path)
+		}
+	}
+	authenticated := map[string]bool{}
+	for _, rt := range claims.Table() {
+		switch {
+		case rt.Access == claims.AccessCaller && rt.Method == claims.MethodUse:
+			authenticated[rt.Pattern] = true
+		case rt.Access == claims.AccessCaller && !authenticated[authzenBase]:
+			t.Errorf("%s %s: no USE row authenticates its caller before it", rt.Method, rt.Pattern)
+		case rt.Access == claims.AccessClaims && rt.Method != claims.MethodUse && !strings.HasPrefix(rt.Pattern, apiBase+"/"):
+			t.Errorf("%s %s: claims outside %s", rt.Method, rt.Pattern, apiBase)
+		case rt.Access != claims.AccessClaims && strings.HasPrefix(rt.Pattern, apiBase):
+			t.Errorf("%s %s: an %s row without claims", rt.Method, rt.Pattern, apiBase)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/provgate/provgate/backend"
 	accessapi "github.com/provgate/provgate/gateway/access"
 	"github.com/provgate/provgate/gateway/auth"
+	"github.com/provgate/provgate/gateway/claims"
 	"github.com/provgate/provgate/gateway/ui"
 )
 
@@ -39,18 +40,21 @@ type uiPages struct {
 // the server, no inline script or style.
 const uiCSP = "default-src 'self'"
 
-func (s *Server) uiRoutes(users Users) {
-	u := &uiPages{explorer: s.explorer, auth: s.auth, users: users, fresh: s.fresh}
-	s.app.Use("/ui", u.uiHeaders)
-	s.app.Use("/ui/static", filesystem.New(filesystem.Config{Root: http.FS(ui.Static())}))
-	s.app.Get("/ui/", u.uiGuard, u.uiHome)
-	s.app.Get("/ui/explain", u.uiGuard, u.uiExplain)
-	s.app.Get("/ui/users", u.uiGuard, u.uiMatrix)
-	s.app.Get("/ui/who", u.uiGuard, u.uiWho)
-	s.app.Get("/ui/tenants", u.uiGuard, u.uiTenant)
-	s.app.Get("/ui/roles", u.uiGuard, u.uiRoles)
-	s.app.Get("/ui/denials", u.uiGuard, u.uiDenials)
-	s.app.Get("/ui/escalation", u.uiGuard, u.uiEscalation)
+// serves gives the page's rows of the route table their handlers; the
+// router runs uiGuard before each page (claims.AccessSession).
+func (s *uiPages) serves() serves {
+	return serves{
+		claims.ServeUIHeaders:    s.uiHeaders,
+		claims.ServeUIStatic:     filesystem.New(filesystem.Config{Root: http.FS(ui.Static())}),
+		claims.ServeUIHome:       s.uiHome,
+		claims.ServeUIExplain:    s.uiExplain,
+		claims.ServeUIUsers:      s.uiMatrix,
+		claims.ServeUIWho:        s.uiWho,
+		claims.ServeUITenants:    s.uiTenant,
+		claims.ServeUIRoles:      s.uiRoles,
+		claims.ServeUIDenials:    s.uiDenials,
+		claims.ServeUIEscalation: s.uiEscalation,
+	}
 }
 
 // uiHeaders sets the page's security headers on every /ui reply.

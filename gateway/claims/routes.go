@@ -23,11 +23,44 @@ func (rt *Route) FiberPath() string {
 	return strings.Join(segs, "/")
 }
 
-// Routes is the route table, every /api/v3 route exactly once, sorted by
-// pattern then method: the order in which Match tries them, and in which
-// the gateway registers them. GET routes come with HEAD. The routes are
+// Table is the route table: every route the server serves, exactly once,
+// in the order the gateway registers them (docs/design.md §2.5): the rows
+// outside /api/v3, then the /api/v3 rows (Routes), then the USE row that
+// takes every other /api/v3 request. GET rows come with HEAD. The rows are
 // shared: callers must not change them.
-func Routes() []*Route { return table.all }
+func Table() []*Route { return table.rows }
+
+// Routes are the table's /api/v3 rows, those with claims, sorted by pattern
+// then method: the order in which Match tries them.
+func Routes() []*Route { return table.api }
+
+// Access says how a row's requests are authorized: every row says it.
+type Access uint8
+
+const (
+	// AccessClaims: the guard authenticates the caller, derives the row's
+	// claims and asks the policies (docs/design.md §5.4): every /api/v3 row.
+	AccessClaims Access = iota
+	// AccessPublic: no authentication (health, readiness, metrics, the
+	// AuthZEN discovery document, the page's headers and static files, the
+	// benchmark route).
+	AccessPublic
+	// AccessCaller: the caller authenticates as for /api/v3, once, by the
+	// USE row of /access/v1 before its rows; the explorer then answers only
+	// what that caller may see (docs/design.md §9.9).
+	AccessCaller
+	// AccessSession: the page authenticates the browser (Basic, Bearer or
+	// its session cookie) and each view authorizes the API route it shows
+	// (docs/design.md §9.10).
+	AccessSession
+)
+
+// MethodUse is the Method of a row that takes every request under its
+// Pattern, whatever its method, that reaches it in table order (Fiber's
+// Use). Without Serve, such a row only applies its Access: it
+// authenticates and lets the rows after it answer, or, last of the table,
+// answers "No route" to the /api/v3 requests no row took.
+const MethodUse = "USE"
 
 // Serve names the gateway handler of a route.
 type Serve string
@@ -86,6 +119,28 @@ const (
 	ServeDenials        Serve = "denials"
 	ServeEscalation     Serve = "escalation"
 	ServePolicyDiff     Serve = "policyDiff"
+
+	// Outside /api/v3.
+	ServeHealth         Serve = "health"
+	ServeReady          Serve = "ready"
+	ServeMetrics        Serve = "metrics"
+	ServeBenchPool      Serve = "benchPool"
+	ServeAuthzenConfig  Serve = "authzenConfig"
+	ServeEvaluation     Serve = "evaluation"
+	ServeEvaluations    Serve = "evaluations"
+	ServeSearchSubject  Serve = "searchSubject"
+	ServeSearchResource Serve = "searchResource"
+	ServeSearchAction   Serve = "searchAction"
+	ServeUIHeaders      Serve = "uiHeaders"
+	ServeUIStatic       Serve = "uiStatic"
+	ServeUIHome         Serve = "uiHome"
+	ServeUIExplain      Serve = "uiExplain"
+	ServeUIUsers        Serve = "uiUsers"
+	ServeUIWho          Serve = "uiWho"
+	ServeUITenants      Serve = "uiTenants"
+	ServeUIRoles        Serve = "uiRoles"
+	ServeUIDenials      Serve = "uiDenials"
+	ServeUIEscalation   Serve = "uiEscalation"
 )
 
 type handler uint8
@@ -129,18 +184,23 @@ type seg struct {
 	name string
 }
 
-// Route is one row of the route table: the method and path of an /api/v3
-// route, the handler serving it (Serve) and how its claims are derived
-// (scope, action form). The gateway builds its router from these rows and
-// gives each matched request its row, so that the claims derived and the
+// Route is one row of the route table: the method and path of a route,
+// the handler serving it (Serve), how its requests are authorized (Access)
+// and, for an /api/v3 row, how its claims are derived (scope, action form).
+// The gateway builds its router from these rows alone and gives each
+// matched /api/v3 request its row, so that the claims derived and the
 // handler run are those of one row.
 type Route struct {
+	// Method is an HTTP method, or MethodUse.
 	Method string
 	// Pattern is the path: {key} for one segment, {name...} for the rest
-	// of the path (param names hold '/').
+	// of the path (param names hold '/'); a USE row's prefix.
 	Pattern string
-	// Serve names the gateway handler that serves the route.
+	// Serve names the gateway handler that serves the route ("": none, a
+	// USE row that only applies its Access).
 	Serve Serve
+	// Access is how the route's requests are authorized.
+	Access Access
 
 	segs      []seg // after /api/v3
 	h         handler
@@ -160,7 +220,8 @@ type captures struct{ key, name, cmd string }
 type routeHead struct{ method, first string }
 
 type routeTable struct {
-	all []*Route
+	// rows is the whole table, api its /api/v3 rows.
+	rows, api []*Route
 	// byFirst indexes routes by method and first literal segment after
 	// /api/v3, leaving a handful to try per request.
 	byFirst map[routeHead][]*Route
@@ -295,12 +356,56 @@ func buildTable() *routeTable {
 		}
 		return all[i].Method < all[j].Method
 	})
-	t := &routeTable{all: all, byFirst: map[routeHead][]*Route{}}
+	rows := outsideRows()
+	rows = append(rows, all...)
+	rows = append(rows, &Route{Method: MethodUse, Pattern: apiBase, Access: AccessClaims})
+	t := &routeTable{rows: rows, api: all, byFirst: map[routeHead][]*Route{}}
 	for _, rt := range all {
 		h := routeHead{rt.Method, rt.segs[0].lit}
 		t.byFirst[h] = append(t.byFirst[h], rt)
 	}
 	return t
+}
+
+// outsideRows are the rows outside /api/v3, each with its own access, in
+// the order the router tries them.
+func outsideRows() []*Route {
+	var rows []*Route
+	add := func(method, pattern string, serve Serve, access Access) {
+		rows = append(rows, &Route{Method: method, Pattern: pattern, Serve: serve, Access: access})
+		if method == "GET" {
+			rows = append(rows, &Route{Method: "HEAD", Pattern: pattern, Serve: serve, Access: access})
+		}
+	}
+	// Health (docs/design.md §15.4) and metrics (§15) need no credentials.
+	add("GET", "/healthz", ServeHealth, AccessPublic)
+	add("GET", "/readyz", ServeReady, AccessPublic)
+	add("GET", "/metrics", ServeMetrics, AccessPublic)
+	// The gateway benchmark's baseline: one pool read without
+	// authentication, served only when enabled.
+	add("GET", "/bench/pools/{key}", ServeBenchPool, AccessPublic)
+	// AuthZEN (docs/design.md §9.9): the discovery document is public; every
+	// request under /access/v1 is authenticated by the USE row first.
+	add("GET", "/.well-known/authzen-configuration", ServeAuthzenConfig, AccessPublic)
+	add(MethodUse, "/access/v1", "", AccessCaller)
+	add("POST", "/access/v1/evaluation", ServeEvaluation, AccessCaller)
+	add("POST", "/access/v1/evaluations", ServeEvaluations, AccessCaller)
+	add("POST", "/access/v1/search/subject", ServeSearchSubject, AccessCaller)
+	add("POST", "/access/v1/search/resource", ServeSearchResource, AccessCaller)
+	add("POST", "/access/v1/search/action", ServeSearchAction, AccessCaller)
+	// The access explorer's page (docs/design.md §9.10): security headers on
+	// every /ui reply, public static files, pages for a signed-in browser.
+	add(MethodUse, "/ui", ServeUIHeaders, AccessPublic)
+	add(MethodUse, "/ui/static", ServeUIStatic, AccessPublic)
+	add("GET", "/ui/", ServeUIHome, AccessSession)
+	add("GET", "/ui/explain", ServeUIExplain, AccessSession)
+	add("GET", "/ui/users", ServeUIUsers, AccessSession)
+	add("GET", "/ui/who", ServeUIWho, AccessSession)
+	add("GET", "/ui/tenants", ServeUITenants, AccessSession)
+	add("GET", "/ui/roles", ServeUIRoles, AccessSession)
+	add("GET", "/ui/denials", ServeUIDenials, AccessSession)
+	add("GET", "/ui/escalation", ServeUIEscalation, AccessSession)
+	return rows
 }
 
 func parsePattern(p string) []seg {
