@@ -377,7 +377,7 @@ func outsideRows() []*Route {
 			rows = append(rows, &Route{Method: "HEAD", Pattern: pattern, Serve: serve, Access: access})
 		}
 	}
-	// Health (docs/design.md §15.4) and metrics (§15) need no credentials.
+	// Health and metrics (docs/design.md §15.4) need no credentials.
 	add("GET", "/healthz", ServeHealth, AccessPublic)
 	add("GET", "/readyz", ServeReady, AccessPublic)
 	add("GET", "/metrics", ServeMetrics, AccessPublic)
