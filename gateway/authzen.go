@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -297,7 +299,7 @@ func (s *explorer) search(ctx context.Context, kind string, r accessapi.SearchRe
 				}
 			}
 		}
-		cands = sortedKeys(seen)
+		cands = slices.Sorted(maps.Keys(seen))
 		allowed = func(action string) (bool, error) { return s.may(ctx, p, scope, action, key) }
 		result = func(action string) any { return accessapi.Action{Name: action} }
 	}

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -114,7 +116,7 @@ func (s *explorer) escalation(ctx context.Context) (accessapi.Escalation, error)
 		if cd == nil {
 			continue
 		}
-		for _, k := range sortedKeys(cd.keys[base]) {
+		for _, k := range slices.Sorted(maps.Keys(cd.keys[base])) {
 			if (a.gp.others && k == ps[a.user].Name) || !s.canSee(ctx, a.gp.scope, k) {
 				continue
 			}

@@ -3,9 +3,9 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -241,15 +241,6 @@ func listOf(v string, all []string) []string {
 	return out
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // matrix is what p can do, per scope and action (docs/design.md §9.8).
 func (s *explorer) matrix(ctx context.Context, p *auth.Principal) (accessapi.Matrix, error) {
 	return s.matrixWith(ctx, s.question, p)
@@ -288,45 +279,41 @@ func (s *explorer) scopeAccess(ctx context.Context, q decider, p *auth.Principal
 	if cd == nil {
 		cd = &candidates{}
 	}
-	someOf := func(action string, keys map[string]bool) ([]string, error) {
-		var out []string
-		for _, k := range sortedKeys(keys) {
+	// accessTo is the caller's access to action: all objects, some (those
+	// among keys it may see) or none.
+	accessTo := func(action string, keys map[string]bool) (string, []string, error) {
+		all, err := mayWith(ctx, q, p, scope, action, "*")
+		if err != nil {
+			return "", nil, err
+		}
+		if all {
+			return accessapi.All, nil, nil
+		}
+		var some []string
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
 			ok, err := mayWith(ctx, q, p, scope, action, k)
 			if err != nil {
-				return nil, err
+				return "", nil, err
 			}
 			if ok && s.canSee(ctx, scope, k) {
-				out = append(out, k)
+				some = append(some, k)
 			}
 		}
-		return out, nil
+		if len(some) > 0 {
+			return accessapi.Some, some, nil
+		}
+		return accessapi.None, nil, nil
 	}
 	for _, action := range backend.Scopes[scope] {
 		cell := accessapi.ActionAccess{Action: action, Access: accessapi.None}
-		all, err := mayWith(ctx, q, p, scope, action, "*")
-		if err != nil {
+		var err error
+		if cell.Access, cell.Specifics, err = accessTo(action, cd.keys[action]); err != nil {
 			return sa, err
 		}
-		if all {
-			cell.Access = accessapi.All
-		} else if cell.Specifics, err = someOf(action, cd.keys[action]); err != nil {
-			return sa, err
-		}
-		for _, key := range sortedKeys(cd.actions[action]) {
-			pa := accessapi.PointerAccess{Action: key, Access: accessapi.None}
-			all, err := mayWith(ctx, q, p, scope, key, "*")
-			if err != nil {
+		for _, key := range slices.Sorted(maps.Keys(cd.actions[action])) {
+			pa := accessapi.PointerAccess{Action: key}
+			if pa.Access, pa.Specifics, err = accessTo(key, cd.keys[action]); err != nil {
 				return sa, err
-			}
-			if all {
-				pa.Access = accessapi.All
-			} else {
-				if pa.Specifics, err = someOf(key, cd.keys[action]); err != nil {
-					return sa, err
-				}
-				if len(pa.Specifics) > 0 {
-					pa.Access = accessapi.Some
-				}
 			}
 			if pa.Access != accessapi.None && cell.Access != accessapi.All {
 				cell.Pointers = append(cell.Pointers, pa)

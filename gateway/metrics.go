@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,27 +25,27 @@ type metrics struct {
 	loginFailures *prometheus.CounterVec
 }
 
+// counterVec is a counter of name by labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
 func newMetrics(reg *prometheus.Registry) *metrics {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "provgate_http_requests_total", Help: "HTTP requests by method, route and status.",
-		}, []string{"method", "route", "status"}),
+		requests: counterVec("provgate_http_requests_total", "HTTP requests by method, route and status.",
+			"method", "route", "status"),
 		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "provgate_http_request_duration_seconds", Help: "HTTP request latency by method and route.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"method", "route"}),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "provgate_authz_decisions_total", Help: "Authorization decisions by outcome.",
-		}, []string{"outcome"}),
-		poolOps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "provgate_pool_operations_total", Help: "Pool operations by verb and result (ok or error).",
-		}, []string{"verb", "result"}),
-		poolMachines: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "provgate_pool_machines_total", Help: "Machines moved by successful pool operations, by verb (allocateMachines: allocations).",
-		}, []string{"verb"}),
-		loginFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "provgate_login_failures_total", Help: "Refused authentications by reason: invalid (wrong or unknown credentials), missing (none sent), throttled (too many failures).",
-		}, []string{"reason"}),
+		decisions: counterVec("provgate_authz_decisions_total", "Authorization decisions by outcome.", "outcome"),
+		poolOps: counterVec("provgate_pool_operations_total", "Pool operations by verb and result (ok or error).",
+			"verb", "result"),
+		poolMachines: counterVec("provgate_pool_machines_total",
+			"Machines moved by successful pool operations, by verb (allocateMachines: allocations).", "verb"),
+		loginFailures: counterVec("provgate_login_failures_total",
+			"Refused authentications by reason: invalid (wrong or unknown credentials), missing (none sent), throttled (too many failures).",
+			"reason"),
 	}
 	for _, v := range poolVerbs {
 		m.poolOps.WithLabelValues(v, "ok")
@@ -89,24 +90,15 @@ func registerReloads(reg *prometheus.Registry, rc reloadCounter) {
 // methodLabel is the label of method: a constant for the standard methods,
 // "other" for any other, which also bounds the label's values.
 func methodLabel(method string) string {
-	switch method {
-	case fiber.MethodGet:
-		return fiber.MethodGet
-	case fiber.MethodHead:
-		return fiber.MethodHead
-	case fiber.MethodPost:
-		return fiber.MethodPost
-	case fiber.MethodPut:
-		return fiber.MethodPut
-	case fiber.MethodPatch:
-		return fiber.MethodPatch
-	case fiber.MethodDelete:
-		return fiber.MethodDelete
-	case fiber.MethodOptions:
-		return fiber.MethodOptions
+	if i := slices.Index(labelMethods, method); i >= 0 {
+		return labelMethods[i]
 	}
 	return "other"
 }
+
+// labelMethods are the methods methodLabel names.
+var labelMethods = []string{fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut,
+	fiber.MethodPatch, fiber.MethodDelete, fiber.MethodOptions}
 
 // poolVerbs are the pool operation labels: the four pool routes' verbs and
 // releaseToPool.
