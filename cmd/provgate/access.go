@@ -25,10 +25,14 @@ import (
 // explorer's questions (docs/design.md §9.8) asked of a running server
 // with the caller's credentials, as `provgate import` reads them.
 func accessCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("access: want a subcommand: explain, who, what, diff or escalation")
+	ask := func(sub string) subcommand {
+		return subcommand{sub, func(rest []string) error { return accessAsk(ctx, sub, rest, getenv, stdout, stderr) }}
 	}
-	sub, rest := args[0], args[1:]
+	return runSubcommand("access", args, ask("explain"), ask("who"), ask("what"), ask("diff"), ask("escalation"))
+}
+
+// accessAsk runs `provgate access SUB`.
+func accessAsk(ctx context.Context, sub string, rest []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("access "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	conn := addConnFlags(fs, getenv)
@@ -54,8 +58,6 @@ func accessCommand(ctx context.Context, args []string, getenv func(string) strin
 		policy = fs.String("policy", "", "a candidate policy (a directory, a .tar.gz of one, or an OPA bundle .tar.gz) to compare with the served one")
 		replay = fs.Int("replay", 100, "with --policy: how many of the newest logged decisions to replay")
 		usage = "ROLE_A ROLE_B | --policy DIR|FILE"
-	default:
-		return usagef("access: unknown subcommand %q (want explain, who, what, diff or escalation)", sub)
 	}
 	if err := fs.Parse(rest); err != nil {
 		if err == flag.ErrHelp {

@@ -22,14 +22,9 @@ import (
 // works on the store directly, with the server's own configuration (flags,
 // environment, --config), while the server is stopped.
 func adminCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("admin: want a subcommand: reset-password")
-	}
-	switch args[0] {
-	case "reset-password":
-		return adminResetPassword(ctx, args[1:], getenv, stdout, stderr)
-	}
-	return usagef("admin: unknown subcommand %q (want reset-password)", args[0])
+	return runSubcommand("admin", args, subcommand{"reset-password", func(args []string) error {
+		return adminResetPassword(ctx, args, getenv, stdout, stderr)
+	}})
 }
 
 // adminResetPassword sets a new password for one user and with it a new

@@ -14,18 +14,11 @@ import (
 // licenseCommand runs "provgate license keygen|sign|verify". These are
 // offline tools for whoever issues licenses; the server only verifies.
 func licenseCommand(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("license: want a subcommand: keygen, sign or verify")
+	with := func(run func([]string, io.Writer, io.Writer) error) func([]string) error {
+		return func(args []string) error { return run(args, stdout, stderr) }
 	}
-	switch args[0] {
-	case "keygen":
-		return licenseKeygen(args[1:], stdout, stderr)
-	case "sign":
-		return licenseSign(args[1:], stdout, stderr)
-	case "verify":
-		return licenseVerify(args[1:], stdout, stderr)
-	}
-	return usagef("license: unknown subcommand %q (want keygen, sign or verify)", args[0])
+	return runSubcommand("license", args, subcommand{"keygen", with(licenseKeygen)},
+		subcommand{"sign", with(licenseSign)}, subcommand{"verify", with(licenseVerify)})
 }
 
 func newLicenseFlags(name string) *flag.FlagSet {

@@ -24,16 +24,9 @@ import (
 // and a single decision, with the engine the server uses
 // (docs/policies.md).
 func policyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("policy: want a subcommand: test or eval")
-	}
-	switch args[0] {
-	case "test":
-		return policyTest(ctx, args[1:], stdout, stderr)
-	case "eval":
-		return policyEval(ctx, args[1:], stdout, stderr)
-	}
-	return usagef("policy: unknown subcommand %q (want test or eval)", args[0])
+	return runSubcommand("policy", args,
+		subcommand{"test", func(args []string) error { return policyTest(ctx, args, stdout, stderr) }},
+		subcommand{"eval", func(args []string) error { return policyEval(ctx, args, stdout, stderr) }})
 }
 
 func newPolicyFlags(name string) *flag.FlagSet {
