@@ -22,31 +22,26 @@ type apiError struct {
 	Code     int      `json:"Code"`
 }
 
-// statusOf maps a domain code to its HTTP status: the one place that does.
+// statuses map domain codes to HTTP statuses: the one place that does
+// (statusOf).
+var statuses = map[string]int{
+	backend.EINVALID:       http.StatusUnprocessableEntity,
+	backend.EBADREQUEST:    http.StatusBadRequest,
+	backend.EUNAUTHORIZED:  http.StatusUnauthorized,
+	backend.EFORBIDDEN:     http.StatusForbidden,
+	backend.ENOTFOUND:      http.StatusNotFound,
+	backend.ECONFLICT:      http.StatusConflict,
+	backend.ENOTACCEPTABLE: http.StatusNotAcceptable,
+	backend.ETOOLARGE:      http.StatusRequestEntityTooLarge,
+	backend.EUNSUPPORTED:   http.StatusUnsupportedMediaType,
+	backend.ETOOMANY:       http.StatusTooManyRequests,
+	backend.EUNAVAILABLE:   http.StatusServiceUnavailable,
+}
+
+// statusOf is the HTTP status of a domain code; an unknown one is 500.
 func statusOf(code string) int {
-	switch code {
-	case backend.EINVALID:
-		return http.StatusUnprocessableEntity
-	case backend.EBADREQUEST:
-		return http.StatusBadRequest
-	case backend.EUNAUTHORIZED:
-		return http.StatusUnauthorized
-	case backend.EFORBIDDEN:
-		return http.StatusForbidden
-	case backend.ENOTFOUND:
-		return http.StatusNotFound
-	case backend.ECONFLICT:
-		return http.StatusConflict
-	case backend.ENOTACCEPTABLE:
-		return http.StatusNotAcceptable
-	case backend.ETOOLARGE:
-		return http.StatusRequestEntityTooLarge
-	case backend.EUNSUPPORTED:
-		return http.StatusUnsupportedMediaType
-	case backend.ETOOMANY:
-		return http.StatusTooManyRequests
-	case backend.EUNAVAILABLE:
-		return http.StatusServiceUnavailable
+	if status, ok := statuses[code]; ok {
+		return status
 	}
 	return http.StatusInternalServerError
 }
