@@ -188,117 +188,129 @@ func (c apiCaller) do(method, path string, body any) ([]byte, error) {
 
 // printAccess prints an answer for a person.
 func printAccess(sub string, raw []byte, w io.Writer) error {
+	answer, ok := answerPrinters[sub]
+	if !ok {
+		return nil
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
-	switch sub {
-	case "explain":
-		var x access.Explanation
+	return answer(raw, tw)
+}
+
+// answerPrinters print each question's answer, by subcommand.
+var answerPrinters = map[string]func(raw []byte, w io.Writer) error{
+	"explain":     printAs(printExplanation),
+	"who":         printAs(printWho),
+	"what":        printAs(printMatrix),
+	"escalation":  printAs(printEscalation),
+	"policy diff": printAs(printPolicyDiff),
+	"diff":        printAs(printRoleDiff),
+}
+
+// printAs decodes the server's answer and prints it with print.
+func printAs[T any](print func(io.Writer, T)) func(raw []byte, w io.Writer) error {
+	return func(raw []byte, w io.Writer) error {
+		var x T
 		if err := json.Unmarshal(raw, &x); err != nil {
 			return err
 		}
-		verdict := "ALLOWED"
-		if !x.Allowed || x.Status >= 300 {
-			verdict = "REFUSED"
+		print(w, x)
+		return nil
+	}
+}
+
+func printExplanation(tw io.Writer, x access.Explanation) {
+	verdict := "ALLOWED"
+	if !x.Allowed || x.Status >= 300 {
+		verdict = "REFUSED"
+	}
+	fmt.Fprintf(tw, "%s %s as %s: %s (%d)\n", x.Method, x.Path, x.User, verdict, x.Status)
+	for _, st := range x.Steps {
+		what := st.Step
+		if st.Claim != nil {
+			what += " " + st.Claim.Scope + " " + st.Claim.Action + " " + st.Claim.Specific
 		}
-		fmt.Fprintf(tw, "%s %s as %s: %s (%d)\n", x.Method, x.Path, x.User, verdict, x.Status)
-		for _, st := range x.Steps {
-			what := st.Step
-			if st.Claim != nil {
-				what += " " + st.Claim.Scope + " " + st.Claim.Action + " " + st.Claim.Specific
+		detail := st.Detail
+		if len(st.GrantedBy) > 0 {
+			detail += "; granted by roles " + strings.Join(st.GrantedBy, ", ")
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", what, st.Outcome, detail)
+	}
+	fmt.Fprintf(tw, "decision %s, policy revision %s\n", x.DecisionID, x.Revision)
+}
+
+func printWho(tw io.Writer, x access.Who) {
+	fmt.Fprintf(tw, "who may %s %s %s:\n", x.Scope, x.Action, x.Key)
+	for _, u := range x.Users {
+		fmt.Fprintf(tw, "  user\t%s\n", u)
+	}
+	for _, t := range x.Tokens {
+		yes := "no"
+		if t.Allowed {
+			yes = "yes"
+		}
+		fmt.Fprintf(tw, "  %s token\t%s\t%s\n", t.Kind, yes, t.Detail)
+	}
+}
+
+func printMatrix(tw io.Writer, x access.Matrix) {
+	fmt.Fprintf(tw, "what %s can do:\n", x.User)
+	for _, sc := range x.Scopes {
+		for _, a := range sc.Actions {
+			if a.Access == access.None {
+				continue
 			}
-			detail := st.Detail
-			if len(st.GrantedBy) > 0 {
-				detail += "; granted by roles " + strings.Join(st.GrantedBy, ", ")
+			detail := strings.Join(a.Specifics, ", ")
+			for _, p := range a.Pointers {
+				detail += " " + p.Action + "(" + p.Access + ")"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", what, st.Outcome, detail)
-		}
-		fmt.Fprintf(tw, "decision %s, policy revision %s\n", x.DecisionID, x.Revision)
-	case "who":
-		var x access.Who
-		if err := json.Unmarshal(raw, &x); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "who may %s %s %s:\n", x.Scope, x.Action, x.Key)
-		for _, u := range x.Users {
-			fmt.Fprintf(tw, "  user\t%s\n", u)
-		}
-		for _, t := range x.Tokens {
-			yes := "no"
-			if t.Allowed {
-				yes = "yes"
+			if sc.Restricted {
+				detail += fmt.Sprintf(" [tenant shows %d]", sc.Visible)
 			}
-			fmt.Fprintf(tw, "  %s token\t%s\t%s\n", t.Kind, yes, t.Detail)
-		}
-	case "what":
-		var x access.Matrix
-		if err := json.Unmarshal(raw, &x); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "what %s can do:\n", x.User)
-		for _, sc := range x.Scopes {
-			for _, a := range sc.Actions {
-				if a.Access == access.None {
-					continue
-				}
-				detail := strings.Join(a.Specifics, ", ")
-				for _, p := range a.Pointers {
-					detail += " " + p.Action + "(" + p.Access + ")"
-				}
-				if sc.Restricted {
-					detail += fmt.Sprintf(" [tenant shows %d]", sc.Visible)
-				}
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", sc.Scope, a.Action, a.Access, strings.TrimSpace(detail))
-			}
-		}
-	case "escalation":
-		var x access.Escalation
-		if err := json.Unmarshal(raw, &x); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "who can hand out authority:\n")
-		for _, u := range x.Users {
-			for _, r := range u.Routes {
-				through := r.Role
-				if r.Held != "" {
-					through += " (" + r.Held + ")"
-				}
-				kind := r.Path
-				if r.Delegation {
-					kind += " [delegation]"
-				}
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", u.User, kind, r.Claim, through)
-			}
-		}
-	case "policy diff":
-		var x access.PolicyDiff
-		if err := json.Unmarshal(raw, &x); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "served %s, candidate %s\n", x.Revision, x.Candidate)
-		for _, u := range x.Users {
-			for _, c := range u.Changes {
-				fmt.Fprintf(tw, "  %s\t%s %s\t%s -> %s\n", u.User, c.Scope, c.Action, c.Before, c.After)
-			}
-		}
-		fmt.Fprintf(tw, "replayed %d logged decisions, %d would change:\n", x.Replayed, len(x.Changed))
-		for _, c := range x.Changed {
-			fmt.Fprintf(tw, "  %s\t%s %s\t%s -> %s\t%s\n", c.Principal, c.Method, c.Path, c.Logged, c.Candidate, strings.Join(c.Reasons, "; "))
-		}
-	case "diff":
-		var x access.RoleDiff
-		if err := json.Unmarshal(raw, &x); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "only in %s:\n", x.A)
-		for _, c := range x.OnlyA {
-			fmt.Fprintf(tw, "  %s\n", c)
-		}
-		fmt.Fprintf(tw, "only in %s:\n", x.B)
-		for _, c := range x.OnlyB {
-			fmt.Fprintf(tw, "  %s\n", c)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", sc.Scope, a.Action, a.Access, strings.TrimSpace(detail))
 		}
 	}
-	return nil
+}
+
+func printEscalation(tw io.Writer, x access.Escalation) {
+	fmt.Fprintf(tw, "who can hand out authority:\n")
+	for _, u := range x.Users {
+		for _, r := range u.Routes {
+			through := r.Role
+			if r.Held != "" {
+				through += " (" + r.Held + ")"
+			}
+			kind := r.Path
+			if r.Delegation {
+				kind += " [delegation]"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", u.User, kind, r.Claim, through)
+		}
+	}
+}
+
+func printPolicyDiff(tw io.Writer, x access.PolicyDiff) {
+	fmt.Fprintf(tw, "served %s, candidate %s\n", x.Revision, x.Candidate)
+	for _, u := range x.Users {
+		for _, c := range u.Changes {
+			fmt.Fprintf(tw, "  %s\t%s %s\t%s -> %s\n", u.User, c.Scope, c.Action, c.Before, c.After)
+		}
+	}
+	fmt.Fprintf(tw, "replayed %d logged decisions, %d would change:\n", x.Replayed, len(x.Changed))
+	for _, c := range x.Changed {
+		fmt.Fprintf(tw, "  %s\t%s %s\t%s -> %s\t%s\n", c.Principal, c.Method, c.Path, c.Logged, c.Candidate, strings.Join(c.Reasons, "; "))
+	}
+}
+
+func printRoleDiff(tw io.Writer, x access.RoleDiff) {
+	fmt.Fprintf(tw, "only in %s:\n", x.A)
+	for _, c := range x.OnlyA {
+		fmt.Fprintf(tw, "  %s\n", c)
+	}
+	fmt.Fprintf(tw, "only in %s:\n", x.B)
+	for _, c := range x.OnlyB {
+		fmt.Fprintf(tw, "  %s\n", c)
+	}
 }
 
 // policyArchive reads a candidate policy: a .tar.gz as it is, or a
