@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -34,37 +35,34 @@ func (s *Server) routes(d Deps) {
 			}
 		}
 		s.served[rt] = true
-		chain := s.chain(rt, pages)
-		if h != nil {
-			chain = append(chain, h)
-		}
+		chain := slices.DeleteFunc([]fiber.Handler{s.check(rt, pages), h}, func(f fiber.Handler) bool { return f == nil })
 		if rt.Method == claims.MethodUse {
 			args := []any{rt.Pattern}
-			for _, h := range chain {
-				args = append(args, h)
+			for _, f := range chain {
+				args = append(args, f)
 			}
 			s.app.Use(args...)
-			continue
+		} else {
+			s.app.Add(rt.Method, rt.FiberPath(), chain...)
 		}
-		s.app.Add(rt.Method, rt.FiberPath(), chain...)
 	}
 }
 
-// chain is the access check the router runs for row rt before its handler
-// (rt.Access).
-func (s *Server) chain(rt *claims.Route, pages *uiPages) []fiber.Handler {
+// check is the access check the router runs for row rt before its handler
+// (rt.Access); nil where the row has none of its own.
+func (s *Server) check(rt *claims.Route, pages *uiPages) fiber.Handler {
 	use := rt.Method == claims.MethodUse
 	switch {
 	case rt.Access == claims.AccessClaims && use:
 		// Every other /api/v3 request is authenticated and then answered
 		// "No route" (the guard without a row).
-		return []fiber.Handler{s.guard}
+		return s.guard
 	case rt.Access == claims.AccessClaims:
-		return []fiber.Handler{s.routeGuard(rt)}
+		return s.routeGuard(rt)
 	case rt.Access == claims.AccessCaller && use:
-		return []fiber.Handler{s.authzenGuard}
+		return s.authzenGuard
 	case rt.Access == claims.AccessSession:
-		return []fiber.Handler{pages.uiGuard}
+		return pages.uiGuard
 	}
 	// Public, or a caller the USE row before it authenticated.
 	return nil
