@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/gateway/claims"
 )
 
@@ -218,3 +219,45 @@ func (stubPrefs) SetPrefs(context.Context, map[string]string) (map[string]string
 type stubParams struct{ *memParams }
 
 func (stubParams) PublicKey(context.Context, string, string) ([]byte, error) { return nil, nil }
+
+// refuseAll refuses every caller.
+type refuseAll struct{}
+
+func (refuseAll) Authenticate(context.Context, string, string) (*auth.Principal, error) {
+	return nil, backend.Errorf(backend.EUNAUTHORIZED, "refused")
+}
+
+// TestRoutesAccess: each row is authorized as its Access says: public rows
+// answer without credentials, every other row, and any path under an
+// authenticating USE row, asks for them.
+func TestRoutesAccess(t *testing.T) {
+	d := everyService()
+	d.BenchRoute = true
+	d.Auth, d.Policy, d.Resolver = refuseAll{}, &allowAll{}, keyResolver{}
+	s := New(Options{Logger: slog.New(slog.DiscardHandler), Deps: d})
+	status := func(method, path string) int {
+		resp, err := s.App().Test(httptest.NewRequest(method, path, nil), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, rt := range claims.Table() {
+		if rt.Method == claims.MethodUse {
+			continue
+		}
+		got := status(rt.Method, samplePath(rt.Pattern))
+		if public := rt.Access == claims.AccessPublic; public != (got != 401) {
+			t.Errorf("%s %s (access %d): status %d without credentials", rt.Method, rt.Pattern, rt.Access, got)
+		}
+	}
+	for _, path := range []string{authzenBase + "/nothing", apiBase + "/nothing"} {
+		if got := status("POST", path); got != 401 {
+			t.Errorf("POST %s: status %d without credentials", path, got)
+		}
+	}
+	if got := status("GET", "/ui/static/nothing"); got != 404 {
+		t.Errorf("GET /ui/static/nothing: status %d", got)
+	}
+}
