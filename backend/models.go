@@ -556,9 +556,10 @@ type Event struct {
 	Object    json.RawMessage `json:"Object"`
 	Original  json.RawMessage `json:"Original"`
 
-	// posted marks an event a client sent (POST /events). Only
-	// Bus.PublishPosted sets it, so neither a request body nor a caller
-	// outside this package can clear or forge it; it is never serialized.
+	// posted marks an event a client sent (POST /events). Only AsPosted
+	// sets it (the event bus, on PublishPosted), and nothing clears it, so
+	// a request body cannot forge or drop the mark; it is never
+	// serialized.
 	posted bool
 	// owner is the machine of a job event whose Object is absent (a delete
 	// relayed from another replica); see Owner.
@@ -590,6 +591,15 @@ func (e Event) Owner() string {
 // Posted reports whether a client posted the event: it is a notification
 // for event streams, never a fact the server acts on.
 func (e Event) Posted() bool { return e.posted }
+
+// AsPosted returns e marked as an event a client posted. The mark only
+// narrows who receives it; there is no way to clear it.
+func (e Event) AsPosted() Event { e.posted = true; return e }
+
+// WithOwner returns e with its owner machine set, for a job event whose
+// Object is absent (a delete relayed from another replica) or whose owner
+// was read once already; see Owner.
+func (e Event) WithOwner(machine string) Event { e.owner = machine; return e }
 
 // Pref is one preference (GET/POST /api/v3/prefs is a map of these).
 type Pref struct {

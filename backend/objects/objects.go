@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 )
 
 // Store is the part of backend/store the service needs. Transactions travel
@@ -39,7 +40,7 @@ type JobLogStore interface {
 
 // Options configure a Service. Zero values get safe defaults.
 type Options struct {
-	Bus    *backend.Bus
+	Bus    *eventbus.Bus
 	Logger *slog.Logger
 	// HashPassword turns a clear password into the stored PasswordHash (a
 	// simple-scrypt string). Without it, a Password field in a users create
@@ -122,7 +123,7 @@ type Accounts struct{ *core }
 // core is the state the parts share.
 type core struct {
 	st        Store
-	bus       *backend.Bus
+	bus       *eventbus.Bus
 	log       *slog.Logger
 	hash      func(string) ([]byte, error)
 	newSecret func() string

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 )
 
 // Store is what the pool service needs from storage; the store satisfies it.
@@ -41,7 +42,7 @@ type Distincter interface {
 type Options struct {
 	// Bus receives a machines "update" event per changed machine, after
 	// commit, and wakes pool waits. Nil: no events, waits rely on re-checks.
-	Bus    *backend.Bus
+	Bus    *eventbus.Bus
 	Logger *slog.Logger
 	// Now stamps events; time.Now when nil.
 	Now func() time.Time
@@ -57,7 +58,7 @@ type Options struct {
 // Service runs pool operations against a Store.
 type Service struct {
 	st      Store
-	bus     *backend.Bus
+	bus     *eventbus.Bus
 	log     *slog.Logger
 	now     func() time.Time
 	recheck time.Duration

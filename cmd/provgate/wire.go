@@ -15,6 +15,7 @@ import (
 
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/backend/callback"
+	"github.com/provgate/provgate/backend/eventbus"
 	"github.com/provgate/provgate/backend/license"
 	"github.com/provgate/provgate/backend/objects"
 	"github.com/provgate/provgate/backend/pools"
@@ -76,7 +77,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	}
 	closers = append(closers, closeEngine)
 
-	bus := backend.NewBus()
+	bus := eventbus.NewBus()
 	prf := prefs.New(st)
 	info := func() render.Info { return serverInfo(cfg) }
 	// Event streams, and the relay that carries events between replicas
@@ -84,11 +85,11 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	hub := stream.New(stream.Options{Bus: bus, Logger: logger, Buffer: cfg.EventBuffer, MaxPerPrincipal: cfg.EventStreams})
 	closers = append(closers, hub.Close)
 	var fresh *policydata.Freshness
-	var relay *backend.Relay
+	var relay *eventbus.Relay
 	var notify func(ctx context.Context, evs []backend.Event) error
 	var events gateway.Events = bus
 	if st.Notifies() {
-		relay = backend.NewRelay(backend.RelayOptions{Bus: bus, Send: st.Notify, Logger: logger,
+		relay = eventbus.NewRelay(eventbus.RelayOptions{Bus: bus, Send: st.Notify, Logger: logger,
 			Read: func(ctx context.Context, prefix, key string) ([]byte, error) {
 				rec, err := st.Get(ctx, prefix, key)
 				return rec.Data, err
@@ -356,7 +357,7 @@ func newInstanceID() string {
 // each of onHUP); stop ends them all and waits for the worker and the
 // reloads.
 func startBackground(ctx context.Context, cfg Config, h hooks, st *store.Store, cb *callback.Service, engine *opa.Engine,
-	relay *backend.Relay, logger *slog.Logger, onHUP ...func(context.Context)) (stop func()) {
+	relay *eventbus.Relay, logger *slog.Logger, onHUP ...func(context.Context)) (stop func()) {
 	// A job's move to failed queues its jobfail deliveries inside its own
 	// transaction (objects OnJobChange); nothing on the bus does, since
 	// clients can post events.
