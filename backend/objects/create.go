@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/provgate/provgate/backend"
 )
 
@@ -36,21 +34,9 @@ func (s *CRUD) Create(ctx context.Context, prefix string, body []byte) (backend.
 	// ReadOnly marks built-in objects (InstallBuiltins); what a client
 	// sends is advisory, as DRP treats it.
 	m.Env().ReadOnly = false
-	switch v := m.(type) {
-	case *backend.Machine:
-		if v.Uuid == "" {
-			v.Uuid = uuid.NewString()
-		}
-		if v.Secret == "" {
-			v.Secret = s.newSecret()
-		}
-		v.Runnable = true
-	case *backend.User:
-		if err := s.createPassword(v, body); err != nil {
+	if r := s.rulesOf(prefix); r.defaults != nil {
+		if err := r.defaults(m, body); err != nil {
 			return nil, err
-		}
-		if v.Secret == "" {
-			v.Secret = s.newSecret()
 		}
 	}
 	if m.Key() == "" {

@@ -114,13 +114,19 @@ type Params struct{ *core }
 
 // Jobs is the job part of the Service: job creation, the job state machine
 // and job logs.
-type Jobs struct{ *core }
+type Jobs struct {
+	*core
+	// onChange is Options.OnJobChange.
+	onChange func(ctx context.Context, old, job *backend.Job) error
+	logs     JobLogStore
+}
 
 // Accounts is the account part of the Service: passwords, token-revocation
 // secrets and the first admin.
 type Accounts struct{ *core }
 
-// core is the state the parts share.
+// core is what the parts share: reading and writing objects by the rules
+// of their kinds (rules.go), transactions, and publishing their events.
 type core struct {
 	st        Store
 	bus       *eventbus.Bus
@@ -128,23 +134,27 @@ type core struct {
 	hash      func(string) ([]byte, error)
 	newSecret func() string
 	now       func() time.Time
-	providers map[string]bool
-	plugin    func(*backend.Plugin) []string
-	// pluginGrantsOf is Options.PluginGrants.
-	pluginGrantsOf func(*backend.Plugin) map[string][]backend.Claim
-	onJobChange    func(ctx context.Context, old, job *backend.Job) error
-	notify         func(ctx context.Context, evs []backend.Event) error
-	jobLogs        JobLogStore
-	retries        int
-	sec            *secureBox
-	schemas        *schemaCache
-	views          *viewCache
+	notify    func(ctx context.Context, evs []backend.Event) error
+	retries   int
+	sec       *secureBox
+	schemas   *schemaCache
+	views     *viewCache
+	// rules is every kind's rules, built once by New.
+	rules map[string]*kindRules
 }
 
 // New builds a Service over st.
 func New(st Store, o Options) *Service {
 	c := newCore(st, o)
-	return &Service{Objects: &CRUD{c}, Params: &Params{c}, Jobs: &Jobs{c}, Accounts: &Accounts{c}, c: c}
+	j := &Jobs{core: c, onChange: o.OnJobChange, logs: o.JobLogs}
+	if j.logs == nil {
+		if jl, ok := st.(JobLogStore); ok {
+			j.logs = jl
+		}
+	}
+	s := &Service{Objects: &CRUD{c}, Params: &Params{c}, Jobs: j, Accounts: &Accounts{c}, c: c}
+	c.rules = newRules(s.Objects, s.Params, s.Jobs, newPluginRules(c, o))
+	return s
 }
 
 // InTx runs fn in one store transaction. Calls to any part of the Service
@@ -156,21 +166,16 @@ func (s *Service) InTx(ctx context.Context, fn func(ctx context.Context) error) 
 
 func newCore(st Store, o Options) *core {
 	s := &core{
-		st:             st,
-		bus:            o.Bus,
-		log:            o.Logger,
-		hash:           o.HashPassword,
-		newSecret:      o.NewSecret,
-		now:            o.Now,
-		providers:      map[string]bool{"callback": true},
-		plugin:         o.ValidatePlugin,
-		pluginGrantsOf: o.PluginGrants,
-		onJobChange:    o.OnJobChange,
-		notify:         o.Notify,
-		jobLogs:        o.JobLogs,
-		retries:        o.MaxRetries,
-		schemas:        newSchemaCache(),
-		views:          newViewCache(st, o.ViewCacheSize),
+		st:        st,
+		bus:       o.Bus,
+		log:       o.Logger,
+		hash:      o.HashPassword,
+		newSecret: o.NewSecret,
+		now:       o.Now,
+		notify:    o.Notify,
+		retries:   o.MaxRetries,
+		schemas:   newSchemaCache(),
+		views:     newViewCache(st, o.ViewCacheSize),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -183,14 +188,6 @@ func newCore(st Store, o Options) *core {
 	}
 	if s.retries <= 0 {
 		s.retries = 5
-	}
-	for _, p := range o.Providers {
-		s.providers[p] = true
-	}
-	if s.jobLogs == nil {
-		if jl, ok := st.(JobLogStore); ok {
-			s.jobLogs = jl
-		}
 	}
 	if len(o.SecureKey) > 0 {
 		box, err := newSecureBox(o.SecureKey)

@@ -71,7 +71,7 @@ func (d *paramDefs) get(ctx context.Context, name string) (*backend.Param, error
 // sealed envelopes must have been sealed for this very object and param,
 // whatever the param's definition: a sealed value cannot be carried to
 // another object and opened there.
-func (s *core) prepareParams(ctx context.Context, m, old backend.Model, c *check) error {
+func (s *Params) prepareParams(ctx context.Context, m, old backend.Model, c *check) error {
 	pp := paramsOf(m)
 	if pp == nil {
 		return nil

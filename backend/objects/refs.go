@@ -109,8 +109,8 @@ func (r refs) tasks(names, old []string) error {
 }
 
 // checkStageRefs: a stage's tasks, profiles and bootenv.
-func (s *core) checkStageRefs(ctx context.Context, st *backend.Stage, old backend.Model, c *check) error {
-	r := refs{s: s, ctx: ctx, c: c}
+func (s *CRUD) checkStageRefs(ctx context.Context, st *backend.Stage, old backend.Model, c *check) error {
+	r := refs{s: s.core, ctx: ctx, c: c}
 	o, _ := old.(*backend.Stage)
 	var oldTasks, oldProfiles []string
 	oldBootEnv := ""
@@ -143,8 +143,8 @@ func (s *core) checkStageRefs(ctx context.Context, st *backend.Stage, old backen
 }
 
 // checkWorkflowRefs: a workflow's stages.
-func (s *core) checkWorkflowRefs(ctx context.Context, wf *backend.Workflow, old backend.Model, c *check) error {
-	r := refs{s: s, ctx: ctx, c: c}
+func (s *CRUD) checkWorkflowRefs(ctx context.Context, wf *backend.Workflow, old backend.Model, c *check) error {
+	r := refs{s: s.core, ctx: ctx, c: c}
 	var oldStages []string
 	if o, ok := old.(*backend.Workflow); ok {
 		oldStages = o.Stages
@@ -166,12 +166,12 @@ func (s *core) checkWorkflowRefs(ctx context.Context, wf *backend.Workflow, old 
 }
 
 // checkProfileRefs: the profiles a profile nests.
-func (s *core) checkProfileRefs(ctx context.Context, p *backend.Profile, old backend.Model, c *check) error {
+func (s *CRUD) checkProfileRefs(ctx context.Context, p *backend.Profile, old backend.Model, c *check) error {
 	var oldProfiles []string
 	if o, ok := old.(*backend.Profile); ok {
 		oldProfiles = o.Profiles
 	}
-	return refs{s: s, ctx: ctx, c: c}.list("profiles", p.Profiles, oldProfiles, func(n string, _ int) string {
+	return refs{s: s.core, ctx: ctx, c: c}.list("profiles", p.Profiles, oldProfiles, func(n string, _ int) string {
 		return "Profile " + n + " does not exist"
 	})
 }
@@ -180,8 +180,8 @@ func (s *core) checkProfileRefs(ctx context.Context, p *backend.Profile, old bac
 // its workflow, stage and bootenv first (messages without the key prefix),
 // then its profiles, tasks and pool. It returns the workflow to apply when
 // the write changes it (nil to apply none, or when it cannot be used).
-func (s *core) checkMachineRefs(ctx context.Context, m *backend.Machine, o *backend.Machine, c *check) (*backend.Workflow, error) {
-	r := refs{s: s, ctx: ctx, c: c}
+func (s *CRUD) checkMachineRefs(ctx context.Context, m *backend.Machine, o *backend.Machine, c *check) (*backend.Workflow, error) {
+	r := refs{s: s.core, ctx: ctx, c: c}
 	var oldProfiles, oldTasks []string
 	oldStage, oldBootEnv, oldWorkflow, oldPool := "", "", "", backend.DefaultPool
 	if o != nil {

@@ -353,14 +353,14 @@ func (s *core) mutate(ctx context.Context, k *backend.Kind, key string, op backe
 			if old.Env().ReadOnly {
 				return readOnly(op, k.Prefix, old.Key())
 			}
-			if om, ok := old.(*backend.Machine); ok && !internal && om.Locked && m.(*backend.Machine).Locked {
-				return backend.OpError(backend.ECONFLICT, op, k.Prefix, old.Key(), "Locked")
+			r := s.rulesOf(k.Prefix)
+			if r.beforeWrite != nil {
+				if err := r.beforeWrite(op, old, m, internal); err != nil {
+					return err
+				}
 			}
 			// ReadOnly marks built-in objects; a client's value is advisory.
 			m.Env().ReadOnly = false
-			if j, ok := m.(*backend.Job); ok {
-				s.beforeJobWrite(old.(*backend.Job), j)
-			}
 			if err := s.prepare(ctx, m, old); err != nil {
 				return err
 			}
@@ -380,8 +380,10 @@ func (s *core) mutate(ctx context.Context, k *backend.Kind, key string, op backe
 			}
 			// Side effects come after the object's own write, so a stale
 			// retry never leaves other objects written twice.
-			if err := s.afterUpdate(ctx, old, m); err != nil {
-				return err
+			if r.afterWrite != nil {
+				if err := r.afterWrite(ctx, old, m); err != nil {
+					return err
+				}
 			}
 			emit(ctx, s.event(ctx, action, m, old))
 			out = m
@@ -401,12 +403,4 @@ func (s *core) mutate(ctx context.Context, k *backend.Kind, key string, op backe
 // can still read has gone.
 func readOnly(op backend.Operation, prefix, key string) error {
 	return backend.OpError(backend.EBADREQUEST, op, prefix, key, "readonly: "+key)
-}
-
-// afterUpdate runs the cross-object effects of an update.
-func (s *core) afterUpdate(ctx context.Context, old, m backend.Model) error {
-	if j, ok := m.(*backend.Job); ok {
-		return s.jobChanged(ctx, old.(*backend.Job), j)
-	}
-	return nil
 }
