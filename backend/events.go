@@ -22,17 +22,17 @@ var storeActions = map[string]bool{"create": true, "save": true, "update": true,
 // A Type naming a kind in another case is written as the kind's name, so
 // that streams decide it as an event of that kind: it reaches only the
 // subscribers who may see the object it names (docs/design.md §13.2).
-func CheckPosted(e Event) (Event, error) {
+func (c *Catalog) CheckPosted(e Event) (Event, error) {
 	if e.Type == "" || e.Action == "" {
 		return e, NewError(EBADREQUEST, "POST", "events", "", "event needs Type and Action")
 	}
-	for prefix := range Kinds {
+	for _, prefix := range c.prefixes {
 		if strings.EqualFold(strings.TrimSpace(e.Type), prefix) {
 			e.Type = prefix
 			break
 		}
 	}
-	if KindOf(e.Type) != nil && storeActions[strings.ToLower(strings.TrimSpace(e.Action))] {
+	if c.Kind(e.Type) != nil && storeActions[strings.ToLower(strings.TrimSpace(e.Action))] {
 		return e, NewError(EINVALID, "ValidationError", "events", e.Key,
 			fmt.Sprintf("a posted event cannot be %s %s: only the server reports changes of stored objects",
 				e.Type, strings.ToLower(strings.TrimSpace(e.Action))))

@@ -78,9 +78,6 @@ func baseIndexes(keyField string, extra map[string]Index) map[string]Index {
 	return m
 }
 
-// Kinds is every stored object type, keyed by prefix.
-var Kinds = map[string]*Kind{}
-
 // Prefixes of the stored kinds: each names the kind's table, its routes
 // (/api/v3/<prefix>) and the scope of its claims. They are untyped string
 // constants, so that code naming a kind cannot misspell it while the
@@ -102,32 +99,11 @@ const (
 	PrefixReservations = "reservations"
 )
 
-func register(k *Kind) { Kinds[k.Prefix] = k }
-
-// KindOf returns the kind for a prefix, or nil.
-func KindOf(prefix string) *Kind { return Kinds[prefix] }
-
-// LookupKind is KindOf for a prefix a caller asked for: an unknown one is
-// ENOTFOUND.
-func LookupKind(prefix string) (*Kind, error) {
-	k := Kinds[prefix]
-	if k == nil {
-		return nil, OpError(ENOTFOUND, ReadOp, prefix, "", "No such object type "+prefix)
-	}
-	return k, nil
-}
-
-// KindPrefixes returns every registered prefix, sorted.
-func KindPrefixes() []string {
-	out := make([]string, 0, len(Kinds))
-	for p := range Kinds {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func init() {
+// kindTable returns every stored object type, keyed by prefix; see
+// Catalog.
+func kindTable() map[string]*Kind {
+	kinds := map[string]*Kind{}
+	register := func(k *Kind) { kinds[k.Prefix] = k }
 	register(&Kind{Prefix: PrefixUsers, KeyField: "Name", New: func() Model { return &User{} },
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Roles": list("Roles"), "Description": str("Description", false),
@@ -230,4 +206,5 @@ func init() {
 			"Addr": {Field: "Addr", Type: IndexIP, Unique: true}, "Token": str("Token", false),
 			"Strategy": str("Strategy", false), "Description": str("Description", false),
 		})})
+	return kinds
 }

@@ -27,16 +27,15 @@ const (
 	OpExcept  = "Except"
 )
 
-var ops = map[string]string{}
+// ops names the filter operators by their lower-case spelling; a query
+// may write them in any case.
+var ops = map[string]string{
+	"eq": OpEq, "ne": OpNe, "lt": OpLt, "lte": OpLte, "gt": OpGt, "gte": OpGte,
+	"in": OpIn, "nin": OpNin, "re": OpRe, "between": OpBetween, "except": OpExcept,
+}
 
 // queryLabel names the numeric query parameters in error messages.
 var queryLabel = map[string]string{"offset": "Offset", "limit": "Limit"}
-
-func init() {
-	for _, o := range []string{OpEq, OpNe, OpLt, OpLte, OpGt, OpGte, OpIn, OpNin, OpRe, OpBetween, OpExcept} {
-		ops[strings.ToLower(o)] = o
-	}
-}
 
 // FilterTarget says what a filter reads.
 type FilterTarget int

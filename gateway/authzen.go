@@ -139,7 +139,7 @@ func (s *Server) evaluate(ctx context.Context, e accessapi.Evaluation) accessapi
 // checkQuestion refuses an unknown scope or action, and answers 404 for an
 // object the caller may not see or that does not exist.
 func (s *Server) checkQuestion(ctx context.Context, scope, action, key string) error {
-	if !backend.ValidScope(scope) || (action != "" && !backend.ValidAction(scope, action)) {
+	if !s.Kinds.ValidScope(scope) || (action != "" && !s.Kinds.ValidAction(scope, action)) {
 		return backend.NewError(backend.EBADREQUEST, "POST", "access", "", "resource type must be a scope and action name an action valid in it")
 	}
 	if key != "" {
@@ -282,7 +282,7 @@ func (s *Server) search(ctx context.Context, kind string, r accessapi.SearchRequ
 			return accessapi.SearchResponse{}, err
 		}
 		seen := map[string]bool{}
-		for _, a := range backend.Scopes[scope] {
+		for _, a := range s.Kinds.Actions(scope) {
 			seen[a] = true
 		}
 		if rc, err := s.roleCandidates(ctx, p); err == nil && rc[scope] != nil {
@@ -317,7 +317,7 @@ func (s *Server) search(ctx context.Context, kind string, r accessapi.SearchRequ
 
 // visibleKeys lists the keys of scope's objects the caller may see.
 func (s *Server) visibleKeys(ctx context.Context, scope string) ([]string, error) {
-	if backend.KindOf(scope) == nil {
+	if s.Kinds.Kind(scope) == nil {
 		return []string{}, nil
 	}
 	ms, _, _, err := s.Objects.List(ctx, scope, backend.Query{Limit: -1, Slim: []string{"Params", "Meta"}})

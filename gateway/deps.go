@@ -76,6 +76,9 @@ type Decider interface {
 // Deps are the services the gateway calls. Nil services leave their routes
 // answering 503, so a partially wired server still fails closed.
 type Deps struct {
+	// Kinds is the kind and scope catalog cmd built (docs/design.md §1.4);
+	// nil builds one.
+	Kinds    *backend.Catalog
 	Auth     Authenticator
 	Policy   Decider
 	Resolver claims.Resolver

@@ -176,14 +176,14 @@ func (s *Server) roleCandidates(ctx context.Context, p *auth.Principal) (map[str
 		}
 	}
 	for _, c := range held {
-		for _, scope := range listOf(c.Scope, backend.ScopeNames()) {
-			if !backend.ValidScope(scope) {
+		for _, scope := range listOf(c.Scope, s.Kinds.Scopes()) {
+			if !s.Kinds.ValidScope(scope) {
 				continue
 			}
 			cd := get(scope)
-			for _, action := range listOf(c.Action, backend.Scopes[scope]) {
+			for _, action := range listOf(c.Action, s.Kinds.Actions(scope)) {
 				base, _, hasKey := strings.Cut(action, ":")
-				if !backend.ValidAction(scope, base) {
+				if !s.Kinds.ValidAction(scope, base) {
 					continue
 				}
 				if hasKey {
@@ -241,7 +241,7 @@ func (s *Server) matrixWith(ctx context.Context, q decider, p *auth.Principal) (
 	if err != nil {
 		return accessapi.Matrix{}, err
 	}
-	scopes := backend.ScopeNames()
+	scopes := s.Kinds.Scopes()
 	out := accessapi.Matrix{User: p.Name, Scopes: make([]accessapi.ScopeAccess, len(scopes))}
 	errs := make([]error, len(scopes))
 	parallel(len(scopes), func(i int) {
@@ -281,7 +281,7 @@ func (s *Server) scopeAccess(ctx context.Context, q decider, p *auth.Principal, 
 		}
 		return out, nil
 	}
-	for _, action := range backend.Scopes[scope] {
+	for _, action := range s.Kinds.Actions(scope) {
 		cell := accessapi.ActionAccess{Action: action, Access: accessapi.None}
 		all, err := mayWith(ctx, q, p, scope, action, "*")
 		if err != nil {
@@ -348,7 +348,7 @@ func parallel(n int, fn func(i int)) {
 // objectVisible answers 404, exactly as for a missing object, unless the
 // caller may see scope/key and it exists.
 func (s *Server) objectVisible(ctx context.Context, scope, key string) error {
-	if backend.KindOf(scope) == nil {
+	if s.Kinds.Kind(scope) == nil {
 		return nil
 	}
 	if !s.canSee(ctx, scope, key) {
@@ -376,7 +376,7 @@ func (s *Server) handleWho(c *fiber.Ctx) error {
 
 // whoQuestion checks a who-can question and answers it.
 func (s *Server) whoQuestion(ctx context.Context, scope, action, key string) (accessapi.Who, error) {
-	if !backend.ValidScope(scope) || !backend.ValidAction(scope, action) || strings.ContainsAny(scope+action, ",*") {
+	if !s.Kinds.ValidScope(scope) || !s.Kinds.ValidAction(scope, action) || strings.ContainsAny(scope+action, ",*") {
 		return accessapi.Who{}, backend.NewError(backend.EBADREQUEST, "GET", "access", "who", "scope and action must name one known scope and one action valid in it")
 	}
 	if key != "" {
@@ -529,7 +529,7 @@ func (s *Server) tenantView(ctx context.Context, name string) (accessapi.TenantV
 		return accessapi.TenantView{}, backend.Errorf(backend.EINTERNAL, "tenants/%s: unexpected %T", name, m)
 	}
 	out := accessapi.TenantView{Tenant: t.Name, Users: s.visibleNames(ctx, "users", t.Users), Scopes: []accessapi.TenantScope{}}
-	for _, scope := range backend.ScopeNames() {
+	for _, scope := range s.Kinds.Scopes() {
 		keys, listed := t.Members[scope]
 		ts := accessapi.TenantScope{Scope: scope, Visibility: accessapi.Unrestricted}
 		switch {

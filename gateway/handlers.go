@@ -243,7 +243,7 @@ func (s *Server) handlePostEvent(c *fiber.Ctx) error {
 		return err
 	}
 	// Store changes are the server's to report (docs/design.md §13.1).
-	e, err := backend.CheckPosted(e)
+	e, err := s.Kinds.CheckPosted(e)
 	if err != nil {
 		return err
 	}

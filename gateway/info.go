@@ -100,9 +100,9 @@ func (s *Server) buildInfo(c *fiber.Ctx) info {
 		}
 	}
 	scopes := map[string]any{}
-	for _, sc := range backend.ScopeNames() {
+	for _, sc := range s.Kinds.Scopes() {
 		acts := map[string]any{}
-		for _, a := range backend.Scopes[sc] {
+		for _, a := range s.Kinds.Actions(sc) {
 			acts[a] = map[string]any{}
 		}
 		scopes[sc] = acts

@@ -64,7 +64,7 @@ func (s *Server) handleList(c *fiber.Ctx) error {
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := s.Kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (s *Server) visibleJobs(c *fiber.Ctx, visible []string) ([]string, error) {
 	if len(machines) == 0 {
 		return keys, nil
 	}
-	k := backend.KindOf("jobs")
+	k := s.Kinds.Kind("jobs")
 	q := backend.Query{Limit: -1, Visible: visible, Filters: []backend.Filter{{
 		Name: "Machine", Target: backend.TargetIndex, Index: k.Indexes["Machine"], Op: backend.OpIn, Values: machines}}}
 	jobs, _, _, err := s.Objects.List(userContext(c), "jobs", q)
@@ -126,7 +126,7 @@ func (s *Server) write(c *fiber.Ctx, status int, do func(ctx context.Context, pr
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := s.Kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := s.Kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -302,7 +302,7 @@ func (s *Server) handleDelete(c *fiber.Ctx) error {
 
 // handleIndexes lists a kind's indexes (DRP's /indexes/<prefix>).
 func (s *Server) handleIndexes(c *fiber.Ctx) error {
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := s.Kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -311,8 +311,8 @@ func (s *Server) handleIndexes(c *fiber.Ctx) error {
 
 func (s *Server) handleAllIndexes(c *fiber.Ctx) error {
 	out := map[string]map[string]backend.Index{}
-	for _, p := range backend.KindPrefixes() {
-		out[p] = backend.KindOf(p).Indexes
+	for _, p := range s.Kinds.Prefixes() {
+		out[p] = s.Kinds.Kind(p).Indexes
 	}
 	return c.JSON(out)
 }
@@ -320,7 +320,7 @@ func (s *Server) handleAllIndexes(c *fiber.Ctx) error {
 // handleObjects lists the object prefixes this server serves, as DRP's
 // GET /objects does: a JSON array of strings, sorted.
 func (s *Server) handleObjects(c *fiber.Ctx) error {
-	return c.JSON(backend.KindPrefixes())
+	return c.JSON(s.Kinds.Prefixes())
 }
 
 // meta sub-resource.
@@ -329,7 +329,7 @@ func (s *Server) handleGetMeta(c *fiber.Ctx) error {
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := s.Kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -344,7 +344,7 @@ func (s *Server) handlePatchMeta(c *fiber.Ctx) error {
 	if err := s.objectsReady(); err != nil {
 		return err
 	}
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := s.Kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}

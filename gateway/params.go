@@ -29,7 +29,7 @@ func (s *Server) paramsTarget(c *fiber.Ctx) (*backend.Kind, string, error) {
 		// Params are a part of the object service.
 		return nil, "", unavailable("object service")
 	}
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := s.Kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return nil, "", err
 	}

@@ -38,7 +38,7 @@ func (s *Server) replyView(c *fiber.Ctx, v any, base string) (any, error) {
 	switch {
 	case base == "":
 		obj := map[string]any{}
-		if k := backend.KindOf(a.Scope); k != nil {
+		if k := s.Kinds.Kind(a.Scope); k != nil {
 			if m, ok := doc.(map[string]any); ok {
 				if kv, ok := m[k.KeyField]; ok {
 					obj[k.KeyField] = kv

@@ -63,6 +63,9 @@ func New(opts Options) *Server {
 		reg = prometheus.NewRegistry()
 	}
 	s := &Server{log: opts.Logger, version: opts.Version, started: time.Now(), reg: reg, Deps: opts.Deps}
+	if s.Kinds == nil {
+		s.Kinds = backend.NewCatalog()
+	}
 	s.drain.ch = make(chan struct{})
 	s.metrics = newMetrics(reg)
 	if rc, ok := opts.Deps.Policy.(reloadCounter); ok {

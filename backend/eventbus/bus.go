@@ -19,8 +19,9 @@ import (
 // clients); Subscribe, which every piece of server behaviour uses, never
 // sees them.
 type Bus struct {
-	mu   sync.RWMutex
-	subs map[*Subscription]struct{}
+	mu    sync.RWMutex
+	subs  map[*Subscription]struct{}
+	kinds *backend.Catalog
 }
 
 // Subscription receives the events its filter accepts.
@@ -34,8 +35,11 @@ type Subscription struct {
 	once   sync.Once
 }
 
-// NewBus returns an empty bus.
-func NewBus() *Bus { return &Bus{subs: map[*Subscription]struct{}{}} }
+// NewBus returns an empty bus; kinds decides which events a client may
+// post (backend.Catalog.CheckPosted).
+func NewBus(kinds *backend.Catalog) *Bus {
+	return &Bus{subs: map[*Subscription]struct{}{}, kinds: kinds}
+}
 
 // Subscribe registers a subscriber with a buffer of size n for the events
 // the server itself publishes; filter may be nil. Events clients posted are
@@ -120,7 +124,7 @@ func (b *Bus) publish(e backend.Event) {
 // PublishPosted: it reaches event streams only and drives no server
 // behaviour. An event CheckPosted refuses is not published.
 func (b *Bus) PostEvent(ctx context.Context, e backend.Event) error {
-	e, err := backend.CheckPosted(e)
+	e, err := b.kinds.CheckPosted(e)
 	if err != nil {
 		return err
 	}

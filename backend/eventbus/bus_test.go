@@ -14,7 +14,7 @@ import (
 // streams to clients (SubscribeAll) see them marked.
 func TestPostedEventsReachOnlyStreams(t *testing.T) {
 	ctx := context.Background()
-	bus := NewBus()
+	bus := NewBus(backend.NewCatalog())
 	server := bus.Subscribe(8, nil)
 	defer server.Close()
 	filtered := bus.Subscribe(8, func(e backend.Event) bool { return e.Type == "jobs" })
@@ -61,7 +61,7 @@ func TestPostedEventsReachOnlyStreams(t *testing.T) {
 // TestPostedMarkNotOnTheWire: the mark is not serialized, so event streams
 // show posted events exactly as they were posted.
 func TestPostedMarkNotOnTheWire(t *testing.T) {
-	bus := NewBus()
+	bus := NewBus(backend.NewCatalog())
 	stream := bus.SubscribeAll(1, nil)
 	defer stream.Close()
 	bus.PublishPosted(context.Background(), backend.Event{Type: "machines", Action: "update", Key: "m1"})
@@ -91,7 +91,7 @@ func receive(t *testing.T, s *Subscription) backend.Event {
 // case.
 func TestPostedStoreChangesRefused(t *testing.T) {
 	ctx := context.Background()
-	bus := NewBus()
+	bus := NewBus(backend.NewCatalog())
 	stream := bus.SubscribeAll(16, nil)
 	defer stream.Close()
 	var sent []string
@@ -135,7 +135,7 @@ func TestPostedStoreChangesRefused(t *testing.T) {
 			t.Errorf("posted %+v arrived as %+v (posted %v), want %+v", tc.in, e, e.Posted(), tc.want)
 		}
 	}
-	if _, err := backend.CheckPosted(backend.Event{Type: "machines"}); backend.ErrorCode(err) != backend.EBADREQUEST {
+	if _, err := backend.NewCatalog().CheckPosted(backend.Event{Type: "machines"}); backend.ErrorCode(err) != backend.EBADREQUEST {
 		t.Errorf("an event without Action: %v", err)
 	}
 }

@@ -212,7 +212,7 @@ func (r *Relay) handle(ctx context.Context, payload string) {
 		case n.Posted != nil:
 			// Checked where it was posted; checked again, so that no notice
 			// turns a posted event into a store change here.
-			if e, err := backend.CheckPosted(*n.Posted); err == nil {
+			if e, err := r.bus.kinds.CheckPosted(*n.Posted); err == nil {
 				r.bus.PublishPosted(ctx, e)
 			}
 		default:
@@ -232,7 +232,7 @@ func (r *Relay) handle(ctx context.Context, payload string) {
 // object that is gone (and the notice is no delete) is skipped: the notice
 // of its delete follows.
 func (r *Relay) event(ctx context.Context, n notice) (backend.Event, bool, error) {
-	k := backend.KindOf(n.Type)
+	k := r.bus.kinds.Kind(n.Type)
 	if k == nil {
 		return backend.Event{}, false, nil
 	}
@@ -269,7 +269,7 @@ func (r *Relay) event(ctx context.Context, n notice) (backend.Event, bool, error
 // PostEvent publishes an event a client posted on this replica's bus,
 // marked as posted, and relays it to the others (POST /events).
 func (r *Relay) PostEvent(ctx context.Context, e backend.Event) error {
-	e, err := backend.CheckPosted(e)
+	e, err := r.bus.kinds.CheckPosted(e)
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func TestRelay(t *testing.T) {
 		return nil, backend.NotFound(backend.ReadOp, prefix, key)
 	}
 	net := &relayNet{}
-	busA, busB := NewBus(), NewBus()
+	busA, busB := NewBus(backend.NewCatalog()), NewBus(backend.NewCatalog())
 	revs := make(chan struct{}, 4)
 	a := NewRelay(RelayOptions{Bus: busA, Send: net.send, Read: read})
 	b := NewRelay(RelayOptions{Bus: busB, Send: net.send, Read: read, OnRevision: func(context.Context) { revs <- struct{}{} }})

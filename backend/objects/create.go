@@ -19,7 +19,7 @@ import (
 // key is added to its Members in the same transaction. Jobs are created with
 // CreateJob.
 func (s *CRUD) Create(ctx context.Context, prefix string, body []byte) (backend.Model, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ const maxInUse = 10
 // removed from every tenant's Members (and a deleted user from tenants'
 // Users) in the same transaction.
 func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func (s *core) checkDelete(ctx context.Context, r *kindRules, m backend.Model) e
 	var msgs []string
 	hidden, named := 0, 0
 	for _, ref := range r.inUse {
-		users, err := s.listAll(ctx, ref.prefix, eq(ref.prefix, ref.index, key))
+		users, err := s.listAll(ctx, ref.prefix, s.eq(ref.prefix, ref.index, key))
 		if err != nil {
 			return err
 		}

@@ -34,7 +34,7 @@ func envs(t *testing.T, tune ...func(*Options)) []env {
 	t.Helper()
 	var out []env
 	for _, c := range storetest.Open(t) {
-		bus := eventbus.NewBus()
+		bus := eventbus.NewBus(backend.NewCatalog())
 		o := Options{
 			Bus:          bus,
 			HashPassword: func(pw string) ([]byte, error) { return []byte("16384$8$1$73616c74$" + pw), nil },

@@ -49,7 +49,7 @@ func (s *Jobs) CreateJob(ctx context.Context, body []byte) (backend.JobOutcome, 
 // nextJob is CreateJob inside its transaction, for machine key and the
 // agent's context.
 func (s *Jobs) nextJob(ctx context.Context, key, agentContext string) (backend.JobOutcome, *backend.Job, error) {
-	mrec, mm, err := s.read(ctx, backend.KindOf("machines"), key, backend.ActionOp)
+	mrec, mm, err := s.read(ctx, s.kinds.Kind("machines"), key, backend.ActionOp)
 	if err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
 			return backend.JobNone, nil, backend.NewError(backend.EINVALID, "ValidationError", "jobs", "",
@@ -136,7 +136,7 @@ func (s *Jobs) currentJob(ctx context.Context, m *backend.Machine) (*backend.Job
 	if err != nil {
 		return nil, 0, err
 	}
-	jm, err := decodeRecord(backend.KindOf("jobs"), rec.Data)
+	jm, err := decodeRecord(s.kinds.Kind("jobs"), rec.Data)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -320,7 +320,7 @@ func (s *Jobs) afterWrite(ctx context.Context, om, nm backend.Model) error {
 		}
 		return err
 	}
-	mm, err := decodeRecord(backend.KindOf("machines"), rec.Data)
+	mm, err := decodeRecord(s.kinds.Kind("machines"), rec.Data)
 	if err != nil {
 		return err
 	}
@@ -345,7 +345,7 @@ func (s *Jobs) AppendJobLog(ctx context.Context, id string, b []byte) error {
 	if s.logs == nil {
 		return backend.OpError(backend.EUNAVAILABLE, backend.ReplaceOp, "jobs", id, "Job logs are not available")
 	}
-	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, backend.ReplaceOp); err != nil {
+	if _, err := s.readRecord(ctx, s.kinds.Kind("jobs"), id, backend.ReplaceOp); err != nil {
 		return err
 	}
 	return s.logs.AppendJobLog(ctx, id, b)
@@ -356,7 +356,7 @@ func (s *Jobs) JobLog(ctx context.Context, id string) ([]byte, error) {
 	if s.logs == nil {
 		return nil, backend.OpError(backend.EUNAVAILABLE, backend.ReadOp, "jobs", id, "Job logs are not available")
 	}
-	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, backend.ReadOp); err != nil {
+	if _, err := s.readRecord(ctx, s.kinds.Kind("jobs"), id, backend.ReadOp); err != nil {
 		return nil, err
 	}
 	return s.logs.JobLog(ctx, id)

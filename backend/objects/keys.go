@@ -102,7 +102,7 @@ func (s *core) load(ctx context.Context, prefix, key string) (backend.Model, err
 		}
 		return nil, err
 	}
-	return decodeRecord(backend.KindOf(prefix), rec.Data)
+	return decodeRecord(s.kinds.Kind(prefix), rec.Data)
 }
 
 // listAll decodes every object of prefix matching q's filters.
@@ -112,7 +112,7 @@ func (s *core) listAll(ctx context.Context, prefix string, q backend.Query) ([]b
 	if err != nil {
 		return nil, err
 	}
-	k := backend.KindOf(prefix)
+	k := s.kinds.Kind(prefix)
 	out := make([]backend.Model, 0, len(recs))
 	for _, r := range recs {
 		m, err := decodeRecord(k, r.Data)
@@ -125,8 +125,8 @@ func (s *core) listAll(ctx context.Context, prefix string, q backend.Query) ([]b
 }
 
 // eq builds a one-filter query: field Eq value (contains, for list indexes).
-func eq(prefix, index, value string) backend.Query {
-	k := backend.KindOf(prefix)
+func (s *core) eq(prefix, index, value string) backend.Query {
+	k := s.kinds.Kind(prefix)
 	return backend.Query{Limit: -1, Filters: []backend.Filter{{
 		Name: index, Target: backend.TargetIndex, Index: k.Indexes[index], Op: backend.OpEq, Values: []string{value},
 	}}}

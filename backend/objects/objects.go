@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"reflect"
 	"time"
 
 	"github.com/provgate/provgate/backend"
@@ -40,6 +41,9 @@ type JobLogStore interface {
 
 // Options configure a Service. Zero values get safe defaults.
 type Options struct {
+	// Kinds is the kind and scope catalog cmd built (docs/design.md
+	// §1.4); nil builds one.
+	Kinds  *backend.Catalog
 	Bus    *eventbus.Bus
 	Logger *slog.Logger
 	// HashPassword turns a clear password into the stored PasswordHash (a
@@ -129,6 +133,7 @@ type Accounts struct{ *core }
 // of their kinds (rules.go), transactions, and publishing their events.
 type core struct {
 	st        Store
+	kinds     *backend.Catalog
 	bus       *eventbus.Bus
 	log       *slog.Logger
 	hash      func(string) ([]byte, error)
@@ -179,6 +184,9 @@ func newCore(st Store, o Options) *core {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.kinds == nil {
+		s.kinds = backend.NewCatalog()
 	}
 	if s.newSecret == nil {
 		s.newSecret = randomSecret
@@ -302,7 +310,7 @@ func encode(m backend.Model) ([]byte, error) {
 // clone deep-copies a model through JSON.
 func clone(m backend.Model) backend.Model {
 	b, _ := json.Marshal(m)
-	c := backend.KindOf(m.Prefix()).New()
+	c := reflect.New(reflect.TypeOf(m).Elem()).Interface().(backend.Model)
 	_ = json.Unmarshal(b, c)
 	c.Fill()
 	return c

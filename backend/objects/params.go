@@ -176,7 +176,7 @@ func (s *Params) Params(ctx context.Context, prefix, key string, aggregate, deco
 }
 
 func (s *core) params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +329,7 @@ func encodeValue(v any) (json.RawMessage, error) {
 }
 
 func (s *core) mutateParams(ctx context.Context, prefix, key string, op backend.Operation, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, err
 	}

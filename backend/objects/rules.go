@@ -81,7 +81,7 @@ func newRules(o *CRUD, p *Params, j *Jobs, pl *pluginRules) map[string]*kindRule
 			grants:   typedGrants(func(_ context.Context, u, old *backend.User) ([]backend.Grant, error) { return userGrants(u, old), nil }),
 		},
 		backend.PrefixRoles: {
-			validate: typed(checkRole),
+			validate: typed(o.checkRole),
 			grants:   typedGrants(roleClaimGrants),
 			inUse:    []reference{{"users", "Roles", "User"}},
 		},
@@ -128,7 +128,7 @@ func newRules(o *CRUD, p *Params, j *Jobs, pl *pluginRules) map[string]*kindRule
 			inUse:         []reference{{"machines", "Stage", "Machine"}, {"workflows", "Stages", "Workflow"}},
 		},
 		backend.PrefixTasks: {
-			validate: typed(checkTask),
+			validate: typed(o.checkTask),
 			grants:   typedGrants(taskGrants),
 			inUse:    []reference{{"stages", "Tasks", "Stage"}},
 		},
@@ -246,11 +246,11 @@ func tenantDeletable(m backend.Model) error {
 	return nil
 }
 
-func checkTask(_ context.Context, t *backend.Task, _ backend.Model, c *check) error {
+func (s *CRUD) checkTask(_ context.Context, t *backend.Task, _ backend.Model, c *check) error {
 	nameRule(c, t.Name, backend.ValidName)
 	// Extra claims go into job tokens (docs/design.md §8.7): they must
 	// mean what they say, as a role's claims must.
-	checkClaims(t.ExtraClaims, c)
+	checkClaims(s.kinds, t.ExtraClaims, c)
 	return nil
 }
 

@@ -25,7 +25,7 @@ func (s *core) addToTenant(ctx context.Context, tenant, prefix, key string, user
 		}
 		return err
 	}
-	tm, err := decodeRecord(backend.KindOf("tenants"), rec.Data)
+	tm, err := decodeRecord(s.kinds.Kind("tenants"), rec.Data)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *core) dropFromTenants(ctx context.Context, prefix, key string) error {
 	if err != nil {
 		return err
 	}
-	tk := backend.KindOf("tenants")
+	tk := s.kinds.Kind("tenants")
 	for _, rec := range recs {
 		tm, err := decodeRecord(tk, rec.Data)
 		if err != nil {

@@ -232,7 +232,7 @@ func (s *core) keepSecrets(old, m backend.Model, se secretEdits) {
 // relaxes nothing.
 func (s *CRUD) Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error) {
 	_ = force
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func resultError(prefix, key string, err error) error {
 // Secret and PasswordHash are kept unless the body sets them (a new Secret
 // value rotates it to a fresh random one; a PasswordHash is taken as is).
 func (s *CRUD) Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -97,13 +97,13 @@ func (s *CRUD) checkUser(ctx context.Context, u *backend.User, _ backend.Model, 
 // checkRole validates claims as DRP does (docs/design.md §5.1): every listed scope
 // must be known, every action's base must be valid in each listed scope, and
 // update:<pointer> must carry an RFC 6901 pointer.
-func checkRole(_ context.Context, r *backend.Role, _ backend.Model, c *check) error {
+func (s *CRUD) checkRole(_ context.Context, r *backend.Role, _ backend.Model, c *check) error {
 	nameRule(c, r.Name, backend.ValidName)
-	checkClaims(r.Claims, c)
+	checkClaims(s.kinds, r.Claims, c)
 	return nil
 }
 
-func checkClaims(claims []backend.Claim, c *check) {
+func checkClaims(kinds *backend.Catalog, claims []backend.Claim, c *check) {
 	seen := map[string]bool{}
 	add := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
@@ -118,7 +118,7 @@ func checkClaims(claims []backend.Claim, c *check) {
 		if !all {
 			for _, sc := range strings.Split(cl.Scope, ",") {
 				sc = strings.TrimSpace(sc)
-				if !backend.ValidScope(sc) {
+				if !kinds.ValidScope(sc) {
 					add("No such scope '%s'", sc)
 					continue
 				}
@@ -131,12 +131,12 @@ func checkClaims(claims []backend.Claim, c *check) {
 		for _, a := range strings.Split(cl.Action, ",") {
 			a = strings.TrimSpace(a)
 			if all {
-				if !anyScopeHas(a) {
+				if !anyScopeHas(kinds, a) {
 					add("No such action '%s'", a)
 				}
 			} else {
 				for _, sc := range scopes {
-					if !backend.ValidAction(sc, a) {
+					if !kinds.ValidAction(sc, a) {
 						add("No such action '%s'", a)
 					}
 				}
@@ -148,9 +148,9 @@ func checkClaims(claims []backend.Claim, c *check) {
 	}
 }
 
-func anyScopeHas(action string) bool {
-	for sc := range backend.Scopes {
-		if backend.ValidAction(sc, action) {
+func anyScopeHas(kinds *backend.Catalog, action string) bool {
+	for _, sc := range kinds.Scopes() {
+		if kinds.ValidAction(sc, action) {
 			return true
 		}
 	}
@@ -165,7 +165,7 @@ func (s *CRUD) checkTenant(ctx context.Context, t *backend.Tenant, old backend.M
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if !backend.ValidScope(k) {
+		if !s.kinds.ValidScope(k) {
 			c.bad("No such scope '%s'", k)
 		}
 		if t.Members[k] == nil {
@@ -237,8 +237,8 @@ func (s *CRUD) checkMembers(ctx context.Context, t *backend.Tenant, old backend.
 		had = o.Members
 	}
 	for _, scope := range scopes {
-		k := backend.KindOf(scope)
-		if !backend.ValidScope(scope) || k == nil {
+		k := s.kinds.Kind(scope)
+		if !s.kinds.ValidScope(scope) || k == nil {
 			continue
 		}
 		keys := make([]string, 0, len(t.Members[scope]))

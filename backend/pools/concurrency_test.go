@@ -117,7 +117,7 @@ func BenchmarkAllocate(b *testing.B) {
 			if st == nil {
 				b.Skip("PostgreSQL not configured")
 			}
-			f := &fixture{t: b, ctx: backend.WithSystem(context.Background()), st: st, bus: eventbus.NewBus()}
+			f := &fixture{t: b, ctx: backend.WithSystem(context.Background()), st: st, bus: eventbus.NewBus(backend.NewCatalog())}
 			f.svc = New(st, Options{Bus: f.bus})
 			f.machines(1, b.N+callers, "bench", nil)
 			var next atomic.Int64

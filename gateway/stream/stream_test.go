@@ -94,7 +94,7 @@ type testHub struct {
 }
 
 func newTestHub(t *testing.T, o Options) *testHub {
-	th := &testHub{bus: eventbus.NewBus(), v: &fakeViewer{}, id: Identity{Principal: "user:bob"}}
+	th := &testHub{bus: eventbus.NewBus(backend.NewCatalog()), v: &fakeViewer{}, id: Identity{Principal: "user:bob"}}
 	o.Bus = th.bus
 	th.h = New(o)
 	up := websocket.Upgrader{}
@@ -284,7 +284,7 @@ func (c *blockingConn) Close() error {
 // connection's buffers once its handler has returned, so Serve must not
 // return while its reader is still reading the connection.
 func TestServeWaitsForItsReader(t *testing.T) {
-	h := New(Options{Bus: eventbus.NewBus()})
+	h := New(Options{Bus: eventbus.NewBus(backend.NewCatalog())})
 	c := &blockingConn{closed: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
