@@ -63,6 +63,18 @@ func list(field string) Index {
 	return Index{Field: field, Type: IndexList, Unordered: true, Regex: true}
 }
 
+// documented is baseIndexes of a kind keyed by Name that carries
+// Description and Documentation, as most of DRP's content kinds do.
+func documented(extra map[string]Index) map[string]Index {
+	m := map[string]Index{
+		"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
+	}
+	for n, i := range extra {
+		m[n] = i
+	}
+	return baseIndexes("Name", m)
+}
+
 func baseIndexes(keyField string, extra map[string]Index) map[string]Index {
 	m := map[string]Index{
 		"Available": boolean("Available"),
@@ -109,14 +121,9 @@ func kindTable() map[string]*Kind {
 			"Name": str("Name", true), "Roles": list("Roles"), "Description": str("Description", false),
 		})})
 	register(&Kind{Prefix: PrefixRoles, KeyField: "Name", New: func() Model { return &Role{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-		})})
+		Indexes: documented(nil)})
 	register(&Kind{Prefix: PrefixTenants, KeyField: "Name", New: func() Model { return &Tenant{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"Users": list("Users"),
-		})})
+		Indexes: documented(map[string]Index{"Users": list("Users")})})
 	register(&Kind{Prefix: PrefixMachines, KeyField: "Uuid", New: func() Model { return &Machine{} },
 		ParamFilters: true, HasParams: true,
 		Indexes: baseIndexes("Uuid", map[string]Index{
@@ -145,35 +152,18 @@ func kindTable() map[string]*Kind {
 		})})
 	register(&Kind{Prefix: PrefixProfiles, KeyField: "Name", New: func() Model { return &Profile{} },
 		ParamFilters: true, HasParams: true,
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"Profiles": list("Profiles"),
-		})})
+		Indexes: documented(map[string]Index{"Profiles": list("Profiles")})})
 	register(&Kind{Prefix: PrefixParams, KeyField: "Name", New: func() Model { return &Param{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"Secure": boolean("Secure"),
-		})})
+		Indexes: documented(map[string]Index{"Secure": boolean("Secure")})})
 	register(&Kind{Prefix: PrefixBootenvs, KeyField: "Name", New: func() Model { return &BootEnv{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"OnlyUnknown": boolean("OnlyUnknown"),
-		})})
+		Indexes: documented(map[string]Index{"OnlyUnknown": boolean("OnlyUnknown")})})
 	register(&Kind{Prefix: PrefixWorkflows, KeyField: "Name", New: func() Model { return &Workflow{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"Stages": list("Stages"),
-		})})
+		Indexes: documented(map[string]Index{"Stages": list("Stages")})})
 	register(&Kind{Prefix: PrefixStages, KeyField: "Name", New: func() Model { return &Stage{} },
 		HasParams: true,
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"BootEnv": str("BootEnv", false), "Reboot": boolean("Reboot"), "Tasks": list("Tasks"), "Profiles": list("Profiles"),
-		})})
+		Indexes:   documented(map[string]Index{"BootEnv": str("BootEnv", false), "Reboot": boolean("Reboot"), "Tasks": list("Tasks"), "Profiles": list("Profiles")})})
 	register(&Kind{Prefix: PrefixTasks, KeyField: "Name", New: func() Model { return &Task{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-		})})
+		Indexes: documented(nil)})
 	register(&Kind{Prefix: PrefixJobs, KeyField: "Uuid", New: func() Model { return &Job{} },
 		Indexes: baseIndexes("Uuid", map[string]Index{
 			"Uuid":      {Field: "Uuid", Type: IndexUUID, Unique: true},

@@ -119,7 +119,7 @@ func ParseQuery(kind *Kind, v url.Values, isParam func(string) bool) (Query, err
 			}
 		case "sort":
 			for _, s := range vals {
-				for _, f := range splitList(s) {
+				for _, f := range SplitList(s) {
 					idx, ok := kind.Indexes[f]
 					if !ok {
 						return q, bad("Filter not found: %s", f)
@@ -146,9 +146,9 @@ func ParseQuery(kind *Kind, v url.Values, isParam func(string) bool) (Query, err
 				q.Expand = b
 			}
 		case "slim":
-			q.Slim = splitList(val)
+			q.Slim = SplitList(val)
 		case "params":
-			q.Params = splitList(val)
+			q.Params = SplitList(val)
 		default:
 			if controlWords[k] {
 				continue
@@ -170,7 +170,8 @@ func parseBoolParam(s string) (bool, error) {
 	return strconv.ParseBool(s)
 }
 
-func splitList(s string) []string {
+// SplitList splits a comma list (slim=, params=), dropping blank items.
+func SplitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {

@@ -224,8 +224,8 @@ func (s *Server) handleGet(c *fiber.Ctx) error {
 	}
 	vals, _ := url.ParseQuery(string(c.Request().URI().QueryString()))
 	var q backend.Query
-	q.Slim = splitComma(vals.Get("slim"))
-	q.Params = splitComma(vals.Get("params"))
+	q.Slim = backend.SplitList(vals.Get("slim"))
+	q.Params = backend.SplitList(vals.Get("params"))
 	q.Aggregate = vals.Get("aggregate") == "true"
 	q.Decode = isDecode(c)
 	if len(q.Slim) == 0 && len(q.Params) == 0 && !q.Aggregate && !q.Decode {
@@ -407,14 +407,4 @@ func (s *Server) afterWrite(c *fiber.Ctx, prefix string) {
 			s.log.ErrorContext(userContext(c), "policy data refresh failed", "error", err.Error())
 		}
 	}
-}
-
-func splitComma(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

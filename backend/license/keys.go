@@ -42,36 +42,31 @@ func EncodePublicKey(pub ed25519.PublicKey) ([]byte, error) {
 
 // ParsePrivateKey reads a PKCS #8 PEM ed25519 private key.
 func ParsePrivateKey(data []byte) (ed25519.PrivateKey, error) {
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, errors.New("no PEM \"PRIVATE KEY\" block found")
-	}
-	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("parse private key: %w", err)
-	}
-	priv, ok := key.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("private key is %T, want ed25519", key)
-	}
-	return priv, nil
+	return parsePEM[ed25519.PrivateKey](data, "PRIVATE KEY", "private", x509.ParsePKCS8PrivateKey)
 }
 
 // ParsePublicKey reads a PKIX PEM ed25519 public key.
 func ParsePublicKey(data []byte) (ed25519.PublicKey, error) {
+	return parsePEM[ed25519.PublicKey](data, "PUBLIC KEY", "public", x509.ParsePKIXPublicKey)
+}
+
+// parsePEM reads the one PEM block of type blockType in data with parse and
+// requires a key of type K; which names the key in errors.
+func parsePEM[K any](data []byte, blockType, which string, parse func([]byte) (any, error)) (K, error) {
+	var zero K
 	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "PUBLIC KEY" {
-		return nil, errors.New("no PEM \"PUBLIC KEY\" block found")
+	if block == nil || block.Type != blockType {
+		return zero, fmt.Errorf("no PEM %q block found", blockType)
 	}
-	key, err := x509.ParsePKIXPublicKey(block.Bytes)
+	key, err := parse(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("parse public key: %w", err)
+		return zero, fmt.Errorf("parse %s key: %w", which, err)
 	}
-	pub, ok := key.(ed25519.PublicKey)
+	k, ok := key.(K)
 	if !ok {
-		return nil, fmt.Errorf("public key is %T, want ed25519", key)
+		return zero, fmt.Errorf("%s key is %T, want ed25519", which, key)
 	}
-	return pub, nil
+	return k, nil
 }
 
 // LoadPrivateKey reads an ed25519 private key file; errors name the file.

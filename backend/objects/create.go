@@ -59,11 +59,7 @@ func (s *CRUD) Create(ctx context.Context, prefix string, body []byte) (backend.
 		emit(ctx, s.event(ctx, "create", m, nil))
 		return s.addToTenant(ctx, backend.TenantFrom(ctx), prefix, m.Key(), prefix == backend.PrefixUsers)
 	})
-	if err != nil {
-		return nil, err
-	}
-	backend.Sanitize(m)
-	return m, nil
+	return sanitized(m, err)
 }
 
 // createPassword hashes a "Password" member of a users create body and

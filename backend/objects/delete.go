@@ -50,11 +50,7 @@ func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, e
 		out = m
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	backend.Sanitize(out)
-	return out, nil
+	return sanitized(out, err)
 }
 
 // checkDelete refuses the delete of m for its kind's own reason, or while

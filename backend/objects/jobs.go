@@ -313,15 +313,8 @@ func (s *Jobs) afterWrite(ctx context.Context, om, nm backend.Model) error {
 	if old.State == j.State || (j.State != backend.JobFailed && j.State != backend.JobFinished) {
 		return nil
 	}
-	rec, err := s.st.Get(ctx, "machines", j.Machine)
-	if err != nil {
-		if backend.IsCode(err, backend.ENOTFOUND) {
-			return nil
-		}
-		return err
-	}
-	mm, err := decodeRecord(s.kinds.Kind("machines"), rec.Data)
-	if err != nil {
+	rec, mm, err := s.stored(ctx, "machines", j.Machine)
+	if err != nil || mm == nil {
 		return err
 	}
 	m := mm.(*backend.Machine)

@@ -92,17 +92,25 @@ func (s *core) exists(ctx context.Context, prefix, key string) (bool, error) {
 
 // load decodes prefix/key, or returns nil when it is absent.
 func (s *core) load(ctx context.Context, prefix, key string) (backend.Model, error) {
+	_, m, err := s.stored(ctx, prefix, key)
+	return m, err
+}
+
+// stored reads and decodes prefix/key by its native key, with the record
+// (its revision, to write it back); the model is nil when it is absent.
+func (s *core) stored(ctx context.Context, prefix, key string) (backend.Record, backend.Model, error) {
 	if key == "" {
-		return nil, nil
+		return backend.Record{}, nil, nil
 	}
 	rec, err := s.st.Get(ctx, prefix, key)
 	if err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
-			return nil, nil
+			return rec, nil, nil
 		}
-		return nil, err
+		return rec, nil, err
 	}
-	return decodeRecord(s.kinds.Kind(prefix), rec.Data)
+	m, err := decodeRecord(s.kinds.Kind(prefix), rec.Data)
+	return rec, m, err
 }
 
 // listAll decodes every object of prefix matching q's filters.

@@ -323,6 +323,14 @@ func sanitizedJSON(m backend.Model) json.RawMessage {
 	return b
 }
 
+// sanitized is m as a reply shows it (backend.Sanitize), or err.
+func sanitized(m backend.Model, err error) (backend.Model, error) {
+	if err != nil {
+		return nil, err
+	}
+	return backend.Sanitize(m), nil
+}
+
 // bodyError turns a JSON decoding failure of a request body into a bad
 // request of operation op.
 func bodyError(op backend.Operation, prefix, key string, err error) error {

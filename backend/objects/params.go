@@ -156,11 +156,27 @@ func (s *Params) prepareParams(ctx context.Context, m, old backend.Model, c *che
 	return nil
 }
 
-func hasParams(k *backend.Kind, op backend.Operation, key string) error {
-	if !k.HasParams {
-		return backend.OpError(backend.ENOTFOUND, op, k.Prefix, key, k.Prefix+" have no params")
+// paramsKind is prefix's kind for operation op on key's params: an
+// unknown kind, or one without params, is not found.
+func (s *core) paramsKind(prefix string, op backend.Operation, key string) (*backend.Kind, error) {
+	k, err := s.kinds.Lookup(prefix)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if !k.HasParams {
+		return nil, backend.OpError(backend.ENOTFOUND, op, k.Prefix, key, k.Prefix+" have no params")
+	}
+	return k, nil
+}
+
+// readWithParams reads prefix/key, an object of a kind with params.
+func (s *core) readWithParams(ctx context.Context, prefix, key string) (backend.Model, error) {
+	k, err := s.paramsKind(prefix, backend.ReadOp, key)
+	if err != nil {
+		return nil, err
+	}
+	_, m, err := s.read(ctx, k, key, backend.ReadOp)
+	return m, err
 }
 
 // Params returns the params of prefix/key (machines, profiles, stages,
@@ -176,14 +192,7 @@ func (s *Params) Params(ctx context.Context, prefix, key string, aggregate, deco
 }
 
 func (s *core) params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
-	k, err := s.kinds.Lookup(prefix)
-	if err != nil {
-		return nil, err
-	}
-	if err := hasParams(k, backend.ReadOp, key); err != nil {
-		return nil, err
-	}
-	_, m, err := s.read(ctx, k, key, backend.ReadOp)
+	m, err := s.readWithParams(ctx, prefix, key)
 	if err != nil {
 		return nil, err
 	}
@@ -329,11 +338,8 @@ func encodeValue(v any) (json.RawMessage, error) {
 }
 
 func (s *core) mutateParams(ctx context.Context, prefix, key string, op backend.Operation, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
-	k, err := s.kinds.Lookup(prefix)
+	k, err := s.paramsKind(prefix, op, key)
 	if err != nil {
-		return nil, err
-	}
-	if err := hasParams(k, op, key); err != nil {
 		return nil, err
 	}
 	return s.mutate(ctx, k, key, op, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {

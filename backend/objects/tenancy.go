@@ -18,15 +18,8 @@ func (s *core) addToTenant(ctx context.Context, tenant, prefix, key string, user
 	if tenant == "" {
 		return nil
 	}
-	rec, err := s.st.Get(ctx, "tenants", tenant)
-	if err != nil {
-		if backend.IsCode(err, backend.ENOTFOUND) {
-			return nil
-		}
-		return err
-	}
-	tm, err := decodeRecord(s.kinds.Kind("tenants"), rec.Data)
-	if err != nil {
+	rec, tm, err := s.stored(ctx, "tenants", tenant)
+	if err != nil || tm == nil {
 		return err
 	}
 	t := tm.(*backend.Tenant)

@@ -248,7 +248,7 @@ func (s *CRUD) Patch(ctx context.Context, prefix, key string, patch []byte, forc
 		m, _, err := s.getTyped(ctx, k, key, backend.PatchOp)
 		return m, err
 	}
-	m, err := s.mutate(ctx, k, key, backend.PatchOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	return sanitized(s.mutate(ctx, k, key, backend.PatchOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		view := clone(old)
 		backend.Sanitize(view)
 		doc, err := encode(view)
@@ -265,12 +265,7 @@ func (s *CRUD) Patch(ctx context.Context, prefix, key string, patch []byte, forc
 		}
 		s.keepSecrets(old, m, se)
 		return m, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	backend.Sanitize(m)
-	return m, nil
+	}))
 }
 
 func resultError(prefix, key string, err error) error {
@@ -295,7 +290,7 @@ func (s *CRUD) Put(ctx context.Context, prefix, key string, body []byte) (backen
 	if err := json.Unmarshal(body, nm); err != nil {
 		return nil, bodyError(backend.ReplaceOp, prefix, key, err)
 	}
-	m, err := s.mutate(ctx, k, key, backend.ReplaceOp, "save", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	return sanitized(s.mutate(ctx, k, key, backend.ReplaceOp, "save", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		m := clone(nm)
 		if m.Key() == "" {
 			m.SetKey(old.Key())
@@ -317,12 +312,7 @@ func (s *CRUD) Put(ctx context.Context, prefix, key string, body []byte) (backen
 		}
 		s.keepSecrets(old, m, se)
 		return m, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	backend.Sanitize(m)
-	return m, nil
+	}))
 }
 
 // mutate is the read-modify-write core of every update: in one transaction
