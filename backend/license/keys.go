@@ -71,28 +71,26 @@ func parsePEM[K any](data []byte, blockType, which string, parse func([]byte) (a
 
 // LoadPrivateKey reads an ed25519 private key file; errors name the file.
 func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("private key: %w", err)
-	}
-	priv, err := ParsePrivateKey(data)
-	if err != nil {
-		return nil, fmt.Errorf("private key %s: %w", path, err)
-	}
-	return priv, nil
+	return loadKey(path, "private key", ParsePrivateKey)
 }
 
 // LoadPublicKey reads an ed25519 public key file; errors name the file.
 func LoadPublicKey(path string) (ed25519.PublicKey, error) {
+	return loadKey(path, "license public key", ParsePublicKey)
+}
+
+// loadKey reads the key file at path with parse; errors start with what.
+func loadKey[K any](path, what string, parse func([]byte) (K, error)) (K, error) {
+	var zero K
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("license public key: %w", err)
+		return zero, fmt.Errorf("%s: %w", what, err)
 	}
-	pub, err := ParsePublicKey(data)
+	k, err := parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("license public key %s: %w", path, err)
+		return zero, fmt.Errorf("%s %s: %w", what, path, err)
 	}
-	return pub, nil
+	return k, nil
 }
 
 // LoadFile reads the license document at path and verifies it with pub at

@@ -205,22 +205,18 @@ func expandEach[K any](d *Data, seq iter.Seq2[K, any], set func(K, any)) error {
 }
 
 // ParamAsJSON is the parameter encoded as JSON, with no trailing newline.
-func (d *Data) ParamAsJSON(name string) (string, error) {
-	v, _, err := d.lookup(name)
-	if err != nil {
-		return "", err
-	}
-	b, err := json.Marshal(v)
-	return string(b), err
-}
+func (d *Data) ParamAsJSON(name string) (string, error) { return d.paramAs(name, json.Marshal) }
 
 // ParamAsYAML is the parameter encoded as YAML.
-func (d *Data) ParamAsYAML(name string) (string, error) {
+func (d *Data) ParamAsYAML(name string) (string, error) { return d.paramAs(name, yaml.Marshal) }
+
+// paramAs is the parameter encoded with marshal.
+func (d *Data) paramAs(name string, marshal func(any) ([]byte, error)) (string, error) {
 	v, _, err := d.lookup(name)
 	if err != nil {
 		return "", err
 	}
-	b, err := yaml.Marshal(v)
+	b, err := marshal(v)
 	return string(b), err
 }
 
