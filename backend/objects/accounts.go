@@ -30,7 +30,7 @@ func (s *Accounts) Bootstrap(ctx context.Context, password func() (string, error
 		if err != nil {
 			return false, err
 		}
-		if _, err := s.objects().Create(ctx, backend.PrefixRoles, role); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
+		if _, err := s.objects.Create(ctx, backend.PrefixRoles, role); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
 			return false, fmt.Errorf("bootstrap role superuser: %w", err)
 		}
 	} else if err != nil {
@@ -45,7 +45,7 @@ func (s *Accounts) Bootstrap(ctx context.Context, password func() (string, error
 	if err != nil {
 		return false, err
 	}
-	if _, err := s.objects().Create(ctx, backend.PrefixUsers, user); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
+	if _, err := s.objects.Create(ctx, backend.PrefixUsers, user); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
 		return false, fmt.Errorf("bootstrap user %s: %w", AdminUser, err)
 	}
 	s.log.Info("created role superuser and user " + AdminUser)

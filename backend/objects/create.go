@@ -65,7 +65,7 @@ func (s *CRUD) Create(ctx context.Context, prefix string, body []byte) (backend.
 // createPassword hashes a "Password" member of a users create body and
 // checks a given PasswordHash looks like a simple-scrypt string
 // (N$r$p$salt$key).
-func (s *core) createPassword(u *backend.User, body []byte) error {
+func (s *CRUD) createPassword(u *backend.User, body []byte) error {
 	var extra struct {
 		Password *string `json:"Password"`
 	}

@@ -110,11 +110,19 @@ type Service struct {
 }
 
 // CRUD is the object part of the Service: the DRP CRUD routes.
-type CRUD struct{ *core }
+type CRUD struct {
+	*core
+	// params shapes the params of what CRUD returns (Shape).
+	params *Params
+}
 
 // Params is the params part of the Service: params sub-resources, the
 // aggregated params of machines and Secure values at rest.
-type Params struct{ *core }
+type Params struct {
+	*core
+	// objects writes param definitions (SealParam).
+	objects *CRUD
+}
 
 // Jobs is the job part of the Service: job creation, the job state machine
 // and job logs.
@@ -127,7 +135,11 @@ type Jobs struct {
 
 // Accounts is the account part of the Service: passwords, token-revocation
 // secrets and the first admin.
-type Accounts struct{ *core }
+type Accounts struct {
+	*core
+	// objects creates the first admin and its role (Bootstrap).
+	objects *CRUD
+}
 
 // core is what the parts share: reading and writing objects by the rules
 // of their kinds (rules.go), transactions, and publishing their events.
@@ -157,7 +169,9 @@ func New(st Store, o Options) *Service {
 			j.logs = jl
 		}
 	}
-	s := &Service{Objects: &CRUD{c}, Params: &Params{c}, Jobs: j, Accounts: &Accounts{c}, c: c}
+	crud, params := &CRUD{core: c}, &Params{core: c}
+	crud.params, params.objects = params, crud
+	s := &Service{Objects: crud, Params: params, Jobs: j, Accounts: &Accounts{core: c, objects: crud}, c: c}
 	c.rules = newRules(s.Objects, s.Params, s.Jobs, newPluginRules(c, o))
 	return s
 }
@@ -341,7 +355,3 @@ func bodyError(op backend.Operation, prefix, key string, err error) error {
 	}
 	return &backend.Error{Code: backend.EBADREQUEST, Op: op, Model: prefix, Key: key, Messages: []string{msg}, Err: err}
 }
-
-// objects is the object part over the same core, for the other parts'
-// writes of whole objects.
-func (s *core) objects() *CRUD { return &CRUD{s} }

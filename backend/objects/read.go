@@ -102,7 +102,7 @@ func (s *CRUD) Shape(ctx context.Context, m backend.Model, q backend.Query) erro
 	pp := paramsOf(m)
 	partial := false
 	if pp != nil && (q.Aggregate || q.Decode) {
-		v, err := s.paramsView(ctx, m, q.Aggregate, q.Decode)
+		v, err := s.params.paramsView(ctx, m, q.Aggregate, q.Decode)
 		if err != nil {
 			return err
 		}

@@ -218,7 +218,7 @@ func (s *Params) MigrateSecureParams(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-func (s *core) migrateObject(ctx context.Context, prefix, key string) (int, error) {
+func (s *Params) migrateObject(ctx context.Context, prefix, key string) (int, error) {
 	k := s.kinds.Kind(prefix)
 	for attempt := 0; ; attempt++ {
 		n, stale := 0, false

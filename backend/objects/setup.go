@@ -72,7 +72,7 @@ func (s *Params) SealParam(ctx context.Context, name string) error {
 		return err
 	}
 	if !def.Secure {
-		if _, err := s.objects().Patch(ctx, backend.PrefixParams, name, []byte(`[{"op":"replace","path":"/Secure","value":true}]`), false); err != nil {
+		if _, err := s.objects.Patch(ctx, backend.PrefixParams, name, []byte(`[{"op":"replace","path":"/Secure","value":true}]`), false); err != nil {
 			return err
 		}
 	}

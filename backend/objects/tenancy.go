@@ -14,7 +14,7 @@ import (
 // restricts that scope, and a user (user true) to its Users: a user a
 // tenant user creates is in its tenant, never in none, which would let it
 // see everything (docs/design.md §6.4).
-func (s *core) addToTenant(ctx context.Context, tenant, prefix, key string, user bool) error {
+func (s *CRUD) addToTenant(ctx context.Context, tenant, prefix, key string, user bool) error {
 	if tenant == "" {
 		return nil
 	}
@@ -39,7 +39,7 @@ func (s *core) addToTenant(ctx context.Context, tenant, prefix, key string, user
 	return s.writeTenant(ctx, rec.Key, rec.Rev, old, t)
 }
 
-func (s *core) writeTenant(ctx context.Context, key string, rev int64, old, t backend.Model) error {
+func (s *CRUD) writeTenant(ctx context.Context, key string, rev int64, old, t backend.Model) error {
 	data, err := encode(t)
 	if err != nil {
 		return err
@@ -53,7 +53,7 @@ func (s *core) writeTenant(ctx context.Context, key string, rev int64, old, t ba
 
 // dropFromTenants removes a deleted key from every tenant's Members, and a
 // deleted user from every tenant's Users.
-func (s *core) dropFromTenants(ctx context.Context, prefix, key string) error {
+func (s *CRUD) dropFromTenants(ctx context.Context, prefix, key string) error {
 	recs, _, _, err := s.st.List(ctx, "tenants", backend.Query{Limit: -1})
 	if err != nil {
 		return err
