@@ -1,6 +1,7 @@
 package objects
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -36,6 +37,10 @@ import (
 //     to decide (docs/design.md §5.9);
 //   - afterWrite runs the cross-object effects of an update after the
 //     object's own write, in its transaction (docs/design.md §4.5);
+//   - secrets keeps the fields no reply shows (a user's password hash and
+//     Secret, a machine's Secret) across an update, whose document never
+//     held them, and says what a PUT body changes of them (docs/design.md
+//     §4.4, §3.8);
 //   - deletable refuses a delete for the kind's own reason, inUse lists the
 //     references that keep an object from being deleted, afterDelete
 //     removes what goes with a deleted object (docs/design.md §4.7).
@@ -49,6 +54,7 @@ type kindRules struct {
 	configured    func(m backend.Model, c *check)
 	grants        func(ctx context.Context, m, old backend.Model) ([]backend.Grant, error)
 	afterWrite    func(ctx context.Context, old, m backend.Model) error
+	secrets       *secretRules
 	deletable     func(m backend.Model) error
 	inUse         []reference
 	afterDelete   func(ctx context.Context, key string) error
@@ -61,6 +67,14 @@ type checkFunc func(ctx context.Context, m, old backend.Model, c *check) error
 // typed adapts a check written for one kind's Go type.
 func typed[T backend.Model](f func(ctx context.Context, m T, old backend.Model, c *check) error) checkFunc {
 	return func(ctx context.Context, m, old backend.Model, c *check) error { return f(ctx, m.(T), old, c) }
+}
+
+// secretRules keep a kind's hidden fields (see kindRules.secrets).
+type secretRules struct {
+	// keep copies old's hidden fields into m, then applies se.
+	keep func(old, m backend.Model, se secretEdits)
+	// replaced is what a PUT body m changes of old's hidden fields.
+	replaced func(old, m backend.Model) secretEdits
 }
 
 // reference is one kind of object that can keep another from being
@@ -77,6 +91,7 @@ func newRules(o *CRUD, p *Params, j *Jobs, pl *pluginRules) map[string]*kindRule
 	return map[string]*kindRules{
 		backend.PrefixUsers: {
 			defaults: o.userDefaults,
+			secrets:  &secretRules{keep: o.keepUserSecrets, replaced: userSecretsReplaced},
 			validate: typed(o.checkUser),
 			grants:   typedGrants(func(_ context.Context, u, old *backend.User) ([]backend.Grant, error) { return userGrants(u, old), nil }),
 		},
@@ -98,6 +113,7 @@ func newRules(o *CRUD, p *Params, j *Jobs, pl *pluginRules) map[string]*kindRule
 			// checked with its own fields (checkMachine, refs.go).
 			validate:  typed(o.checkMachine),
 			params:    p.prepareParams,
+			secrets:   &secretRules{keep: o.keepMachineSecret, replaced: machineSecretReplaced},
 			deletable: machineDeletable,
 		},
 		backend.PrefixProfiles: {
@@ -209,6 +225,47 @@ func (s *CRUD) userDefaults(m backend.Model, body []byte) error {
 		v.Secret = s.newSecret()
 	}
 	return nil
+}
+
+// Hidden fields --------------------------------------------------------
+
+func (s *CRUD) keepUserSecrets(old, m backend.Model, se secretEdits) {
+	v, o := m.(*backend.User), old.(*backend.User)
+	v.PasswordHash, v.Secret = o.PasswordHash, o.Secret
+	if se.password != nil {
+		v.PasswordHash = se.password
+	}
+	if se.rotate {
+		v.Secret = s.newSecret()
+	}
+}
+
+// userSecretsReplaced: a PUT body's PasswordHash is taken as is; a new
+// Secret value rotates it to a fresh random one.
+func userSecretsReplaced(old, m backend.Model) secretEdits {
+	var se secretEdits
+	v, o := m.(*backend.User), old.(*backend.User)
+	if len(v.PasswordHash) > 0 && !bytes.Equal(v.PasswordHash, o.PasswordHash) {
+		se.password, se.rotate = v.PasswordHash, true
+	}
+	if v.Secret != "" && v.Secret != o.Secret {
+		se.rotate = true
+	}
+	return se
+}
+
+func (s *CRUD) keepMachineSecret(old, m backend.Model, se secretEdits) {
+	v := m.(*backend.Machine)
+	v.Secret = old.(*backend.Machine).Secret
+	if se.rotate {
+		v.Secret = s.newSecret()
+	}
+}
+
+// machineSecretReplaced: a new Secret value in a PUT body rotates it.
+func machineSecretReplaced(old, m backend.Model) secretEdits {
+	v := m.(*backend.Machine)
+	return secretEdits{rotate: v.Secret != "" && v.Secret != old.(*backend.Machine).Secret}
 }
 
 // Rules of single kinds ------------------------------------------------

@@ -198,27 +198,11 @@ func dropBlankSecret(op jsonpatch.Operation) jsonpatch.Operation {
 }
 
 // keepSecrets carries the hidden fields of old into m (which came from a
-// sanitized document), applying requested rotations.
+// sanitized document), applying requested rotations: the kind's secrets
+// rule (rules.go).
 func (s *core) keepSecrets(old, m backend.Model, se secretEdits) {
-	switch v := m.(type) {
-	case *backend.User:
-		o := old.(*backend.User)
-		v.PasswordHash, v.Secret = o.PasswordHash, o.Secret
-		if se.password != nil {
-			v.PasswordHash = se.password
-		}
-	case *backend.Machine:
-		v.Secret = old.(*backend.Machine).Secret
-	default:
-		return
-	}
-	if se.rotate {
-		switch v := m.(type) {
-		case *backend.User:
-			v.Secret = s.newSecret()
-		case *backend.Machine:
-			v.Secret = s.newSecret()
-		}
+	if r := s.rulesOf(m.Prefix()); r.secrets != nil {
+		r.secrets.keep(old, m, se)
 	}
 }
 
@@ -296,19 +280,8 @@ func (s *CRUD) Put(ctx context.Context, prefix, key string, body []byte) (backen
 			m.SetKey(old.Key())
 		}
 		var se secretEdits
-		switch v := m.(type) {
-		case *backend.User:
-			o := old.(*backend.User)
-			if len(v.PasswordHash) > 0 && !bytes.Equal(v.PasswordHash, o.PasswordHash) {
-				se.password, se.rotate = v.PasswordHash, true
-			}
-			if v.Secret != "" && v.Secret != o.Secret {
-				se.rotate = true
-			}
-		case *backend.Machine:
-			if v.Secret != "" && v.Secret != old.(*backend.Machine).Secret {
-				se.rotate = true
-			}
+		if r := s.rulesOf(prefix); r.secrets != nil {
+			se = r.secrets.replaced(old, m)
 		}
 		s.keepSecrets(old, m, se)
 		return m, nil
