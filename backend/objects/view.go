@@ -82,7 +82,7 @@ func newViewCache(st Store, size int) *viewCache {
 // (a lookup by primary key that returns one integer); on SQLite the store
 // tells the cache of every write.
 func (s *CRUD) View(ctx context.Context, prefix, key string) (backend.View, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return backend.View{}, err
 	}
@@ -147,7 +147,7 @@ func (s *CRUD) ViewCacheLen() int {
 // revisions are never reused. Rows not in the cache are decoded, and kept
 // in the cache for the next read when the page is small against the cache.
 func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]byte, int, int, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, 0, 0, err
 	}

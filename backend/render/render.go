@@ -64,19 +64,19 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.MaxOutput <= 0 {
-		l.MaxOutput = DefaultMaxOutput
-	}
-	if l.Timeout <= 0 {
-		l.Timeout = DefaultTimeout
-	}
-	if l.MaxItems <= 0 {
-		l.MaxItems = DefaultMaxItems
-	}
-	if l.MaxSource <= 0 {
-		l.MaxSource = DefaultMaxSource
-	}
+	l.MaxOutput = orDefault(l.MaxOutput, DefaultMaxOutput)
+	l.Timeout = orDefault(l.Timeout, DefaultTimeout)
+	l.MaxItems = orDefault(l.MaxItems, DefaultMaxItems)
+	l.MaxSource = orDefault(l.MaxSource, DefaultMaxSource)
 	return l
+}
+
+// orDefault is v, or def when v is not positive.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // ParamFunc looks a parameter up for the machine being rendered, through the

@@ -220,7 +220,7 @@ func parse(t *testing.T, prefix, raw string) backend.Query {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := backend.ParseQuery(backend.KindOf(prefix), v, func(n string) bool { return testParams[n] })
+	q, err := backend.ParseQuery(testKinds.Kind(prefix), v, func(n string) bool { return testParams[n] })
 	if err != nil {
 		t.Fatalf("parse %q: %v", raw, err)
 	}
@@ -361,10 +361,10 @@ func TestListFilters(t *testing.T) {
 		t.Run("bad filters", func(t *testing.T) {
 			bad := []backend.Filter{
 				{Name: "x') OR 1=1 --", Target: backend.TargetParam, Op: backend.OpEq, Values: []string{"1"}},
-				{Name: "Name", Target: backend.TargetIndex, Index: backend.KindOf("machines").Indexes["Name"], Op: "Like", Values: []string{"a"}},
-				{Name: "Name", Target: backend.TargetIndex, Index: backend.KindOf("machines").Indexes["Name"], Op: backend.OpBetween, Values: []string{"a"}},
-				{Name: "Profiles", Target: backend.TargetIndex, Index: backend.KindOf("machines").Indexes["Profiles"], Op: backend.OpLt, Values: []string{"a"}},
-				{Name: "CurrentTask", Target: backend.TargetIndex, Index: backend.KindOf("machines").Indexes["CurrentTask"], Op: backend.OpEq, Values: []string{"1 OR 1=1"}},
+				{Name: "Name", Target: backend.TargetIndex, Index: testKinds.Kind("machines").Indexes["Name"], Op: "Like", Values: []string{"a"}},
+				{Name: "Name", Target: backend.TargetIndex, Index: testKinds.Kind("machines").Indexes["Name"], Op: backend.OpBetween, Values: []string{"a"}},
+				{Name: "Profiles", Target: backend.TargetIndex, Index: testKinds.Kind("machines").Indexes["Profiles"], Op: backend.OpLt, Values: []string{"a"}},
+				{Name: "CurrentTask", Target: backend.TargetIndex, Index: testKinds.Kind("machines").Indexes["CurrentTask"], Op: backend.OpEq, Values: []string{"1 OR 1=1"}},
 			}
 			for _, f := range bad {
 				_, _, _, err := s.List(ctx, "machines", backend.Query{Limit: -1, Filters: []backend.Filter{f}})
@@ -1035,3 +1035,6 @@ func TestRecordAttemptsBatch(t *testing.T) {
 		}
 	})
 }
+
+// testKinds is the kind catalog the tests read kinds from.
+var testKinds = backend.NewCatalog()

@@ -54,7 +54,7 @@ var limits = map[string]string{
 		"Reading the machine and plugin through the read cache (docs/design.md §14.6) would take most reads " +
 		"off the connection.",
 	"8d": "A write never waits for its subscribers: after the commit it makes one non-blocking channel send " +
-		"per socket (backend.Bus), and each socket's own goroutine authenticates its caller again, decides the " +
+		"per socket (eventbus.Bus), and each socket's own goroutine authenticates its caller again, decides the " +
 		"event through the decision cache, encodes the frame and writes it over TLS. What the ratio measures is " +
 		"that work competing for the same 2 CPUs as the write: 100 deliveries per write, each a policy " +
 		"decision, a frame of about 2 KB and a TLS write, plus the load generator's 100 TLS clients decrypting " +

@@ -23,6 +23,7 @@ import (
 	"github.com/fasthttp/websocket"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 )
 
 // Conn is one websocket connection; *websocket.Conn of fasthttp/websocket
@@ -69,7 +70,7 @@ type Identity struct {
 
 // Options tune a Hub. Zero values take the defaults noted.
 type Options struct {
-	Bus    *backend.Bus
+	Bus    *eventbus.Bus
 	Logger *slog.Logger
 	// Buffer bounds the events waiting for one socket (256). A socket whose
 	// buffer overflows is closed: its client reads too slowly.
@@ -362,7 +363,7 @@ func (s *socket) command(text string) backend.Event {
 }
 
 // write sends acknowledgements and events until the socket ends.
-func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
+func (s *socket) write(ctx context.Context, sub *eventbus.Subscription) {
 	o := s.h.o
 	ping := time.NewTicker(o.PingInterval)
 	defer ping.Stop()

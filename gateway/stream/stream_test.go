@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 )
 
 func TestParseFilter(t *testing.T) {
@@ -85,7 +86,7 @@ func (v *fakeViewer) Allowed(ctx context.Context, e backend.Event) (bool, error)
 
 type testHub struct {
 	h   *Hub
-	bus *backend.Bus
+	bus *eventbus.Bus
 	srv *httptest.Server
 	v   *fakeViewer
 	id  Identity
@@ -93,7 +94,7 @@ type testHub struct {
 }
 
 func newTestHub(t *testing.T, o Options) *testHub {
-	th := &testHub{bus: backend.NewBus(), v: &fakeViewer{}, id: Identity{Principal: "user:bob"}}
+	th := &testHub{bus: eventbus.NewBus(backend.NewCatalog()), v: &fakeViewer{}, id: Identity{Principal: "user:bob"}}
 	o.Bus = th.bus
 	th.h = New(o)
 	up := websocket.Upgrader{}
@@ -283,7 +284,7 @@ func (c *blockingConn) Close() error {
 // connection's buffers once its handler has returned, so Serve must not
 // return while its reader is still reading the connection.
 func TestServeWaitsForItsReader(t *testing.T) {
-	h := New(Options{Bus: backend.NewBus()})
+	h := New(Options{Bus: eventbus.NewBus(backend.NewCatalog())})
 	c := &blockingConn{closed: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
