@@ -135,7 +135,7 @@ func New(opts Options) *Service {
 		opts.WorkerBatch = DefaultWorkerBatch
 	}
 	if opts.Objects != nil {
-		src := objectSource{opts.Objects, opts.Params}
+		src := objectSource{o: opts.Objects, p: opts.Params}
 		if opts.Machines == nil {
 			opts.Machines = src
 		}
