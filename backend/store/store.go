@@ -55,6 +55,8 @@ type Store struct {
 	file *sqliteFile
 	// stats times the statements (QueryStats).
 	stats queryStats
+	// notifier sends committed transactions' notices (notify.go).
+	notifier notifier
 }
 
 const (
@@ -71,6 +73,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		log = slog.Default()
 	}
 	s := &Store{log: log}
+	s.notifier.idle.L = &s.notifier.mu
 	var err error
 	if isPostgresDSN(dsn) {
 		s.dialect = dialectPostgres
@@ -100,6 +103,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 
 // Close releases the connection pool.
 func (s *Store) Close() error {
+	s.FlushNotices()
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return err
@@ -124,6 +128,8 @@ type txState struct {
 	// written are the objects the transaction wrote, told to onWrite
 	// once it commits.
 	written []objectRef
+	// notices are the event notices it sent, sent once it commits.
+	notices []string
 }
 
 type objectRef struct{ prefix, key string }
@@ -202,6 +208,9 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) er
 	if err == nil {
 		for _, w := range st.written {
 			s.tell(w.prefix, w.key)
+		}
+		if len(st.notices) > 0 {
+			s.queueNotices(st.notices)
 		}
 		return nil
 	}
