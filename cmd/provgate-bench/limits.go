@@ -40,10 +40,11 @@ var limits = map[string]string{
 		"independent of the tenant's size.",
 	"5a": "On 2 CPUs a single caller already keeps about one core busy (TLS, the gateway, the claim and " +
 		"the writes in PostgreSQL), so 8 callers can at best add what the second core and lock waits " +
-		"leave. ClaimForUpdate (backend/store/query.go) chooses at random among every Free machine of the " +
-		"pool; it sorts only their keys, but still reads every candidate row to test the conditions. " +
-		"Starting at a random key and taking the next unlocked rows by index would make the claim " +
-		"independent of pool size.",
+		"leave. The claim (ClaimForUpdate, backend/store/query.go) walks the pool's keys from a random " +
+		"pivot with FOR UPDATE SKIP LOCKED, so callers rarely meet on a row; the relay's notices are sent " +
+		"after the commit by one writer (backend/store/notify.go), since PostgreSQL serializes the commits " +
+		"of transactions that issue a NOTIFY. What 8 callers still share is the commit's WAL flush and the " +
+		"2 CPUs, with the load generator and PostgreSQL on them.",
 	"5b": "Duplicates or allocations missing from the store mean two callers got the same machine: the " +
 		"claim (ClaimForUpdate, FOR UPDATE SKIP LOCKED) or its conditional update is broken.",
 	"6": "callbackDo is a full gateway request (TLS, Bearer, policy) plus the action: the machine and " +

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -307,7 +308,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 
 	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale, rep.Grants = gw, pools, dec, ev, sc, gr
-	rep.Figures = append(rep.Figures, gatewayFigures(gw, gwSkip)...)
+	gwFigs := gatewayFigures(gw, gwSkip)
+	for i, f := range gwFigs {
+		// A leg group -only left out measured nothing.
+		if gw != nil && f.Skipped == "" && math.IsNaN(f.Value) && len(cfg.Only) > 0 {
+			gwFigs[i].Skipped = "-only"
+		}
+	}
+	rep.Figures = append(rep.Figures, gwFigs...)
 	rep.Figures = append(rep.Figures, decideFigures(dec, decSkip)...)
 	rep.Figures = append(rep.Figures, poolFigures(pools, pgSkip)...)
 	rep.Figures = append(rep.Figures, memFigures(gw, pools, gwSkip, pgSkip)...)
