@@ -198,7 +198,7 @@ type Actions struct {
 // Options.Objects and Options.Params.
 func (s *Service) Actions() *Actions {
 	return &Actions{s: s, src: objectSource{o: s.opts.Objects, p: s.opts.Params,
-		opened: &openedCache{m: map[string]openedParams{}}}}
+		opened: s.opened}}
 }
 
 // Providers lists the plugin providers the server has.
