@@ -391,7 +391,7 @@ func (s *Params) aggregate(ctx context.Context, m backend.Model, decode bool) (m
 				continue
 			}
 			seen[n] = true
-			pm, err := s.load(ctx, "profiles", n)
+			pm, err := s.loadShared(ctx, "profiles", n)
 			if err != nil {
 				return err
 			}
@@ -413,7 +413,7 @@ func (s *Params) aggregate(ctx context.Context, m backend.Model, decode bool) (m
 			return nil, err
 		}
 		if v.Stage != "" {
-			st, err := s.load(ctx, "stages", v.Stage)
+			st, err := s.loadShared(ctx, "stages", v.Stage)
 			if err != nil {
 				return nil, err
 			}
@@ -437,20 +437,14 @@ func (s *Params) aggregate(ctx context.Context, m backend.Model, decode bool) (m
 			return nil, err
 		}
 	}
-	defs, err := s.listAll(ctx, "params", backend.Query{})
+	defs, err := s.schemaDefaults(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range defs {
-		p := d.(*backend.Param)
-		if _, ok := out[p.Name]; ok {
-			continue
-		}
-		if sch, ok := p.Schema.(map[string]any); ok {
-			if dv, ok := sch["default"]; ok {
-				// A schema default is a clear value, never opened.
-				out[p.Name] = dv
-			}
+	for name, dv := range defs {
+		if _, ok := out[name]; !ok {
+			// A schema default is a clear value, never opened.
+			out[name] = dv
 		}
 	}
 	if decode {

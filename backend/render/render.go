@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"text/template"
 	"time"
 
@@ -146,6 +147,11 @@ func Render(ctx context.Context, mode Mode, name, text string, env Env, lim Limi
 func renderDepth(ctx context.Context, mode Mode, name, text string, env Env, lim Limits, depth int) (string, error) {
 	if len(text) > lim.MaxSource {
 		return "", ErrSourceTooLarge
+	}
+	if !strings.Contains(text, "{{") && len(text) <= lim.MaxOutput && ctx.Err() == nil {
+		// Text without an action renders as itself: no function map to
+		// build and nothing to parse (a callback's fixed Url, say).
+		return text, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()

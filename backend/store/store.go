@@ -59,6 +59,8 @@ type Store struct {
 	file *sqliteFile
 	// stats times the statements (QueryStats).
 	stats queryStats
+	// notifier sends committed transactions' notices (notify.go).
+	notifier notifier
 }
 
 const (
@@ -78,6 +80,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if s.kinds == nil {
 		s.kinds = backend.NewCatalog()
 	}
+	s.notifier.idle.L = &s.notifier.mu
 	var err error
 	if isPostgresDSN(dsn) {
 		s.dialect = dialectPostgres
@@ -107,6 +110,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 
 // Close releases the connection pool.
 func (s *Store) Close() error {
+	s.FlushNotices()
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return err
@@ -131,6 +135,8 @@ type txState struct {
 	// written are the objects the transaction wrote, told to onWrite
 	// once it commits.
 	written []objectRef
+	// notices are the event notices it sent, sent once it commits.
+	notices []string
 }
 
 type objectRef struct{ prefix, key string }
@@ -209,6 +215,9 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) er
 	if err == nil {
 		for _, w := range st.written {
 			s.tell(w.prefix, w.key)
+		}
+		if len(st.notices) > 0 {
+			s.queueNotices(st.notices)
 		}
 		return nil
 	}

@@ -301,3 +301,27 @@ func TestServeWaitsForItsReader(t *testing.T) {
 		t.Fatal("Serve returned while its reader was still reading the connection")
 	}
 }
+
+// TestFrameShared: the sockets sending one event share its frame; an event
+// that differs in any field, or carries other Object bytes, gets its own.
+func TestFrameShared(t *testing.T) {
+	h := New(Options{})
+	obj := json.RawMessage(`{"Uuid":"u1","Name":"m1"}`)
+	e := backend.Event{Time: time.Unix(100, 0).UTC(), Type: "machines", Action: "update", Key: "u1", Object: obj}
+	copyOf := e
+	a, b := h.frame(e), h.frame(copyOf)
+	if string(a) != string(encode(e)) || &a[0] != &b[0] {
+		t.Fatalf("copies of one event: frames %s and %s, shared %v", a, b, &a[0] == &b[0])
+	}
+	other := e
+	other.Object = json.RawMessage(`{"Uuid":"u1","Name":"m2"}`)
+	moved := e
+	moved.Time = e.Time.Add(time.Nanosecond)
+	local := e
+	local.Time = e.Time.In(time.FixedZone("X", 3600))
+	for _, o := range []backend.Event{other, moved, local} {
+		if got := h.frame(o); string(got) != string(encode(o)) {
+			t.Fatalf("frame %s, want %s", got, encode(o))
+		}
+	}
+}
