@@ -31,19 +31,36 @@ type Access interface {
 	Ungranted(ctx context.Context, grants ...Grant) ([]Claim, error)
 }
 
-type accessKey struct{}
+// The values a request context carries, each under its own key.
+var (
+	accessKey    = ctxKey[Access]{"access"}
+	principalKey = ctxKey[string]{"principal"}
+	tenantKey    = ctxKey[string]{"tenant"}
+)
+
+// ctxKey is the key of one value of type T a context carries.
+type ctxKey[T any] struct{ name string }
+
+func (k ctxKey[T]) with(ctx context.Context, v T) context.Context {
+	return context.WithValue(ctx, k, v)
+}
+
+// from is the value ctx carries under k, or T's zero value.
+func (k ctxKey[T]) from(ctx context.Context) T {
+	v, _ := ctx.Value(k).(T)
+	return v
+}
 
 // WithAccess returns ctx carrying a.
 func WithAccess(ctx context.Context, a Access) context.Context {
-	return context.WithValue(ctx, accessKey{}, a)
+	return accessKey.with(ctx, a)
 }
 
 // AccessFrom returns the Access ctx carries: the request's caller, the
 // system Access of WithSystem, or nil when nothing was declared (which every
 // check refuses).
 func AccessFrom(ctx context.Context) Access {
-	a, _ := ctx.Value(accessKey{}).(Access)
-	return a
+	return accessKey.from(ctx)
 }
 
 // system is the Access of server-internal work: it sees every object and
@@ -112,30 +129,24 @@ func Ungranted(ctx context.Context, grants ...Grant) ([]Claim, error) {
 	return a.Ungranted(ctx, grants...)
 }
 
-type principalKey struct{}
-
-type tenantKey struct{}
-
 // WithPrincipal records who makes the change ("user:bob", "runner:<uuid>");
 // it goes into the Principal of the events the change publishes.
 func WithPrincipal(ctx context.Context, p string) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
+	return principalKey.with(ctx, p)
 }
 
 // PrincipalFrom is the principal WithPrincipal recorded, "" for none.
 func PrincipalFrom(ctx context.Context) string {
-	p, _ := ctx.Value(principalKey{}).(string)
-	return p
+	return principalKey.from(ctx)
 }
 
 // WithTenant records the caller's tenant: objects it creates in a scope the
 // tenant restricts are appended to the tenant's Members (docs/design.md §6).
 func WithTenant(ctx context.Context, tenant string) context.Context {
-	return context.WithValue(ctx, tenantKey{}, tenant)
+	return tenantKey.with(ctx, tenant)
 }
 
 // TenantFrom is the tenant WithTenant recorded, "" for none.
 func TenantFrom(ctx context.Context) string {
-	t, _ := ctx.Value(tenantKey{}).(string)
-	return t
+	return tenantKey.from(ctx)
 }

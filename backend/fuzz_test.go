@@ -22,10 +22,11 @@ func FuzzParseQuery(f *testing.F) {
 		f.Add(s, uint8(0))
 		f.Add(s, uint8(3))
 	}
-	prefixes := KindPrefixes()
+	kinds := NewCatalog()
+	prefixes := kinds.Prefixes()
 	isParam := func(s string) bool { return s == "foo/bar" || s == "a" }
 	f.Fuzz(func(t *testing.T, raw string, which uint8) {
-		kind := Kinds[prefixes[int(which)%len(prefixes)]]
+		kind := kinds.Kind(prefixes[int(which)%len(prefixes)])
 		v, _ := url.ParseQuery(raw)
 		q, err := ParseQuery(kind, v, isParam)
 		if err != nil {

@@ -63,6 +63,18 @@ func list(field string) Index {
 	return Index{Field: field, Type: IndexList, Unordered: true, Regex: true}
 }
 
+// documented is baseIndexes of a kind keyed by Name that carries
+// Description and Documentation, as most of DRP's content kinds do.
+func documented(extra map[string]Index) map[string]Index {
+	m := map[string]Index{
+		"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
+	}
+	for n, i := range extra {
+		m[n] = i
+	}
+	return baseIndexes("Name", m)
+}
+
 func baseIndexes(keyField string, extra map[string]Index) map[string]Index {
 	m := map[string]Index{
 		"Available": boolean("Available"),
@@ -77,9 +89,6 @@ func baseIndexes(keyField string, extra map[string]Index) map[string]Index {
 	}
 	return m
 }
-
-// Kinds is every stored object type, keyed by prefix.
-var Kinds = map[string]*Kind{}
 
 // Prefixes of the stored kinds: each names the kind's table, its routes
 // (/api/v3/<prefix>) and the scope of its claims. They are untyped string
@@ -102,45 +111,19 @@ const (
 	PrefixReservations = "reservations"
 )
 
-func register(k *Kind) { Kinds[k.Prefix] = k }
-
-// KindOf returns the kind for a prefix, or nil.
-func KindOf(prefix string) *Kind { return Kinds[prefix] }
-
-// LookupKind is KindOf for a prefix a caller asked for: an unknown one is
-// ENOTFOUND.
-func LookupKind(prefix string) (*Kind, error) {
-	k := Kinds[prefix]
-	if k == nil {
-		return nil, OpError(ENOTFOUND, ReadOp, prefix, "", "No such object type "+prefix)
-	}
-	return k, nil
-}
-
-// KindPrefixes returns every registered prefix, sorted.
-func KindPrefixes() []string {
-	out := make([]string, 0, len(Kinds))
-	for p := range Kinds {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func init() {
+// kindTable returns every stored object type, keyed by prefix; see
+// Catalog.
+func kindTable() map[string]*Kind {
+	kinds := map[string]*Kind{}
+	register := func(k *Kind) { kinds[k.Prefix] = k }
 	register(&Kind{Prefix: PrefixUsers, KeyField: "Name", New: func() Model { return &User{} },
 		Indexes: baseIndexes("Name", map[string]Index{
 			"Name": str("Name", true), "Roles": list("Roles"), "Description": str("Description", false),
 		})})
 	register(&Kind{Prefix: PrefixRoles, KeyField: "Name", New: func() Model { return &Role{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-		})})
+		Indexes: documented(nil)})
 	register(&Kind{Prefix: PrefixTenants, KeyField: "Name", New: func() Model { return &Tenant{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"Users": list("Users"),
-		})})
+		Indexes: documented(map[string]Index{"Users": list("Users")})})
 	register(&Kind{Prefix: PrefixMachines, KeyField: "Uuid", New: func() Model { return &Machine{} },
 		ParamFilters: true, HasParams: true,
 		Indexes: baseIndexes("Uuid", map[string]Index{
@@ -169,35 +152,18 @@ func init() {
 		})})
 	register(&Kind{Prefix: PrefixProfiles, KeyField: "Name", New: func() Model { return &Profile{} },
 		ParamFilters: true, HasParams: true,
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"Profiles": list("Profiles"),
-		})})
+		Indexes: documented(map[string]Index{"Profiles": list("Profiles")})})
 	register(&Kind{Prefix: PrefixParams, KeyField: "Name", New: func() Model { return &Param{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"Secure": boolean("Secure"),
-		})})
+		Indexes: documented(map[string]Index{"Secure": boolean("Secure")})})
 	register(&Kind{Prefix: PrefixBootenvs, KeyField: "Name", New: func() Model { return &BootEnv{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"OnlyUnknown": boolean("OnlyUnknown"),
-		})})
+		Indexes: documented(map[string]Index{"OnlyUnknown": boolean("OnlyUnknown")})})
 	register(&Kind{Prefix: PrefixWorkflows, KeyField: "Name", New: func() Model { return &Workflow{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"Stages": list("Stages"),
-		})})
+		Indexes: documented(map[string]Index{"Stages": list("Stages")})})
 	register(&Kind{Prefix: PrefixStages, KeyField: "Name", New: func() Model { return &Stage{} },
 		HasParams: true,
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-			"BootEnv": str("BootEnv", false), "Reboot": boolean("Reboot"), "Tasks": list("Tasks"), "Profiles": list("Profiles"),
-		})})
+		Indexes:   documented(map[string]Index{"BootEnv": str("BootEnv", false), "Reboot": boolean("Reboot"), "Tasks": list("Tasks"), "Profiles": list("Profiles")})})
 	register(&Kind{Prefix: PrefixTasks, KeyField: "Name", New: func() Model { return &Task{} },
-		Indexes: baseIndexes("Name", map[string]Index{
-			"Name": str("Name", true), "Description": str("Description", false), "Documentation": str("Documentation", false),
-		})})
+		Indexes: documented(nil)})
 	register(&Kind{Prefix: PrefixJobs, KeyField: "Uuid", New: func() Model { return &Job{} },
 		Indexes: baseIndexes("Uuid", map[string]Index{
 			"Uuid":      {Field: "Uuid", Type: IndexUUID, Unique: true},
@@ -230,4 +196,5 @@ func init() {
 			"Addr": {Field: "Addr", Type: IndexIP, Unique: true}, "Token": str("Token", false),
 			"Strategy": str("Strategy", false), "Description": str("Description", false),
 		})})
+	return kinds
 }

@@ -1,5 +1,7 @@
 package backend
 
+//go:generate go run ./internal/modelgen models.go models_gen.go
+
 import (
 	"encoding/json"
 	"time"
@@ -39,7 +41,10 @@ func (e *Envelope) SetValid(errs []string) {
 	e.Available = len(errs) == 0
 }
 
-// Model is what every stored object type implements.
+// Model is what every stored object type implements. Each kind's struct
+// below names its prefix and key field in a //provgate:model line, from
+// which go generate writes these methods (models_gen.go,
+// backend/internal/modelgen).
 type Model interface {
 	Prefix() string // the plural API prefix: "machines"
 	Key() string    // the native key value
@@ -59,6 +64,8 @@ type Claim struct {
 func (c Claim) String() string { return c.Scope + " " + c.Action + " " + c.Specific }
 
 // User is a person or automation that logs in.
+//
+//provgate:model users Name
 type User struct {
 	Envelope
 	Name         string   `json:"Name"`
@@ -68,13 +75,11 @@ type User struct {
 	Secret       string   `json:"Secret,omitempty"`       // never returned
 }
 
-func (u *User) Prefix() string  { return "users" }
-func (u *User) Key() string     { return u.Name }
-func (u *User) SetKey(k string) { u.Name = k }
-func (u *User) Fill()           { u.FillEnvelope(); u.Roles = nonNilStrings(u.Roles) }
-func (u *User) Sanitize()       { u.PasswordHash = nil; u.Secret = "" }
+func (u *User) Sanitize() { u.PasswordHash = nil; u.Secret = "" }
 
 // Role is a named set of claims.
+//
+//provgate:model roles Name
 type Role struct {
 	Envelope
 	Name          string  `json:"Name"`
@@ -83,17 +88,9 @@ type Role struct {
 	Claims        []Claim `json:"Claims"`
 }
 
-func (r *Role) Prefix() string  { return "roles" }
-func (r *Role) Key() string     { return r.Name }
-func (r *Role) SetKey(k string) { r.Name = k }
-func (r *Role) Fill() {
-	r.FillEnvelope()
-	if r.Claims == nil {
-		r.Claims = []Claim{}
-	}
-}
-
 // Tenant restricts the visibility of objects for its users.
+//
+//provgate:model tenants Name
 type Tenant struct {
 	Envelope
 	Name          string              `json:"Name"`
@@ -101,17 +98,6 @@ type Tenant struct {
 	Documentation string              `json:"Documentation"`
 	Members       map[string][]string `json:"Members"`
 	Users         []string            `json:"Users"`
-}
-
-func (t *Tenant) Prefix() string  { return "tenants" }
-func (t *Tenant) Key() string     { return t.Name }
-func (t *Tenant) SetKey(k string) { t.Name = k }
-func (t *Tenant) Fill() {
-	t.FillEnvelope()
-	if t.Members == nil {
-		t.Members = map[string][]string{}
-	}
-	t.Users = nonNilStrings(t.Users)
 }
 
 // Fingerprint identifies a machine's hardware.
@@ -124,6 +110,8 @@ type Fingerprint struct {
 }
 
 // Machine is a bare-metal (or virtual) machine under management.
+//
+//provgate:model machines Uuid
 type Machine struct {
 	Envelope
 	Partial          bool           `json:"Partial"`
@@ -155,20 +143,8 @@ type Machine struct {
 	WorkflowComplete bool           `json:"WorkflowComplete"`
 }
 
-func (m *Machine) Prefix() string  { return "machines" }
-func (m *Machine) Key() string     { return m.Uuid }
-func (m *Machine) SetKey(k string) { m.Uuid = k }
-func (m *Machine) Fill() {
-	m.FillEnvelope()
-	m.Profiles = nonNilStrings(m.Profiles)
-	m.Tasks = nonNilStrings(m.Tasks)
-	m.HardwareAddrs = nonNilStrings(m.HardwareAddrs)
-	if m.Params == nil {
-		m.Params = map[string]any{}
-	}
-	if m.TaskErrorStacks == nil {
-		m.TaskErrorStacks = []any{}
-	}
+// fillDefaults gives a machine DRP's defaults (Fill, models_gen.go).
+func (m *Machine) fillDefaults() {
 	if m.Fingerprint.MemoryIds == nil {
 		m.Fingerprint.MemoryIds = []string{}
 	}
@@ -216,6 +192,8 @@ var PoolStatuses = []string{PoolJoining, PoolHoldJoin, PoolFree, PoolBuilding, P
 	PoolInUse, PoolDestroying, PoolHoldDestroy, PoolLeaving, PoolHoldLeave}
 
 // Profile is a named, reusable set of params.
+//
+//provgate:model profiles Name
 type Profile struct {
 	Envelope
 	Partial       bool           `json:"Partial"`
@@ -226,18 +204,9 @@ type Profile struct {
 	Profiles      []string       `json:"Profiles"`
 }
 
-func (p *Profile) Prefix() string  { return "profiles" }
-func (p *Profile) Key() string     { return p.Name }
-func (p *Profile) SetKey(k string) { p.Name = k }
-func (p *Profile) Fill() {
-	p.FillEnvelope()
-	if p.Params == nil {
-		p.Params = map[string]any{}
-	}
-	p.Profiles = nonNilStrings(p.Profiles)
-}
-
 // Param defines a parameter: its JSON schema and whether it is Secure.
+//
+//provgate:model params Name
 type Param struct {
 	Envelope
 	Name          string `json:"Name"`
@@ -246,11 +215,6 @@ type Param struct {
 	Secure        bool   `json:"Secure"`
 	Schema        any    `json:"Schema"`
 }
-
-func (p *Param) Prefix() string  { return "params" }
-func (p *Param) Key() string     { return p.Name }
-func (p *Param) SetKey(k string) { p.Name = k }
-func (p *Param) Fill()           { p.FillEnvelope() }
 
 // TemplateInfo is one template of a task, stage or bootenv.
 type TemplateInfo struct {
@@ -264,6 +228,8 @@ type TemplateInfo struct {
 
 // BootEnv describes how a machine boots. Kernel, Initrds and BootParams
 // name what a network boot loads; a bootenv with a Kernel net-boots.
+//
+//provgate:model bootenvs Name
 type BootEnv struct {
 	Envelope
 	Name           string         `json:"Name"`
@@ -282,17 +248,10 @@ type BootEnv struct {
 	Loaders map[string]string `json:"Loaders"`
 }
 
-func (b *BootEnv) Prefix() string  { return "bootenvs" }
-func (b *BootEnv) Key() string     { return b.Name }
-func (b *BootEnv) SetKey(k string) { b.Name = k }
-func (b *BootEnv) Fill() {
-	b.FillEnvelope()
-	// OS has DRP's OsInfo members, blank when unset, so an object read
-	// and sent back as DRP's model has it (drpcli -r/--ref tests the
-	// whole document against such a copy). Other members are kept.
-	if b.OS == nil {
-		b.OS = map[string]any{}
-	}
+// fillDefaults gives OS DRP's OsInfo members, blank when unset, so an
+// object read and sent back as DRP's model has it (drpcli -r/--ref tests
+// the whole document against such a copy). Other members are kept.
+func (b *BootEnv) fillDefaults() {
 	for _, f := range []string{"Name", "Family", "Codename", "Version", "IsoFile", "IsoSha256", "IsoUrl"} {
 		if b.OS[f] == nil {
 			b.OS[f] = ""
@@ -301,18 +260,11 @@ func (b *BootEnv) Fill() {
 	if b.OS["SupportedArchitectures"] == nil {
 		b.OS["SupportedArchitectures"] = map[string]any{}
 	}
-	if b.Loaders == nil {
-		b.Loaders = map[string]string{}
-	}
-	if b.Templates == nil {
-		b.Templates = []TemplateInfo{}
-	}
-	b.Initrds = nonNilStrings(b.Initrds)
-	b.RequiredParams = nonNilStrings(b.RequiredParams)
-	b.OptionalParams = nonNilStrings(b.OptionalParams)
 }
 
 // Workflow is an ordered list of stages.
+//
+//provgate:model workflows Name
 type Workflow struct {
 	Envelope
 	Name          string   `json:"Name"`
@@ -321,12 +273,9 @@ type Workflow struct {
 	Stages        []string `json:"Stages"`
 }
 
-func (w *Workflow) Prefix() string  { return "workflows" }
-func (w *Workflow) Key() string     { return w.Name }
-func (w *Workflow) SetKey(k string) { w.Name = k }
-func (w *Workflow) Fill()           { w.FillEnvelope(); w.Stages = nonNilStrings(w.Stages) }
-
 // Stage is a step of a workflow: tasks, params and an optional bootenv.
+//
+//provgate:model stages Name
 type Stage struct {
 	Envelope
 	Partial        bool           `json:"Partial"`
@@ -344,24 +293,9 @@ type Stage struct {
 	RunnerWait     bool           `json:"RunnerWait"`
 }
 
-func (s *Stage) Prefix() string  { return "stages" }
-func (s *Stage) Key() string     { return s.Name }
-func (s *Stage) SetKey(k string) { s.Name = k }
-func (s *Stage) Fill() {
-	s.FillEnvelope()
-	if s.Templates == nil {
-		s.Templates = []TemplateInfo{}
-	}
-	s.RequiredParams = nonNilStrings(s.RequiredParams)
-	s.OptionalParams = nonNilStrings(s.OptionalParams)
-	s.Tasks = nonNilStrings(s.Tasks)
-	s.Profiles = nonNilStrings(s.Profiles)
-	if s.Params == nil {
-		s.Params = map[string]any{}
-	}
-}
-
 // Task is a unit of work run by a machine's agent.
+//
+//provgate:model tasks Name
 type Task struct {
 	Envelope
 	Name           string         `json:"Name"`
@@ -375,19 +309,6 @@ type Task struct {
 	ExtraClaims    []Claim        `json:"ExtraClaims,omitempty"`
 }
 
-func (t *Task) Prefix() string  { return "tasks" }
-func (t *Task) Key() string     { return t.Name }
-func (t *Task) SetKey(k string) { t.Name = k }
-func (t *Task) Fill() {
-	t.FillEnvelope()
-	if t.Templates == nil {
-		t.Templates = []TemplateInfo{}
-	}
-	t.RequiredParams = nonNilStrings(t.RequiredParams)
-	t.OptionalParams = nonNilStrings(t.OptionalParams)
-	t.Prerequisites = nonNilStrings(t.Prerequisites)
-}
-
 // Job states and exit states (docs/design.md §10.3).
 const (
 	JobCreated    = "created"
@@ -398,6 +319,8 @@ const (
 )
 
 // Job is one run of one task on one machine.
+//
+//provgate:model jobs Uuid
 type Job struct {
 	Envelope
 	Uuid         string    `json:"Uuid"`
@@ -420,11 +343,6 @@ type Job struct {
 	Token        string    `json:"Token,omitempty"`
 }
 
-func (j *Job) Prefix() string  { return "jobs" }
-func (j *Job) Key() string     { return j.Uuid }
-func (j *Job) SetKey(k string) { j.Uuid = k }
-func (j *Job) Fill()           { j.FillEnvelope() }
-
 // PoolTransitionActions is an action group applied on a pool transition.
 type PoolTransitionActions struct {
 	Workflow         string         `json:"Workflow,omitempty"`
@@ -445,6 +363,8 @@ type PoolAutoFill struct {
 }
 
 // Pool groups machines and carries the action groups of its transitions.
+//
+//provgate:model pools Id
 type Pool struct {
 	Envelope
 	Id              string                 `json:"Id"`
@@ -458,11 +378,6 @@ type Pool struct {
 	AutoFill        *PoolAutoFill          `json:"AutoFill,omitempty"`
 }
 
-func (p *Pool) Prefix() string  { return "pools" }
-func (p *Pool) Key() string     { return p.Id }
-func (p *Pool) SetKey(k string) { p.Id = k }
-func (p *Pool) Fill()           { p.FillEnvelope() }
-
 // PoolResult is one machine in a pool operation's reply.
 type PoolResult struct {
 	Name      string `json:"Name"`
@@ -472,6 +387,8 @@ type PoolResult struct {
 }
 
 // Plugin is a configured instance of a plugin provider.
+//
+//provgate:model plugins Name
 type Plugin struct {
 	Envelope
 	Partial       bool           `json:"Partial"`
@@ -481,17 +398,6 @@ type Plugin struct {
 	Params        map[string]any `json:"Params"`
 	Provider      string         `json:"Provider"`
 	PluginErrors  []string       `json:"PluginErrors"`
-}
-
-func (p *Plugin) Prefix() string  { return "plugins" }
-func (p *Plugin) Key() string     { return p.Name }
-func (p *Plugin) SetKey(k string) { p.Name = k }
-func (p *Plugin) Fill() {
-	p.FillEnvelope()
-	if p.Params == nil {
-		p.Params = map[string]any{}
-	}
-	p.PluginErrors = nonNilStrings(p.PluginErrors)
 }
 
 // AvailableAction is an action a plugin provider offers on a model.
@@ -520,6 +426,8 @@ type PluginProvider struct {
 }
 
 // Reservation pins an address to a machine's hardware address.
+//
+//provgate:model reservations Addr
 type Reservation struct {
 	Envelope
 	Addr        string `json:"Addr"`
@@ -533,14 +441,8 @@ type Reservation struct {
 	Options     []any  `json:"Options"`
 }
 
-func (r *Reservation) Prefix() string  { return "reservations" }
-func (r *Reservation) Key() string     { return r.Addr }
-func (r *Reservation) SetKey(k string) { r.Addr = k }
-func (r *Reservation) Fill() {
-	r.FillEnvelope()
-	if r.Options == nil {
-		r.Options = []any{}
-	}
+// fillDefaults: a reservation's Strategy is MAC unless set.
+func (r *Reservation) fillDefaults() {
 	if r.Strategy == "" {
 		r.Strategy = "MAC"
 	}
@@ -556,9 +458,10 @@ type Event struct {
 	Object    json.RawMessage `json:"Object"`
 	Original  json.RawMessage `json:"Original"`
 
-	// posted marks an event a client sent (POST /events). Only
-	// Bus.PublishPosted sets it, so neither a request body nor a caller
-	// outside this package can clear or forge it; it is never serialized.
+	// posted marks an event a client sent (POST /events). Only AsPosted
+	// sets it (the event bus, on PublishPosted), and nothing clears it, so
+	// a request body cannot forge or drop the mark; it is never
+	// serialized.
 	posted bool
 	// owner is the machine of a job event whose Object is absent (a delete
 	// relayed from another replica); see Owner.
@@ -591,17 +494,19 @@ func (e Event) Owner() string {
 // for event streams, never a fact the server acts on.
 func (e Event) Posted() bool { return e.posted }
 
+// AsPosted returns e marked as an event a client posted. The mark only
+// narrows who receives it; there is no way to clear it.
+func (e Event) AsPosted() Event { e.posted = true; return e }
+
+// WithOwner returns e with its owner machine set, for a job event whose
+// Object is absent (a delete relayed from another replica) or whose owner
+// was read once already; see Owner.
+func (e Event) WithOwner(machine string) Event { e.owner = machine; return e }
+
 // Pref is one preference (GET/POST /api/v3/prefs is a map of these).
 type Pref struct {
 	Name  string `json:"Name"`
 	Value string `json:"Value"`
-}
-
-func nonNilStrings(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // Sanitize strips from m what must never leave the server (a user's

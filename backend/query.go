@@ -27,16 +27,15 @@ const (
 	OpExcept  = "Except"
 )
 
-var ops = map[string]string{}
+// ops names the filter operators by their lower-case spelling; a query
+// may write them in any case.
+var ops = map[string]string{
+	"eq": OpEq, "ne": OpNe, "lt": OpLt, "lte": OpLte, "gt": OpGt, "gte": OpGte,
+	"in": OpIn, "nin": OpNin, "re": OpRe, "between": OpBetween, "except": OpExcept,
+}
 
 // queryLabel names the numeric query parameters in error messages.
 var queryLabel = map[string]string{"offset": "Offset", "limit": "Limit"}
-
-func init() {
-	for _, o := range []string{OpEq, OpNe, OpLt, OpLte, OpGt, OpGte, OpIn, OpNin, OpRe, OpBetween, OpExcept} {
-		ops[strings.ToLower(o)] = o
-	}
-}
 
 // FilterTarget says what a filter reads.
 type FilterTarget int
@@ -120,7 +119,7 @@ func ParseQuery(kind *Kind, v url.Values, isParam func(string) bool) (Query, err
 			}
 		case "sort":
 			for _, s := range vals {
-				for _, f := range splitList(s) {
+				for _, f := range SplitList(s) {
 					idx, ok := kind.Indexes[f]
 					if !ok {
 						return q, bad("Filter not found: %s", f)
@@ -147,9 +146,9 @@ func ParseQuery(kind *Kind, v url.Values, isParam func(string) bool) (Query, err
 				q.Expand = b
 			}
 		case "slim":
-			q.Slim = splitList(val)
+			q.Slim = SplitList(val)
 		case "params":
-			q.Params = splitList(val)
+			q.Params = SplitList(val)
 		default:
 			if controlWords[k] {
 				continue
@@ -171,7 +170,8 @@ func parseBoolParam(s string) (bool, error) {
 	return strconv.ParseBool(s)
 }
 
-func splitList(s string) []string {
+// SplitList splits a comma list (slim=, params=), dropping blank items.
+func SplitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {

@@ -3,19 +3,18 @@ package backend
 import "context"
 
 // waitStopKey carries the channel that ends waits early (WithWaitStop).
-type waitStopKey struct{}
+var waitStopKey = ctxKey[<-chan struct{}]{"wait stop"}
 
 // WithWaitStop returns ctx carrying stop: once stop is closed, the waits of
 // requests made with ctx (long polls, pool waits) end at once, as if their
 // timeout had passed, while the request itself goes on to answer. The
 // server closes it when it starts draining (docs/design.md §15.7).
 func WithWaitStop(ctx context.Context, stop <-chan struct{}) context.Context {
-	return context.WithValue(ctx, waitStopKey{}, stop)
+	return waitStopKey.with(ctx, stop)
 }
 
 // WaitStop is the channel WithWaitStop put in ctx; nil (never ready in a
 // select) when there is none.
 func WaitStop(ctx context.Context) <-chan struct{} {
-	ch, _ := ctx.Value(waitStopKey{}).(<-chan struct{})
-	return ch
+	return waitStopKey.from(ctx)
 }

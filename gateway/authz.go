@@ -118,7 +118,9 @@ type authorizer struct {
 	policy   Decider
 	resolver claims.Resolver
 	machines machineVisibility
-	metrics  *metrics
+	// kinds is the kind and scope catalog (Deps.Kinds).
+	kinds   *backend.Catalog
+	metrics *metrics
 	// served holds the rows of the route table the router serves.
 	served map[*claims.Route]bool
 }

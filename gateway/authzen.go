@@ -146,7 +146,7 @@ func (s *explorer) evaluate(ctx context.Context, e accessapi.Evaluation) accessa
 // checkQuestion refuses an unknown scope or action, and answers 404 for an
 // object the caller may not see or that does not exist.
 func (s *explorer) checkQuestion(ctx context.Context, scope, action, key string) error {
-	if !backend.ValidScope(scope) || (action != "" && !backend.ValidAction(scope, action)) {
+	if !s.kinds.ValidScope(scope) || (action != "" && !s.kinds.ValidAction(scope, action)) {
 		return backend.NewError(backend.EBADREQUEST, "POST", "access", "", "resource type must be a scope and action name an action valid in it")
 	}
 	if key != "" {
@@ -289,7 +289,7 @@ func (s *explorer) search(ctx context.Context, kind string, r accessapi.SearchRe
 			return accessapi.SearchResponse{}, err
 		}
 		seen := map[string]bool{}
-		for _, a := range backend.Scopes[scope] {
+		for _, a := range s.kinds.Actions(scope) {
 			seen[a] = true
 		}
 		if rc, err := s.roleCandidates(ctx, p); err == nil && rc[scope] != nil {
@@ -324,7 +324,7 @@ func (s *explorer) search(ctx context.Context, kind string, r accessapi.SearchRe
 
 // visibleKeys lists the keys of scope's objects the caller may see.
 func (s *explorer) visibleKeys(ctx context.Context, scope string) ([]string, error) {
-	if backend.KindOf(scope) == nil {
+	if s.kinds.Kind(scope) == nil {
 		return []string{}, nil
 	}
 	ms, _, _, err := s.objects.List(ctx, scope, backend.Query{Limit: -1, Slim: []string{"Params", "Meta"}})

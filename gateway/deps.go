@@ -79,6 +79,9 @@ type Decider interface {
 // Auth, Policy and Resolver every /api/v3 request answers 503. A partially
 // wired server thus fails closed.
 type Deps struct {
+	// Kinds is the kind and scope catalog cmd built (docs/design.md §1.4);
+	// nil builds one.
+	Kinds    *backend.Catalog
 	Auth     Authenticator
 	Policy   Decider
 	Resolver claims.Resolver

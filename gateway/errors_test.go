@@ -53,7 +53,7 @@ func TestInfoWithoutTCP(t *testing.T) {
 	s := New(Options{})
 	c := s.App().AcquireCtx(&fasthttp.RequestCtx{})
 	defer s.App().ReleaseCtx(c)
-	in := infoRoutes{}.build(c)
+	in := infoRoutes{kinds: testKinds}.build(c)
 	if in.APIPort != 0 || in.Address != "" || len(in.Features) == 0 || in.Scopes == nil {
 		t.Fatalf("info = %+v", in)
 	}

@@ -10,7 +10,10 @@ import (
 )
 
 // eventRoutes serves posted events.
-type eventRoutes struct{ events Events }
+type eventRoutes struct {
+	kinds  *backend.Catalog
+	events Events
+}
 
 func (e eventRoutes) serves() serves {
 	return serves{claims.ServePostEvent: e.post}.unless(e.events == nil)
@@ -22,7 +25,7 @@ func (e eventRoutes) post(c *fiber.Ctx) error {
 		return err
 	}
 	// Store changes are the server's to report (docs/design.md §13.1).
-	ev, err := backend.CheckPosted(ev)
+	ev, err := e.kinds.CheckPosted(ev)
 	if err != nil {
 		return err
 	}

@@ -114,7 +114,7 @@ func (s *explorer) explain(ctx context.Context, p *auth.Principal, r apiRequest)
 	switch {
 	case err != nil:
 		out.Status, out.Messages = errorAnswer(err)
-	case z.res.Key != "" && backend.KindOf(z.res.Scope) != nil:
+	case z.res.Key != "" && s.kinds.Kind(z.res.Scope) != nil:
 		// Allowed: the handler then reads the object; a missing one (or one
 		// the asker may not see) is 404.
 		if _, cerr := res.Current(ctx, z.res.Scope, z.res.Key); cerr != nil {

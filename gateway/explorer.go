@@ -196,14 +196,14 @@ func (s *explorer) roleCandidates(ctx context.Context, p *auth.Principal) (map[s
 		}
 	}
 	for _, c := range held {
-		for _, scope := range listOf(c.Scope, backend.ScopeNames()) {
-			if !backend.ValidScope(scope) {
+		for _, scope := range listOf(c.Scope, s.kinds.Scopes()) {
+			if !s.kinds.ValidScope(scope) {
 				continue
 			}
 			cd := get(scope)
-			for _, action := range listOf(c.Action, backend.Scopes[scope]) {
+			for _, action := range listOf(c.Action, s.kinds.Actions(scope)) {
 				base, _, hasKey := strings.Cut(action, ":")
-				if !backend.ValidAction(scope, base) {
+				if !s.kinds.ValidAction(scope, base) {
 					continue
 				}
 				if hasKey {
@@ -252,7 +252,7 @@ func (s *explorer) matrixWith(ctx context.Context, q decider, p *auth.Principal)
 	if err != nil {
 		return accessapi.Matrix{}, err
 	}
-	scopes := backend.ScopeNames()
+	scopes := s.kinds.Scopes()
 	out := accessapi.Matrix{User: p.Name, Scopes: make([]accessapi.ScopeAccess, len(scopes))}
 	errs := make([]error, len(scopes))
 	parallel(len(scopes), func(i int) {
@@ -304,7 +304,7 @@ func (s *explorer) scopeAccess(ctx context.Context, q decider, p *auth.Principal
 		}
 		return accessapi.None, nil, nil
 	}
-	for _, action := range backend.Scopes[scope] {
+	for _, action := range s.kinds.Actions(scope) {
 		cell := accessapi.ActionAccess{Action: action, Access: accessapi.None}
 		var err error
 		if cell.Access, cell.Specifics, err = accessTo(action, cd.keys[action]); err != nil {
@@ -355,7 +355,7 @@ func parallel(n int, fn func(i int)) {
 // objectVisible answers 404, exactly as for a missing object, unless the
 // caller may see scope/key and it exists.
 func (s *explorer) objectVisible(ctx context.Context, scope, key string) error {
-	if backend.KindOf(scope) == nil {
+	if s.kinds.Kind(scope) == nil {
 		return nil
 	}
 	if !s.canSee(ctx, scope, key) {
@@ -383,7 +383,7 @@ func (s *explorer) handleWho(c *fiber.Ctx) error {
 
 // whoQuestion checks a who-can question and answers it.
 func (s *explorer) whoQuestion(ctx context.Context, scope, action, key string) (accessapi.Who, error) {
-	if !backend.ValidScope(scope) || !backend.ValidAction(scope, action) || strings.ContainsAny(scope+action, ",*") {
+	if !s.kinds.ValidScope(scope) || !s.kinds.ValidAction(scope, action) || strings.ContainsAny(scope+action, ",*") {
 		return accessapi.Who{}, backend.NewError(backend.EBADREQUEST, "GET", "access", "who", "scope and action must name one known scope and one action valid in it")
 	}
 	if key != "" {
@@ -536,7 +536,7 @@ func (s *explorer) tenantView(ctx context.Context, name string) (accessapi.Tenan
 		return accessapi.TenantView{}, backend.Errorf(backend.EINTERNAL, "tenants/%s: unexpected %T", name, m)
 	}
 	out := accessapi.TenantView{Tenant: t.Name, Users: s.visibleNames(ctx, "users", t.Users), Scopes: []accessapi.TenantScope{}}
-	for _, scope := range backend.ScopeNames() {
+	for _, scope := range s.kinds.Scopes() {
 		keys, listed := t.Members[scope]
 		ts := accessapi.TenantScope{Scope: scope, Visibility: accessapi.Unrestricted}
 		switch {

@@ -35,9 +35,9 @@ func (r *recorder) add(what, scope, key, name, cmd string) {
 
 // fakeModel is a stored-looking object of scope with key.
 func fakeModel(scope, key string) backend.Model {
-	k := backend.KindOf(scope)
+	k := testKinds.Kind(scope)
 	if k == nil {
-		k = backend.KindOf("profiles")
+		k = testKinds.Kind("profiles")
 	}
 	m := k.New()
 	m.SetKey(key)

@@ -30,7 +30,7 @@ func newMemObjects() *memObjects {
 }
 
 func (o *memObjects) decode(prefix string, body []byte) (backend.Model, error) {
-	m := backend.KindOf(prefix).New()
+	m := testKinds.Kind(prefix).New()
 	if err := json.Unmarshal(body, m); err != nil {
 		return nil, backend.OpError(backend.EBADREQUEST, backend.ActionOp, prefix, "", err.Error())
 	}
@@ -603,3 +603,6 @@ func TestRunActionHandler(t *testing.T) {
 	res, body = do(t, s, "POST", "/api/v3/machines/Name:m1/actions/doIt", `[1]`)
 	wantDRPError(t, res, body, 400, "INVOKE", "machines", "native-m1", "action parameters must be a JSON object")
 }
+
+// testKinds is the catalog the tests read kinds from.
+var testKinds = backend.NewCatalog()

@@ -101,9 +101,9 @@ func (i infoRoutes) build(c *fiber.Ctx) info {
 		}
 	}
 	scopes := map[string]any{}
-	for _, sc := range backend.ScopeNames() {
+	for _, sc := range i.kinds.Scopes() {
 		acts := map[string]any{}
-		for _, a := range backend.Scopes[sc] {
+		for _, a := range i.kinds.Actions(sc) {
 			acts[a] = map[string]any{}
 		}
 		scopes[sc] = acts
@@ -137,6 +137,7 @@ func (i infoRoutes) build(c *fiber.Ctx) info {
 
 // infoRoutes serves the server's info (DRP's models.Info).
 type infoRoutes struct {
+	kinds   *backend.Catalog
 	license Licenser
 	policy  Decider
 	version string

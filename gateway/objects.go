@@ -38,6 +38,7 @@ type Objects interface {
 // objectRoutes serves the DRP CRUD routes of every kind, their meta
 // sub-resources and imports.
 type objectRoutes struct {
+	kinds    *backend.Catalog
 	objects  Objects
 	refresh  refresher
 	machines machineVisibility
@@ -55,10 +56,10 @@ func (o objectRoutes) serves() serves {
 
 // catalogRoutes serves what the server knows of its kinds: their prefixes
 // and indexes.
-type catalogRoutes struct{}
+type catalogRoutes struct{ kinds *backend.Catalog }
 
-func (k catalogRoutes) serves() serves {
-	return serves{claims.ServeObjects: k.prefixes, claims.ServeIndexes: k.indexes, claims.ServeAllIndexes: k.allIndexes}
+func (r catalogRoutes) serves() serves {
+	return serves{claims.ServeObjects: r.prefixes, claims.ServeIndexes: r.indexes, claims.ServeAllIndexes: r.allIndexes}
 }
 
 // isParam reports whether a param definition exists (param-value filters).
@@ -80,7 +81,7 @@ func routePrefix(c *fiber.Ctx) string { return accessOf(c).Scope }
 func routeKey(c *fiber.Ctx) string { return accessOf(c).Key }
 
 func (o objectRoutes) list(c *fiber.Ctx) error {
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := o.kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -123,7 +124,7 @@ func (o objectRoutes) visibleJobs(c *fiber.Ctx, visible []string) ([]string, err
 	if len(machines) == 0 {
 		return keys, nil
 	}
-	k := backend.KindOf("jobs")
+	k := o.kinds.Kind("jobs")
 	q := backend.Query{Limit: -1, Visible: visible, Filters: []backend.Filter{{
 		Name: "Machine", Target: backend.TargetIndex, Index: k.Indexes["Machine"], Op: backend.OpIn, Values: machines}}}
 	jobs, _, _, err := o.objects.List(userContext(c), "jobs", q)
@@ -139,7 +140,7 @@ func (o objectRoutes) visibleJobs(c *fiber.Ctx, visible []string) ([]string, err
 // write runs one object write for the route's kind: it answers status with
 // the sanitized object and refreshes policy data the write may change.
 func (o objectRoutes) write(c *fiber.Ctx, status int, do func(ctx context.Context, prefix, key string) (backend.Model, error)) error {
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := o.kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -152,7 +153,7 @@ func (o objectRoutes) write(c *fiber.Ctx, status int, do func(ctx context.Contex
 		// The caller wrote the new object; it sees it as created.
 		return c.Status(status).JSON(backend.Sanitize(m))
 	}
-	view, err := replyView(c, backend.Sanitize(m), "")
+	view, err := replyView(o.kinds, c, backend.Sanitize(m), "")
 	if err != nil {
 		return err
 	}
@@ -192,7 +193,7 @@ func (o objectRoutes) importMany(c *fiber.Ctx) error {
 // that lost access to the object while waiting gets the answer for a
 // missing object, not the object or its ETag.
 func (o objectRoutes) get(c *fiber.Ctx) error {
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := o.kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -308,32 +309,32 @@ func (o objectRoutes) delete(c *fiber.Ctx) error {
 }
 
 // indexes lists a kind's indexes (DRP's /indexes/<prefix>).
-func (catalogRoutes) indexes(c *fiber.Ctx) error {
-	k, err := backend.LookupKind(routePrefix(c))
+func (r catalogRoutes) indexes(c *fiber.Ctx) error {
+	k, err := r.kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}
 	return c.JSON(k.Indexes)
 }
 
-func (catalogRoutes) allIndexes(c *fiber.Ctx) error {
+func (r catalogRoutes) allIndexes(c *fiber.Ctx) error {
 	out := map[string]map[string]backend.Index{}
-	for _, p := range backend.KindPrefixes() {
-		out[p] = backend.KindOf(p).Indexes
+	for _, p := range r.kinds.Prefixes() {
+		out[p] = r.kinds.Kind(p).Indexes
 	}
 	return c.JSON(out)
 }
 
 // prefixes lists the object prefixes this server serves, as DRP's
 // GET /objects does: a JSON array of strings, sorted.
-func (catalogRoutes) prefixes(c *fiber.Ctx) error {
-	return c.JSON(backend.KindPrefixes())
+func (r catalogRoutes) prefixes(c *fiber.Ctx) error {
+	return c.JSON(r.kinds.Prefixes())
 }
 
 // meta sub-resource.
 
 func (o objectRoutes) getMeta(c *fiber.Ctx) error {
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := o.kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -345,7 +346,7 @@ func (o objectRoutes) getMeta(c *fiber.Ctx) error {
 }
 
 func (o objectRoutes) patchMeta(c *fiber.Ctx) error {
-	k, err := backend.LookupKind(routePrefix(c))
+	k, err := o.kinds.Lookup(routePrefix(c))
 	if err != nil {
 		return err
 	}
@@ -369,7 +370,7 @@ func (o objectRoutes) patchMeta(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	view, err := replyView(c, m.Env().Meta, "/Meta")
+	view, err := replyView(o.kinds, c, m.Env().Meta, "/Meta")
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,10 @@ type PublicKeys interface {
 // paramRoutes serves the params sub-resources of objects (docs/design.md
 // §3.9) and their public keys. The table has params rows only for kinds
 // with params.
-type paramRoutes struct{ params Params }
+type paramRoutes struct {
+	kinds  *backend.Catalog
+	params Params
+}
 
 func (p paramRoutes) serves() serves {
 	out := serves{claims.ServeGetParams: p.getAll, claims.ServeSetParams: p.setAll, claims.ServePatchParams: p.patchAll,
@@ -76,7 +79,7 @@ func (p paramRoutes) set(c *fiber.Ctx) error {
 		return err
 	}
 	v, err := p.params.SetParam(userContext(c), routePrefix(c), routeKey(c), paramName(c), value)
-	return reply(c, v, err, "/Params/"+backend.EscapePointer(paramName(c)))
+	return p.reply(c, v, err, "/Params/"+backend.EscapePointer(paramName(c)))
 }
 
 func (p paramRoutes) setAll(c *fiber.Ctx) error {
@@ -87,27 +90,27 @@ func (p paramRoutes) setAll(c *fiber.Ctx) error {
 		return err
 	}
 	out, err := p.params.SetParams(userContext(c), routePrefix(c), routeKey(c), c.Body())
-	return reply(c, out, err, "/Params")
+	return p.reply(c, out, err, "/Params")
 }
 
 func (p paramRoutes) patchAll(c *fiber.Ctx) error {
 	out, err := p.params.PatchParams(userContext(c), routePrefix(c), routeKey(c), c.Body())
-	return reply(c, out, err, "/Params")
+	return p.reply(c, out, err, "/Params")
 }
 
 func (p paramRoutes) delete(c *fiber.Ctx) error {
 	v, err := p.params.DeleteParam(userContext(c), routePrefix(c), routeKey(c), paramName(c))
 	// The old value is a read: the caller wrote nothing it could be shown.
-	return reply(c, v, err, "/Params/"+backend.EscapePointer(paramName(c)))
+	return p.reply(c, v, err, "/Params/"+backend.EscapePointer(paramName(c)))
 }
 
 // reply answers a params write that returned v and err: v as the caller
 // may see it (replyView under base).
-func reply(c *fiber.Ctx, v any, err error, base string) error {
+func (p paramRoutes) reply(c *fiber.Ctx, v any, err error, base string) error {
 	if err != nil {
 		return err
 	}
-	view, err := replyView(c, v, base)
+	view, err := replyView(p.kinds, c, v, base)
 	if err != nil {
 		return err
 	}

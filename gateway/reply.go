@@ -16,7 +16,7 @@ import (
 // result holds as they were sent), so that update:<field> never reads more
 // than the field it wrote. v is the object itself (base ""), or the part of
 // it at pointer base: the Params or Meta map, or one param's value.
-func replyView(c *fiber.Ctx, v any, base string) (any, error) {
+func replyView(kinds *backend.Catalog, c *fiber.Ctx, v any, base string) (any, error) {
 	a := accessOf(c)
 	ctx := userContext(c)
 	if a.Scope == "" {
@@ -38,7 +38,7 @@ func replyView(c *fiber.Ctx, v any, base string) (any, error) {
 	switch {
 	case base == "":
 		obj := map[string]any{}
-		if k := backend.KindOf(a.Scope); k != nil {
+		if k := kinds.Kind(a.Scope); k != nil {
 			if m, ok := doc.(map[string]any); ok {
 				if kv, ok := m[k.KeyField]; ok {
 					obj[k.KeyField] = kv

@@ -85,20 +85,20 @@ func routeOf(c *fiber.Ctx) *claims.Route {
 // handlers gives every row of the route table its handler, from the
 // handler groups (groups.go).
 func (s *Server) handlers(d Deps, pages *uiPages) map[claims.Serve]fiber.Handler {
-	info := infoRoutes{license: d.License, policy: d.Policy, version: s.version}
+	info := infoRoutes{kinds: s.kinds, license: d.License, policy: d.Policy, version: s.version}
 	return handlers(
 		info.serves(),
-		userRoutes{users: d.Users, info: info.build, refresh: s.refresh}.serves(),
+		userRoutes{kinds: s.kinds, users: d.Users, info: info.build, refresh: s.refresh}.serves(),
 		poolRoutes{pools: d.Pools, machines: s.machines, wait: s.waitContext, metrics: s.metrics}.serves(),
 		jobRoutes{jobs: d.Jobs, tokens: d.JobTokens, actions: d.JobActions}.serves(),
 		pluginRoutes{actions: d.Actions}.serves(),
-		paramRoutes{params: d.Params}.serves(),
+		paramRoutes{kinds: s.kinds, params: d.Params}.serves(),
 		licenseRoutes{license: d.License, sync: d.Sync}.serves(),
 		prefsRoutes{prefs: d.Prefs}.serves(),
-		eventRoutes{events: d.Events}.serves(),
-		objectRoutes{objects: d.Objects, refresh: s.refresh, machines: s.machines, wait: s.waitContext,
+		eventRoutes{kinds: s.kinds, events: d.Events}.serves(),
+		objectRoutes{kinds: s.kinds, objects: d.Objects, refresh: s.refresh, machines: s.machines, wait: s.waitContext,
 			reauthorize: s.reauthorize}.serves(),
-		catalogRoutes{}.serves(),
+		catalogRoutes{kinds: s.kinds}.serves(),
 		s.explorer.serves(),
 		s.explorer.authzenServes(),
 		pages.serves(),

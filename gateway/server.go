@@ -80,7 +80,10 @@ func New(opts Options) *Server {
 		s.bench = d.Objects
 	}
 	s.refresh = refresher{sync: d.Sync, tenantOf: d.TenantOf, log: opts.Logger}
-	s.authorizer = &authorizer{policy: d.Policy, resolver: d.Resolver, machines: machineVisibility{policy: d.Policy}}
+	if d.Kinds == nil {
+		d.Kinds = backend.NewCatalog()
+	}
+	s.authorizer = &authorizer{policy: d.Policy, resolver: d.Resolver, machines: machineVisibility{policy: d.Policy}, kinds: d.Kinds}
 	s.explorer = &explorer{authorizer: s.authorizer, objects: d.Objects, decisionLog: d.DecisionLog, candidates: d.Candidates}
 	s.drain.ch = make(chan struct{})
 	s.metrics = newMetrics(reg)

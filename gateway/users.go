@@ -13,6 +13,7 @@ import (
 // userRoutes serves a user's token, password and Secret, and the system
 // actions (rotating the system Secret).
 type userRoutes struct {
+	kinds   *backend.Catalog
 	users   Users
 	info    func(*fiber.Ctx) info
 	refresh refresher
@@ -70,7 +71,7 @@ func (u userRoutes) password(c *fiber.Ctx) error {
 	u.refresh.afterWrite(c, "users")
 	// Like any write's reply: the user itself only for a caller that may
 	// get it (its self claim does), else only its Name.
-	view, err := replyView(c, backend.Sanitize(m), "")
+	view, err := replyView(u.kinds, c, backend.Sanitize(m), "")
 	if err != nil {
 		return err
 	}

@@ -128,7 +128,7 @@ func (v *wsViewer) Allowed(ctx context.Context, e backend.Event) (bool, error) {
 		}
 		return d.Allow && !d.NotFound, nil
 	}
-	if backend.KindOf(e.Type) == nil {
+	if v.s.kinds.Kind(e.Type) == nil {
 		return decide("", "", backend.Claim{Scope: "events", Action: "list", Specific: ""})
 	}
 	if e.Type != "jobs" {

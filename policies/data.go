@@ -22,7 +22,8 @@ type SpecNode struct {
 // functions in claims.rego work on.
 type CompiledClaim map[string]map[string]SpecNode
 
-// CompileClaim compiles c against scopes (backend.Scopes in production).
+// CompileClaim compiles c against scopes (backend.Catalog.ScopeActions in
+// production).
 // It must agree with data.provgate.claims.compile; a test checks that.
 func CompileClaim(c backend.Claim, scopes map[string][]string) CompiledClaim {
 	node := SpecNode{Keys: map[string]bool{}}
@@ -167,9 +168,18 @@ func matchKey(actions map[string]SpecNode, key string) (SpecNode, bool) {
 
 // NewData builds what the policies read under data.provgate from the
 // stored roles and tenants and the verified license, with the compiled
-// and set forms filled in (see Normalized).
+// and set forms filled in (see Normalized), against the scopes of a
+// catalog built for it. The server uses NewDataIn with the catalog it was
+// given.
 func NewData(roles []backend.Role, tenants []backend.Tenant, license LicenseData) Data {
+	return NewDataIn(nil, roles, tenants, license)
+}
+
+// NewDataIn is NewData against scopes (backend.Catalog.ScopeActions); nil
+// scopes are those of a catalog built for it.
+func NewDataIn(scopes map[string][]string, roles []backend.Role, tenants []backend.Tenant, license LicenseData) Data {
 	d := Data{
+		Scopes:  scopes,
 		Roles:   make(map[string]RoleData, len(roles)),
 		Tenants: make(map[string]TenantData, len(tenants)),
 		License: license,
@@ -184,7 +194,8 @@ func NewData(roles []backend.Role, tenants []backend.Tenant, license LicenseData
 }
 
 // Normalized returns a copy of d with everything derivable filled in where
-// missing: Scopes (backend.Scopes), each role's Compiled claims, each
+// missing: Scopes (those of a catalog built for it; the server sets them
+// from the catalog it was given, backend.Catalog.ScopeActions), each role's Compiled claims, each
 // tenant's MemberSet, UserTenant from the tenants' Users and MachineTenants
 // from their Members["machines"]. Data written
 // by hand, with only the plain fields, thus decides exactly as fast as data
@@ -192,7 +203,7 @@ func NewData(roles []backend.Role, tenants []backend.Tenant, license LicenseData
 func (d Data) Normalized() Data {
 	out := d
 	if out.Scopes == nil {
-		out.Scopes = backend.Scopes
+		out.Scopes = backend.NewCatalog().ScopeActions()
 	}
 	out.Roles = make(map[string]RoleData, len(d.Roles))
 	for name, r := range d.Roles {

@@ -1,4 +1,4 @@
-# Shared test data: the scope table (kept equal to backend.Scopes by a Go
+# Shared test data: the scope table (kept equal to backend.Catalog's scopes by a Go
 # test) and a small world of roles, tenants and a license, in plain form
 # and, for a few entries, in the compiled form policies.NewData produces.
 package provgate.fixtures

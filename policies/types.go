@@ -158,7 +158,8 @@ type Data struct {
 	// the machine's operations token sees.
 	MachineTenants map[string][]string `json:"machine_tenants"`
 	License        LicenseData         `json:"license"`
-	// Scopes is backend.Scopes: the actions valid in each scope.
+	// Scopes are the actions valid in each scope
+	// (backend.Catalog.ScopeActions).
 	Scopes map[string][]string `json:"scopes"`
 }
 

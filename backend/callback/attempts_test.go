@@ -166,3 +166,30 @@ func (s *slowStore) RecordAttempts(ctx context.Context, as []backend.CallbackAtt
 	time.Sleep(time.Millisecond)
 	return s.fakeStore.RecordAttempts(ctx, as)
 }
+
+// TestAttemptLogDelay: without a flush, records added together share a
+// write, made attemptBatchDelay after the first of them, and are in
+// the store within that delay plus the write (docs/design.md §12.8).
+func TestAttemptLogDelay(t *testing.T) {
+	st := &slowStore{fakeStore: &fakeStore{now: time.Now}}
+	l := newAttemptLog(st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	start := time.Now()
+	for i := 0; i < 10; i++ {
+		l.add(backend.CallbackAttempt{Plugin: "p", Callback: "c", Machine: fmt.Sprintf("m%d", i)})
+	}
+	for len(st.Attempts()) < 10 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("%d of 10 attempts stored after 5 s", len(st.Attempts()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if d := time.Since(start); d < attemptBatchDelay {
+		t.Errorf("stored after %v, before the batch delay %v", d, attemptBatchDelay)
+	}
+	// One write unless this goroutine was held off the CPU for the whole
+	// delay between two adds.
+	if w := st.writes.Load(); w >= 10 {
+		t.Errorf("%d writes for 10 attempts added together: not batched", w)
+	}
+	l.flush()
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/provgate/provgate/backend"
 )
@@ -25,15 +26,59 @@ type Params interface {
 	Aggregate(ctx context.Context, m *backend.Machine, decode bool) (map[string]json.RawMessage, error)
 }
 
+// Viewer is the read cache of the object service (docs/design.md §14.6):
+// an Objects that also implements it is read through it, so that a
+// callbackDo finds an unchanged machine and plugin without reading the
+// store. The View's Model is shared and never modified.
+type Viewer interface {
+	View(ctx context.Context, prefix, key string) (backend.View, error)
+}
+
 // objectSource reads machines and plugins through Objects and Params
 // (Machines and Plugins of a Service built with them).
 type objectSource struct {
 	o Objects
 	p Params
+	// opened caches plugins' params in the clear by name and revision
+	// (revisions are never reused), so that an unchanged plugin is not
+	// read again to open its Secure params; nil: no cache.
+	opened *openedCache
+}
+
+type openedCache struct {
+	mu sync.Mutex
+	m  map[string]openedParams
+}
+
+type openedParams struct {
+	rev    int64
+	params map[string]any
+}
+
+// get reads prefix/key through the read cache when there is one; the
+// model returned is the caller's own (a shallow copy of the cached one).
+func (s objectSource) get(ctx context.Context, prefix, key string) (backend.Model, int64, error) {
+	v, ok := s.o.(Viewer)
+	if !ok {
+		return s.o.Get(ctx, prefix, key)
+	}
+	view, err := v.View(ctx, prefix, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch m := view.Model.(type) {
+	case *backend.Machine:
+		c := *m
+		return &c, view.Rev, nil
+	case *backend.Plugin:
+		c := *m
+		return &c, view.Rev, nil
+	}
+	return view.Model, view.Rev, nil
 }
 
 func (s objectSource) GetMachine(ctx context.Context, uuid string) (*backend.Machine, error) {
-	m, _, err := s.o.Get(ctx, backend.PrefixMachines, uuid)
+	m, _, err := s.get(ctx, backend.PrefixMachines, uuid)
 	if err != nil {
 		return nil, err
 	}
@@ -43,9 +88,18 @@ func (s objectSource) GetMachine(ctx context.Context, uuid string) (*backend.Mac
 func (s objectSource) MachineParams(ctx context.Context, m *backend.Machine, aggregate, decode bool) (map[string]any, error) {
 	var raw map[string]json.RawMessage
 	var err error
-	if aggregate {
+	switch {
+	case aggregate:
 		raw, err = s.p.Aggregate(ctx, m, decode)
-	} else {
+	case !decode:
+		// The machine as read holds its own params as stored (Secure
+		// ones sealed): what reading them again would return.
+		out := make(map[string]any, len(m.Params))
+		for k, v := range m.Params {
+			out[k] = v
+		}
+		return out, nil
+	default:
 		raw, err = s.p.Params(ctx, backend.PrefixMachines, m.Uuid, false, decode)
 	}
 	if err != nil {
@@ -81,16 +135,40 @@ func (s objectSource) ListPlugins(ctx context.Context) ([]*backend.Plugin, error
 // is a Secure param, stored sealed, and the service must see what the
 // validation at save time saw.
 func (s objectSource) openParams(ctx context.Context, p *backend.Plugin) error {
+	_, err := s.openParamsAt(ctx, p, 0)
+	return err
+}
+
+// openParamsAt is openParams for p read at revision rev (0: unknown, not
+// cached). The map set as p.Params is shared with the cache and never
+// modified.
+func (s objectSource) openParamsAt(ctx context.Context, p *backend.Plugin, rev int64) (map[string]any, error) {
+	if s.opened != nil && rev > 0 {
+		s.opened.mu.Lock()
+		o, ok := s.opened.m[p.Name]
+		s.opened.mu.Unlock()
+		if ok && o.rev == rev {
+			p.Params = o.params
+			return o.params, nil
+		}
+	}
 	raw, err := s.p.Params(ctx, backend.PrefixPlugins, p.Name, false, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	params, err := backend.DecodeParams(raw)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p.Params = params
-	return nil
+	if s.opened != nil && rev > 0 {
+		s.opened.mu.Lock()
+		// Params read after the revision was: never older than it, and a
+		// newer revision is cached under its own number next time.
+		s.opened.m[p.Name] = openedParams{rev: rev, params: params}
+		s.opened.mu.Unlock()
+	}
+	return params, nil
 }
 
 // callbackPlugins lists the plugins of this provider.
@@ -119,7 +197,8 @@ type Actions struct {
 // Actions returns the plugin actions of s; s must have been built with
 // Options.Objects and Options.Params.
 func (s *Service) Actions() *Actions {
-	return &Actions{s: s, src: objectSource{s.opts.Objects, s.opts.Params}}
+	return &Actions{s: s, src: objectSource{o: s.opts.Objects, p: s.opts.Params,
+		opened: s.opened}}
 }
 
 // Providers lists the plugin providers the server has.
@@ -154,7 +233,7 @@ func (a *Actions) List(ctx context.Context, prefix, key, plugin string) ([]backe
 // Run runs action cmd on an object: callbackDo on a machine, with the named
 // plugin or the first callback plugin.
 func (a *Actions) Run(ctx context.Context, prefix, key, cmd, plugin string, args map[string]json.RawMessage) (json.RawMessage, error) {
-	m, _, err := a.src.o.Get(ctx, prefix, key)
+	m, _, err := a.src.get(ctx, prefix, key)
 	if err != nil {
 		return nil, err
 	}
@@ -168,13 +247,13 @@ func (a *Actions) Run(ctx context.Context, prefix, key, cmd, plugin string, args
 	mc := m.(*backend.Machine)
 	var p *backend.Plugin
 	if plugin != "" {
-		pm, _, err := a.src.o.Get(ctx, backend.PrefixPlugins, plugin)
+		pm, rev, err := a.src.get(ctx, backend.PrefixPlugins, plugin)
 		if err != nil || pm.(*backend.Plugin).Provider != ProviderName {
 			return nil, backend.NewError(backend.EBADREQUEST, "INVOKE", prefix, key,
 				"Action "+cmd+" on machines for plugin "+plugin+" not found")
 		}
 		p = pm.(*backend.Plugin)
-		if err := a.src.openParams(ctx, p); err != nil {
+		if _, err := a.src.openParamsAt(ctx, p, rev); err != nil {
 			return nil, err
 		}
 	} else {

@@ -77,6 +77,8 @@ type Service struct {
 
 	mu     sync.Mutex
 	states map[string]*pluginState
+	// opened keeps plugins' opened params for Actions (objects.go).
+	opened *openedCache
 	// rounds counts the jobfail worker's finished rounds (Rounds).
 	rounds atomic.Uint64
 
@@ -135,7 +137,7 @@ func New(opts Options) *Service {
 		opts.WorkerBatch = DefaultWorkerBatch
 	}
 	if opts.Objects != nil {
-		src := objectSource{opts.Objects, opts.Params}
+		src := objectSource{o: opts.Objects, p: opts.Params}
 		if opts.Machines == nil {
 			opts.Machines = src
 		}
@@ -143,7 +145,8 @@ func New(opts Options) *Service {
 			opts.Plugins = src
 		}
 	}
-	s := &Service{opts: opts, log: opts.Logger, states: map[string]*pluginState{}}
+	s := &Service{opts: opts, log: opts.Logger, states: map[string]*pluginState{},
+		opened: &openedCache{m: map[string]openedParams{}}}
 	if opts.Store != nil {
 		s.attempts = newAttemptLog(opts.Store, opts.Logger)
 	}
@@ -184,6 +187,9 @@ func (s *Service) Forget(name string) {
 	s.mu.Lock()
 	delete(s.states, name)
 	s.mu.Unlock()
+	s.opened.mu.Lock()
+	delete(s.opened.m, name)
+	s.opened.mu.Unlock()
 }
 
 // Validate checks a plugin's params with this service's operator settings.

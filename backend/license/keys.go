@@ -42,62 +42,55 @@ func EncodePublicKey(pub ed25519.PublicKey) ([]byte, error) {
 
 // ParsePrivateKey reads a PKCS #8 PEM ed25519 private key.
 func ParsePrivateKey(data []byte) (ed25519.PrivateKey, error) {
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, errors.New("no PEM \"PRIVATE KEY\" block found")
-	}
-	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("parse private key: %w", err)
-	}
-	priv, ok := key.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("private key is %T, want ed25519", key)
-	}
-	return priv, nil
+	return parsePEM[ed25519.PrivateKey](data, "PRIVATE KEY", "private", x509.ParsePKCS8PrivateKey)
 }
 
 // ParsePublicKey reads a PKIX PEM ed25519 public key.
 func ParsePublicKey(data []byte) (ed25519.PublicKey, error) {
+	return parsePEM[ed25519.PublicKey](data, "PUBLIC KEY", "public", x509.ParsePKIXPublicKey)
+}
+
+// parsePEM reads the one PEM block of type blockType in data with parse and
+// requires a key of type K; which names the key in errors.
+func parsePEM[K any](data []byte, blockType, which string, parse func([]byte) (any, error)) (K, error) {
+	var zero K
 	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "PUBLIC KEY" {
-		return nil, errors.New("no PEM \"PUBLIC KEY\" block found")
+	if block == nil || block.Type != blockType {
+		return zero, fmt.Errorf("no PEM %q block found", blockType)
 	}
-	key, err := x509.ParsePKIXPublicKey(block.Bytes)
+	key, err := parse(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("parse public key: %w", err)
+		return zero, fmt.Errorf("parse %s key: %w", which, err)
 	}
-	pub, ok := key.(ed25519.PublicKey)
+	k, ok := key.(K)
 	if !ok {
-		return nil, fmt.Errorf("public key is %T, want ed25519", key)
+		return zero, fmt.Errorf("%s key is %T, want ed25519", which, key)
 	}
-	return pub, nil
+	return k, nil
 }
 
 // LoadPrivateKey reads an ed25519 private key file; errors name the file.
 func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("private key: %w", err)
-	}
-	priv, err := ParsePrivateKey(data)
-	if err != nil {
-		return nil, fmt.Errorf("private key %s: %w", path, err)
-	}
-	return priv, nil
+	return loadKey(path, "private key", ParsePrivateKey)
 }
 
 // LoadPublicKey reads an ed25519 public key file; errors name the file.
 func LoadPublicKey(path string) (ed25519.PublicKey, error) {
+	return loadKey(path, "license public key", ParsePublicKey)
+}
+
+// loadKey reads the key file at path with parse; errors start with what.
+func loadKey[K any](path, what string, parse func([]byte) (K, error)) (K, error) {
+	var zero K
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("license public key: %w", err)
+		return zero, fmt.Errorf("%s: %w", what, err)
 	}
-	pub, err := ParsePublicKey(data)
+	k, err := parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("license public key %s: %w", path, err)
+		return zero, fmt.Errorf("%s %s: %w", what, path, err)
 	}
-	return pub, nil
+	return k, nil
 }
 
 // LoadFile reads the license document at path and verifies it with pub at

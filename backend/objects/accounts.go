@@ -30,7 +30,7 @@ func (s *Accounts) Bootstrap(ctx context.Context, password func() (string, error
 		if err != nil {
 			return false, err
 		}
-		if _, err := s.objects().Create(ctx, backend.PrefixRoles, role); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
+		if _, err := s.objects.Create(ctx, backend.PrefixRoles, role); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
 			return false, fmt.Errorf("bootstrap role superuser: %w", err)
 		}
 	} else if err != nil {
@@ -45,7 +45,7 @@ func (s *Accounts) Bootstrap(ctx context.Context, password func() (string, error
 	if err != nil {
 		return false, err
 	}
-	if _, err := s.objects().Create(ctx, backend.PrefixUsers, user); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
+	if _, err := s.objects.Create(ctx, backend.PrefixUsers, user); err != nil && !backend.IsCode(err, backend.ECONFLICT) {
 		return false, fmt.Errorf("bootstrap user %s: %w", AdminUser, err)
 	}
 	s.log.Info("created role superuser and user " + AdminUser)
@@ -55,7 +55,7 @@ func (s *Accounts) Bootstrap(ctx context.Context, password func() (string, error
 // RotateSecret gives user name a new Secret, which kills every token of
 // the user (docs/design.md §8.4).
 func (s *Accounts) RotateSecret(ctx context.Context, name string) error {
-	_, err := s.mutate(ctx, backend.KindOf(backend.PrefixUsers), name, backend.ActionOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	_, err := s.mutate(ctx, s.kinds.Kind(backend.PrefixUsers), name, backend.ActionOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		u := clone(old).(*backend.User)
 		u.Secret = s.newSecret()
 		return u, nil
@@ -74,7 +74,7 @@ func (s *Accounts) SetPassword(ctx context.Context, name, password string) (*bac
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.mutate(ctx, backend.KindOf("users"), name, backend.ReplaceOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	m, err := s.mutate(ctx, s.kinds.Kind("users"), name, backend.ReplaceOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		u := clone(old).(*backend.User)
 		u.PasswordHash = h
 		u.Secret = s.newSecret()
@@ -91,7 +91,7 @@ func (s *Accounts) SetPassword(ctx context.Context, name, password string) (*bac
 // PasswordHash returns a user's stored hash, for the gateway's password
 // check; it never leaves the server.
 func (s *Accounts) PasswordHash(ctx context.Context, name string) ([]byte, string, error) {
-	_, m, err := s.read(ctx, backend.KindOf("users"), name, backend.ReadOp)
+	_, m, err := s.read(ctx, s.kinds.Kind("users"), name, backend.ReadOp)
 	if err != nil {
 		return nil, "", err
 	}
@@ -108,7 +108,7 @@ func (s *Accounts) MayTakeOver(ctx context.Context, name string) error {
 	if backend.AccessFrom(ctx) == nil {
 		return nil
 	}
-	_, m, err := s.read(ctx, backend.KindOf(backend.PrefixUsers), name, backend.ReadOp)
+	_, m, err := s.read(ctx, s.kinds.Kind(backend.PrefixUsers), name, backend.ReadOp)
 	if err != nil {
 		return err
 	}

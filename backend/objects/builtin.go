@@ -83,7 +83,7 @@ func (s *CRUD) InstallBuiltins(ctx context.Context) error {
 			case err != nil:
 				return err
 			}
-			old, err := decodeRecord(backend.KindOf(b.Prefix()), rec.Data)
+			old, err := decodeRecord(s.kinds.Kind(b.Prefix()), rec.Data)
 			if err != nil {
 				return err
 			}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/provgate/provgate/backend"
 )
 
@@ -21,7 +19,7 @@ import (
 // key is added to its Members in the same transaction. Jobs are created with
 // CreateJob.
 func (s *CRUD) Create(ctx context.Context, prefix string, body []byte) (backend.Model, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -36,21 +34,9 @@ func (s *CRUD) Create(ctx context.Context, prefix string, body []byte) (backend.
 	// ReadOnly marks built-in objects (InstallBuiltins); what a client
 	// sends is advisory, as DRP treats it.
 	m.Env().ReadOnly = false
-	switch v := m.(type) {
-	case *backend.Machine:
-		if v.Uuid == "" {
-			v.Uuid = uuid.NewString()
-		}
-		if v.Secret == "" {
-			v.Secret = s.newSecret()
-		}
-		v.Runnable = true
-	case *backend.User:
-		if err := s.createPassword(v, body); err != nil {
+	if r := s.rulesOf(prefix); r.defaults != nil {
+		if err := r.defaults(m, body); err != nil {
 			return nil, err
-		}
-		if v.Secret == "" {
-			v.Secret = s.newSecret()
 		}
 	}
 	if m.Key() == "" {
@@ -73,17 +59,13 @@ func (s *CRUD) Create(ctx context.Context, prefix string, body []byte) (backend.
 		emit(ctx, s.event(ctx, "create", m, nil))
 		return s.addToTenant(ctx, backend.TenantFrom(ctx), prefix, m.Key(), prefix == backend.PrefixUsers)
 	})
-	if err != nil {
-		return nil, err
-	}
-	backend.Sanitize(m)
-	return m, nil
+	return sanitized(m, err)
 }
 
 // createPassword hashes a "Password" member of a users create body and
 // checks a given PasswordHash looks like a simple-scrypt string
 // (N$r$p$salt$key).
-func (s *core) createPassword(u *backend.User, body []byte) error {
+func (s *CRUD) createPassword(u *backend.User, body []byte) error {
 	var extra struct {
 		Password *string `json:"Password"`
 	}

@@ -7,23 +7,6 @@ import (
 	"github.com/provgate/provgate/backend"
 )
 
-// reference is one kind of object that can keep another from being deleted.
-type reference struct {
-	prefix, index, label string
-}
-
-// inUse lists, per prefix, the references that block a delete (a conflict,
-// StillInUseError "In use by <Label> <name>").
-var inUse = map[string][]reference{
-	"roles":     {{"users", "Roles", "User"}},
-	"profiles":  {{"machines", "Profiles", "Machine"}, {"profiles", "Profiles", "Profile"}, {"stages", "Profiles", "Stage"}},
-	"stages":    {{"machines", "Stage", "Machine"}, {"workflows", "Stages", "Workflow"}},
-	"workflows": {{"machines", "Workflow", "Machine"}},
-	"bootenvs":  {{"machines", "BootEnv", "Machine"}, {"stages", "BootEnv", "Stage"}},
-	"tasks":     {{"stages", "Tasks", "Stage"}},
-	"pools":     {{"machines", "Pool", "Machine"}},
-}
-
 // maxInUse bounds the references named in one error.
 const maxInUse = 10
 
@@ -35,7 +18,7 @@ const maxInUse = 10
 // removed from every tenant's Members (and a deleted user from tenants'
 // Users) in the same transaction.
 func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +28,8 @@ func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, e
 		if err != nil {
 			return err
 		}
-		if err := s.checkDelete(ctx, m); err != nil {
+		r := s.rulesOf(prefix)
+		if err := s.checkDelete(ctx, r, m); err != nil {
 			return err
 		}
 		if _, err := s.st.Delete(ctx, prefix, rec.Key); err != nil {
@@ -57,10 +41,8 @@ func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, e
 		if err := s.dropFromTenants(ctx, prefix, rec.Key); err != nil {
 			return err
 		}
-		if jl, ok := s.jobLogs.(interface {
-			DeleteJobLog(ctx context.Context, uuid string) error
-		}); ok && prefix == "jobs" {
-			if err := jl.DeleteJobLog(ctx, rec.Key); err != nil {
+		if r.afterDelete != nil {
+			if err := r.afterDelete(ctx, rec.Key); err != nil {
 				return err
 			}
 		}
@@ -68,37 +50,24 @@ func (s *CRUD) Delete(ctx context.Context, prefix, key string) (backend.Model, e
 		out = m
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	backend.Sanitize(out)
-	return out, nil
+	return sanitized(out, err)
 }
 
-func (s *core) checkDelete(ctx context.Context, m backend.Model) error {
+// checkDelete refuses the delete of m for its kind's own reason, or while
+// the references its kind lists name it (rules.go).
+func (s *core) checkDelete(ctx context.Context, r *kindRules, m backend.Model) error {
 	prefix, key := m.Prefix(), m.Key()
-	switch v := m.(type) {
-	case *backend.Machine:
-		if v.Locked {
-			return backend.OpError(backend.ECONFLICT, backend.DeleteOp, prefix, key, "Locked")
-		}
-	case *backend.Job:
-		if v.State != backend.JobFailed && v.State != backend.JobFinished {
-			return backend.NewError(backend.EINVALID, "ValidationError", prefix, key,
-				fmt.Sprintf("Jobs %s is not in a deletable state: %s", key, v.State))
-		}
-	case *backend.Tenant:
-		if len(v.Users) > 0 {
-			return backend.NewError(backend.ECONFLICT, "StillInUseError", prefix, key,
-				fmt.Sprintf("Constraining Users: %v", v.Users))
+	if r.deletable != nil {
+		if err := r.deletable(m); err != nil {
+			return err
 		}
 	}
 	// The refusal names the objects in the way that the caller may see and
 	// only counts the others, so it never reveals a hidden object.
 	var msgs []string
 	hidden, named := 0, 0
-	for _, ref := range inUse[prefix] {
-		users, err := s.listAll(ctx, ref.prefix, eq(ref.prefix, ref.index, key))
+	for _, ref := range r.inUse {
+		users, err := s.listAll(ctx, ref.prefix, s.eq(ref.prefix, ref.index, key))
 		if err != nil {
 			return err
 		}

@@ -18,45 +18,46 @@ import (
 // Access) hand out anything.
 
 // checkGrants refuses m (old is the stored version, nil on create) with
-// 403 when it hands out what the caller does not hold.
-func (s *core) checkGrants(ctx context.Context, m, old backend.Model) error {
+// 403 when it hands out what the caller does not hold: what its kind's
+// grants rule names (rules.go).
+func (s *core) checkGrants(ctx context.Context, r *kindRules, m, old backend.Model) error {
 	if backend.AccessFrom(ctx) == nil {
 		return nil
 	}
 	var gs []backend.Grant
-	switch v := m.(type) {
-	case *backend.User:
-		o, _ := old.(*backend.User)
-		gs = userGrants(v, o)
-	case *backend.Role:
-		var had []backend.Claim
-		if o, ok := old.(*backend.Role); ok {
-			had = o.Claims
-		}
-		if added := addedClaims(v.Claims, had); len(added) > 0 {
-			gs = []backend.Grant{{Claims: added, Had: had, Via: backend.EscalateClaim(v.Name)}}
-		}
-	case *backend.Task:
-		o, _ := old.(*backend.Task)
-		if o == nil {
-			o = &backend.Task{}
-		}
-		// A task's extras go into the tokens of its jobs (docs/design.md
-		// §8.7): its writer hands them out.
-		if added := addedClaims(v.ExtraClaims, o.ExtraClaims); len(added) > 0 {
-			gs = append(gs, backend.Grant{Claims: added, Had: o.ExtraClaims})
-		}
-		gs = append(gs, roleGrants(v.ExtraRoles, o.ExtraRoles)...)
-	case *backend.Tenant:
-		o, _ := old.(*backend.Tenant)
-		if err := ownTenantNotWidened(ctx, v, o); err != nil {
+	if r.grants != nil {
+		var err error
+		if gs, err = r.grants(ctx, m, old); err != nil {
 			return err
 		}
-	case *backend.Plugin:
-		o, _ := old.(*backend.Plugin)
-		gs = s.pluginGrants(v, o)
 	}
 	return backend.Grantable(ctx, m.Prefix(), m.Key(), gs...)
+}
+
+// roleClaimGrants: the claims a write adds to a role, which its writer
+// hands out to every holder, or roles escalate <role>.
+func roleClaimGrants(_ context.Context, r, old *backend.Role) ([]backend.Grant, error) {
+	var had []backend.Claim
+	if old != nil {
+		had = old.Claims
+	}
+	if added := addedClaims(r.Claims, had); len(added) > 0 {
+		return []backend.Grant{{Claims: added, Had: had, Via: backend.EscalateClaim(r.Name)}}, nil
+	}
+	return nil, nil
+}
+
+// taskGrants: a task's extras go into the tokens of its jobs
+// (docs/design.md §8.7): its writer hands them out.
+func taskGrants(_ context.Context, t, o *backend.Task) ([]backend.Grant, error) {
+	if o == nil {
+		o = &backend.Task{}
+	}
+	var gs []backend.Grant
+	if added := addedClaims(t.ExtraClaims, o.ExtraClaims); len(added) > 0 {
+		gs = append(gs, backend.Grant{Claims: added, Had: o.ExtraClaims})
+	}
+	return append(gs, roleGrants(t.ExtraRoles, o.ExtraRoles)...), nil
 }
 
 // addedClaims are the claims of now that had lacks as written; the policy
@@ -111,50 +112,14 @@ func takeover(u *backend.User) backend.Grant {
 	return backend.Grant{Roles: u.Roles, Via: backend.ImpersonateClaim(u.Name), Subject: &backend.Subject{Kind: "user", Name: u.Name}}
 }
 
-// pluginGrants: the configuration pieces of p that can carry machines'
-// secrets or run programs on the server, and that old did not have as
-// they are now, with the claims their writer must hold
-// (Options.PluginGrants, docs/design.md §12.1).
-func (s *core) pluginGrants(p, old *backend.Plugin) []backend.Grant {
-	if s.pluginGrantsOf == nil {
-		return nil
-	}
-	had := map[string]bool{}
-	if old != nil {
-		for k := range s.pluginGrantsOf(s.clearPlugin(old)) {
-			had[k] = true
-		}
-	}
-	var claims []backend.Claim
-	for k, cs := range s.pluginGrantsOf(s.clearPlugin(p)) {
-		if !had[k] {
-			claims = append(claims, cs...)
-		}
-	}
-	if len(claims) == 0 {
-		return nil
-	}
-	return []backend.Grant{{Claims: claims}}
-}
-
-// clearPlugin is a copy of p with its secure params decoded, as the
-// provider sees them.
-func (s *core) clearPlugin(p *backend.Plugin) *backend.Plugin {
-	view := clone(p).(*backend.Plugin)
-	for k, v := range view.Params {
-		view.Params[k] = s.openValue(binding{"plugins", p.Name, k}, v)
-	}
-	return view
-}
-
 // ownTenantNotWidened refuses a write by a tenant user to its own tenant
 // that would widen what the tenant shows it: a scope taken out of Members
 // (which lifts the restriction), or the caller taken out of Users (which
 // lifts all of them). What a write adds to Members is checked as a
 // reference (checkTenant).
-func ownTenantNotWidened(ctx context.Context, t, old *backend.Tenant) error {
+func ownTenantNotWidened(ctx context.Context, t, old *backend.Tenant) ([]backend.Grant, error) {
 	if old == nil || backend.TenantFrom(ctx) != t.Name {
-		return nil
+		return nil, nil
 	}
 	var lifted []string
 	for _, scope := range slices.Sorted(maps.Keys(old.Members)) {
@@ -167,9 +132,9 @@ func ownTenantNotWidened(ctx context.Context, t, old *backend.Tenant) error {
 		lifted = append(lifted, "removing yourself from Users")
 	}
 	if len(lifted) == 0 {
-		return nil
+		return nil, nil
 	}
-	return &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Model: t.Prefix(), Key: t.Name,
+	return nil, &backend.Error{Code: backend.EFORBIDDEN, Type: "AUTH", Model: t.Prefix(), Key: t.Name,
 		Messages: []string{"cannot widen what your own tenant shows you: " + strings.Join(lifted, "; ")}}
 }
 

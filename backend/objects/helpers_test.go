@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 	"github.com/provgate/provgate/backend/store"
 	"github.com/provgate/provgate/backend/store/storetest"
 )
@@ -24,7 +25,7 @@ type env struct {
 	name string
 	svc  *Service
 	st   *store.Store
-	bus  *backend.Bus
+	bus  *eventbus.Bus
 }
 
 // envs returns a service per available dialect (SQLite always, PostgreSQL
@@ -33,7 +34,7 @@ func envs(t *testing.T, tune ...func(*Options)) []env {
 	t.Helper()
 	var out []env
 	for _, c := range storetest.Open(t) {
-		bus := backend.NewBus()
+		bus := eventbus.NewBus(backend.NewCatalog())
 		o := Options{
 			Bus:          bus,
 			HashPassword: func(pw string) ([]byte, error) { return []byte("16384$8$1$73616c74$" + pw), nil },

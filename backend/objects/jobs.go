@@ -48,8 +48,8 @@ func (s *Jobs) CreateJob(ctx context.Context, body []byte) (backend.JobOutcome, 
 
 // nextJob is CreateJob inside its transaction, for machine key and the
 // agent's context.
-func (s *core) nextJob(ctx context.Context, key, agentContext string) (backend.JobOutcome, *backend.Job, error) {
-	mrec, mm, err := s.read(ctx, backend.KindOf("machines"), key, backend.ActionOp)
+func (s *Jobs) nextJob(ctx context.Context, key, agentContext string) (backend.JobOutcome, *backend.Job, error) {
+	mrec, mm, err := s.read(ctx, s.kinds.Kind("machines"), key, backend.ActionOp)
 	if err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
 			return backend.JobNone, nil, backend.NewError(backend.EINVALID, "ValidationError", "jobs", "",
@@ -125,7 +125,7 @@ func (s *core) nextJob(ctx context.Context, key, agentContext string) (backend.J
 
 // currentJob loads m's current job and its revision; nil when m has none
 // or it was deleted.
-func (s *core) currentJob(ctx context.Context, m *backend.Machine) (*backend.Job, int64, error) {
+func (s *Jobs) currentJob(ctx context.Context, m *backend.Machine) (*backend.Job, int64, error) {
 	if m.CurrentJob == "" {
 		return nil, 0, nil
 	}
@@ -136,7 +136,7 @@ func (s *core) currentJob(ctx context.Context, m *backend.Machine) (*backend.Job
 	if err != nil {
 		return nil, 0, err
 	}
-	jm, err := decodeRecord(backend.KindOf("jobs"), rec.Data)
+	jm, err := decodeRecord(s.kinds.Kind("jobs"), rec.Data)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -148,7 +148,7 @@ func (s *core) currentJob(ctx context.Context, m *backend.Machine) (*backend.Job
 // after prev. It returns the index of the first task entry (len(m.Tasks)
 // at the end of the list), the last job recorded (prev when none) and
 // whether the stage or boot environment changed.
-func (s *core) rollOver(ctx context.Context, m *backend.Machine, next int, prev *backend.Job) (int, *backend.Job, bool, error) {
+func (s *Jobs) rollOver(ctx context.Context, m *backend.Machine, next int, prev *backend.Job) (int, *backend.Job, bool, error) {
 	changedStage := false
 	for ; next < len(m.Tasks); next++ {
 		kind, val, ok := strings.Cut(m.Tasks[next], ":")
@@ -185,8 +185,8 @@ func (s *core) rollOver(ctx context.Context, m *backend.Machine, next int, prev 
 		if err := s.startJob(ctx, m, j, prev); err != nil {
 			return next, prev, changedStage, err
 		}
-		if s.jobLogs != nil {
-			if err := s.jobLogs.AppendJobLog(ctx, j.Uuid, []byte(note)); err != nil {
+		if s.logs != nil {
+			if err := s.logs.AppendJobLog(ctx, j.Uuid, []byte(note)); err != nil {
 				return next, prev, changedStage, err
 			}
 		}
@@ -198,7 +198,7 @@ func (s *core) rollOver(ctx context.Context, m *backend.Machine, next int, prev 
 var zeroTime = backend.Job{}.EndTime
 
 // newJob builds the job for task index i of m.
-func (s *core) newJob(m *backend.Machine, i int, prev *backend.Job) *backend.Job {
+func (s *Jobs) newJob(m *backend.Machine, i int, prev *backend.Job) *backend.Job {
 	j := &backend.Job{
 		Uuid: uuid.NewString(), Previous: zeroUUID, Machine: m.Uuid, Task: m.Tasks[i], Stage: m.Stage,
 		Context: m.Context, State: backend.JobCreated, StartTime: s.now(), Current: true,
@@ -213,7 +213,7 @@ func (s *core) newJob(m *backend.Machine, i int, prev *backend.Job) *backend.Job
 }
 
 // startJob stores j, makes it m's current job and retires prev.
-func (s *core) startJob(ctx context.Context, m *backend.Machine, j, prev *backend.Job) error {
+func (s *Jobs) startJob(ctx context.Context, m *backend.Machine, j, prev *backend.Job) error {
 	data, err := encode(j)
 	if err != nil {
 		return err
@@ -275,10 +275,11 @@ func conflictRetry(err error, prefix, key string) error {
 	return err
 }
 
-// beforeJobWrite stamps job times on state changes made through the API.
-func (s *core) beforeJobWrite(old, j *backend.Job) {
+// beforeWrite stamps job times on state changes made through the API.
+func (s *Jobs) beforeWrite(_ backend.Operation, om, nm backend.Model, _ bool) error {
+	old, j := om.(*backend.Job), nm.(*backend.Job)
 	if old.State == j.State {
-		return
+		return nil
 	}
 	switch j.State {
 	case backend.JobRunning:
@@ -290,35 +291,30 @@ func (s *core) beforeJobWrite(old, j *backend.Job) {
 			j.EndTime = s.now()
 		}
 	}
+	return nil
 }
 
-// jobChanged applies a job's state change to its machine (docs/design.md §10.2,
+// afterWrite applies a job's state change to its machine (docs/design.md §10.2,
 // §5.3): failed makes the machine not Runnable and moves a transitional
 // PoolStatus to its Hold status; the current job of the last task finishing
 // completes the workflow.
-func (s *core) jobChanged(ctx context.Context, old, j *backend.Job) error {
+func (s *Jobs) afterWrite(ctx context.Context, om, nm backend.Model) error {
+	old, j := om.(*backend.Job), nm.(*backend.Job)
 	// Job bookkeeping is the server's own work, whoever changed the job
 	// (docs/design.md §2.3).
 	ctx = backend.WithSystem(ctx)
-	if old.State != j.State && s.onJobChange != nil {
+	if old.State != j.State && s.onChange != nil {
 		// Inside the job's own transaction: what the hook records (the
 		// jobfail delivery) commits or rolls back with the job itself.
-		if err := s.onJobChange(ctx, old, j); err != nil {
+		if err := s.onChange(ctx, old, j); err != nil {
 			return err
 		}
 	}
 	if old.State == j.State || (j.State != backend.JobFailed && j.State != backend.JobFinished) {
 		return nil
 	}
-	rec, err := s.st.Get(ctx, "machines", j.Machine)
-	if err != nil {
-		if backend.IsCode(err, backend.ENOTFOUND) {
-			return nil
-		}
-		return err
-	}
-	mm, err := decodeRecord(backend.KindOf("machines"), rec.Data)
-	if err != nil {
+	rec, mm, err := s.stored(ctx, "machines", j.Machine)
+	if err != nil || mm == nil {
 		return err
 	}
 	m := mm.(*backend.Machine)
@@ -339,22 +335,32 @@ func (s *core) jobChanged(ctx context.Context, old, j *backend.Job) error {
 
 // AppendJobLog appends b to job uuid's log (PUT /jobs/<uuid>/log).
 func (s *Jobs) AppendJobLog(ctx context.Context, id string, b []byte) error {
-	if s.jobLogs == nil {
+	if s.logs == nil {
 		return backend.OpError(backend.EUNAVAILABLE, backend.ReplaceOp, "jobs", id, "Job logs are not available")
 	}
-	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, backend.ReplaceOp); err != nil {
+	if _, err := s.readRecord(ctx, s.kinds.Kind("jobs"), id, backend.ReplaceOp); err != nil {
 		return err
 	}
-	return s.jobLogs.AppendJobLog(ctx, id, b)
+	return s.logs.AppendJobLog(ctx, id, b)
 }
 
 // JobLog returns job uuid's log.
 func (s *Jobs) JobLog(ctx context.Context, id string) ([]byte, error) {
-	if s.jobLogs == nil {
+	if s.logs == nil {
 		return nil, backend.OpError(backend.EUNAVAILABLE, backend.ReadOp, "jobs", id, "Job logs are not available")
 	}
-	if _, err := s.readRecord(ctx, backend.KindOf("jobs"), id, backend.ReadOp); err != nil {
+	if _, err := s.readRecord(ctx, s.kinds.Kind("jobs"), id, backend.ReadOp); err != nil {
 		return nil, err
 	}
-	return s.jobLogs.JobLog(ctx, id)
+	return s.logs.JobLog(ctx, id)
+}
+
+// deleteLog removes a deleted job's log with it, when the log store can.
+func (s *Jobs) deleteLog(ctx context.Context, id string) error {
+	if jl, ok := s.logs.(interface {
+		DeleteJobLog(ctx context.Context, uuid string) error
+	}); ok {
+		return jl.DeleteJobLog(ctx, id)
+	}
+	return nil
 }

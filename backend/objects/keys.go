@@ -92,17 +92,25 @@ func (s *core) exists(ctx context.Context, prefix, key string) (bool, error) {
 
 // load decodes prefix/key, or returns nil when it is absent.
 func (s *core) load(ctx context.Context, prefix, key string) (backend.Model, error) {
+	_, m, err := s.stored(ctx, prefix, key)
+	return m, err
+}
+
+// stored reads and decodes prefix/key by its native key, with the record
+// (its revision, to write it back); the model is nil when it is absent.
+func (s *core) stored(ctx context.Context, prefix, key string) (backend.Record, backend.Model, error) {
 	if key == "" {
-		return nil, nil
+		return backend.Record{}, nil, nil
 	}
 	rec, err := s.st.Get(ctx, prefix, key)
 	if err != nil {
 		if backend.IsCode(err, backend.ENOTFOUND) {
-			return nil, nil
+			return rec, nil, nil
 		}
-		return nil, err
+		return rec, nil, err
 	}
-	return decodeRecord(backend.KindOf(prefix), rec.Data)
+	m, err := decodeRecord(s.kinds.Kind(prefix), rec.Data)
+	return rec, m, err
 }
 
 // listAll decodes every object of prefix matching q's filters.
@@ -112,7 +120,7 @@ func (s *core) listAll(ctx context.Context, prefix string, q backend.Query) ([]b
 	if err != nil {
 		return nil, err
 	}
-	k := backend.KindOf(prefix)
+	k := s.kinds.Kind(prefix)
 	out := make([]backend.Model, 0, len(recs))
 	for _, r := range recs {
 		m, err := decodeRecord(k, r.Data)
@@ -125,8 +133,8 @@ func (s *core) listAll(ctx context.Context, prefix string, q backend.Query) ([]b
 }
 
 // eq builds a one-filter query: field Eq value (contains, for list indexes).
-func eq(prefix, index, value string) backend.Query {
-	k := backend.KindOf(prefix)
+func (s *core) eq(prefix, index, value string) backend.Query {
+	k := s.kinds.Kind(prefix)
 	return backend.Query{Limit: -1, Filters: []backend.Filter{{
 		Name: index, Target: backend.TargetIndex, Index: k.Indexes[index], Op: backend.OpEq, Values: []string{value},
 	}}}

@@ -21,7 +21,7 @@ func BenchmarkList50(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	k := backend.KindOf("machines")
+	k := backend.NewCatalog().Kind("machines")
 	for _, raw := range []string{"limit=50", "limit=50&slim=Params", "limit=50&Name=m7"} {
 		vals, _ := url.ParseQuery(raw)
 		q, err := backend.ParseQuery(k, vals, func(string) bool { return false })

@@ -13,9 +13,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"reflect"
 	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 )
 
 // Store is the part of backend/store the service needs. Transactions travel
@@ -39,7 +41,10 @@ type JobLogStore interface {
 
 // Options configure a Service. Zero values get safe defaults.
 type Options struct {
-	Bus    *backend.Bus
+	// Kinds is the kind and scope catalog cmd built (docs/design.md
+	// §1.4); nil builds one.
+	Kinds  *backend.Catalog
+	Bus    *eventbus.Bus
 	Logger *slog.Logger
 	// HashPassword turns a clear password into the stored PasswordHash (a
 	// simple-scrypt string). Without it, a Password field in a users create
@@ -105,45 +110,70 @@ type Service struct {
 }
 
 // CRUD is the object part of the Service: the DRP CRUD routes.
-type CRUD struct{ *core }
+type CRUD struct {
+	*core
+	// params shapes the params of what CRUD returns (Shape).
+	params *Params
+}
 
 // Params is the params part of the Service: params sub-resources, the
 // aggregated params of machines and Secure values at rest.
-type Params struct{ *core }
+type Params struct {
+	*core
+	// objects writes param definitions (SealParam).
+	objects *CRUD
+}
 
 // Jobs is the job part of the Service: job creation, the job state machine
 // and job logs.
-type Jobs struct{ *core }
+type Jobs struct {
+	*core
+	// onChange is Options.OnJobChange.
+	onChange func(ctx context.Context, old, job *backend.Job) error
+	logs     JobLogStore
+}
 
 // Accounts is the account part of the Service: passwords, token-revocation
 // secrets and the first admin.
-type Accounts struct{ *core }
+type Accounts struct {
+	*core
+	// objects creates the first admin and its role (Bootstrap).
+	objects *CRUD
+}
 
-// core is the state the parts share.
+// core is what the parts share: reading and writing objects by the rules
+// of their kinds (rules.go), transactions, and publishing their events.
 type core struct {
 	st        Store
-	bus       *backend.Bus
+	kinds     *backend.Catalog
+	bus       *eventbus.Bus
 	log       *slog.Logger
 	hash      func(string) ([]byte, error)
 	newSecret func() string
 	now       func() time.Time
-	providers map[string]bool
-	plugin    func(*backend.Plugin) []string
-	// pluginGrantsOf is Options.PluginGrants.
-	pluginGrantsOf func(*backend.Plugin) map[string][]backend.Claim
-	onJobChange    func(ctx context.Context, old, job *backend.Job) error
-	notify         func(ctx context.Context, evs []backend.Event) error
-	jobLogs        JobLogStore
-	retries        int
-	sec            *secureBox
-	schemas        *schemaCache
-	views          *viewCache
+	notify    func(ctx context.Context, evs []backend.Event) error
+	retries   int
+	sec       *secureBox
+	schemas   *schemaCache
+	views     *viewCache
+	// rules is every kind's rules, built once by New.
+	rules map[string]*kindRules
 }
 
 // New builds a Service over st.
 func New(st Store, o Options) *Service {
 	c := newCore(st, o)
-	return &Service{Objects: &CRUD{c}, Params: &Params{c}, Jobs: &Jobs{c}, Accounts: &Accounts{c}, c: c}
+	j := &Jobs{core: c, onChange: o.OnJobChange, logs: o.JobLogs}
+	if j.logs == nil {
+		if jl, ok := st.(JobLogStore); ok {
+			j.logs = jl
+		}
+	}
+	crud, params := &CRUD{core: c}, &Params{core: c}
+	crud.params, params.objects = params, crud
+	s := &Service{Objects: crud, Params: params, Jobs: j, Accounts: &Accounts{core: c, objects: crud}, c: c}
+	c.rules = newRules(s.Objects, s.Params, s.Jobs, newPluginRules(c, o))
+	return s
 }
 
 // InTx runs fn in one store transaction. Calls to any part of the Service
@@ -155,24 +185,22 @@ func (s *Service) InTx(ctx context.Context, fn func(ctx context.Context) error) 
 
 func newCore(st Store, o Options) *core {
 	s := &core{
-		st:             st,
-		bus:            o.Bus,
-		log:            o.Logger,
-		hash:           o.HashPassword,
-		newSecret:      o.NewSecret,
-		now:            o.Now,
-		providers:      map[string]bool{"callback": true},
-		plugin:         o.ValidatePlugin,
-		pluginGrantsOf: o.PluginGrants,
-		onJobChange:    o.OnJobChange,
-		notify:         o.Notify,
-		jobLogs:        o.JobLogs,
-		retries:        o.MaxRetries,
-		schemas:        newSchemaCache(),
-		views:          newViewCache(st, o.ViewCacheSize),
+		st:        st,
+		bus:       o.Bus,
+		log:       o.Logger,
+		hash:      o.HashPassword,
+		newSecret: o.NewSecret,
+		now:       o.Now,
+		notify:    o.Notify,
+		retries:   o.MaxRetries,
+		schemas:   newSchemaCache(),
+		views:     newViewCache(st, o.ViewCacheSize),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.kinds == nil {
+		s.kinds = backend.NewCatalog()
 	}
 	if s.newSecret == nil {
 		s.newSecret = randomSecret
@@ -182,14 +210,6 @@ func newCore(st Store, o Options) *core {
 	}
 	if s.retries <= 0 {
 		s.retries = 5
-	}
-	for _, p := range o.Providers {
-		s.providers[p] = true
-	}
-	if s.jobLogs == nil {
-		if jl, ok := st.(JobLogStore); ok {
-			s.jobLogs = jl
-		}
 	}
 	if len(o.SecureKey) > 0 {
 		box, err := newSecureBox(o.SecureKey)
@@ -304,7 +324,7 @@ func encode(m backend.Model) ([]byte, error) {
 // clone deep-copies a model through JSON.
 func clone(m backend.Model) backend.Model {
 	b, _ := json.Marshal(m)
-	c := backend.KindOf(m.Prefix()).New()
+	c := reflect.New(reflect.TypeOf(m).Elem()).Interface().(backend.Model)
 	_ = json.Unmarshal(b, c)
 	c.Fill()
 	return c
@@ -317,6 +337,14 @@ func sanitizedJSON(m backend.Model) json.RawMessage {
 	return b
 }
 
+// sanitized is m as a reply shows it (backend.Sanitize), or err.
+func sanitized(m backend.Model, err error) (backend.Model, error) {
+	if err != nil {
+		return nil, err
+	}
+	return backend.Sanitize(m), nil
+}
+
 // bodyError turns a JSON decoding failure of a request body into a bad
 // request of operation op.
 func bodyError(op backend.Operation, prefix, key string, err error) error {
@@ -327,7 +355,3 @@ func bodyError(op backend.Operation, prefix, key string, err error) error {
 	}
 	return &backend.Error{Code: backend.EBADREQUEST, Op: op, Model: prefix, Key: key, Messages: []string{msg}, Err: err}
 }
-
-// objects is the object part over the same core, for the other parts'
-// writes of whole objects.
-func (s *core) objects() *CRUD { return &CRUD{s} }

@@ -33,8 +33,8 @@ type paramDefs struct {
 	defs map[string]*backend.Param
 }
 
-func (s *core) newParamDefs() *paramDefs {
-	return &paramDefs{s: s, defs: map[string]*backend.Param{}}
+func (s *Params) newParamDefs() *paramDefs {
+	return &paramDefs{s: s.core, defs: map[string]*backend.Param{}}
 }
 
 // get returns the definition of param name as the caller sees it: a
@@ -71,7 +71,7 @@ func (d *paramDefs) get(ctx context.Context, name string) (*backend.Param, error
 // sealed envelopes must have been sealed for this very object and param,
 // whatever the param's definition: a sealed value cannot be carried to
 // another object and opened there.
-func (s *core) prepareParams(ctx context.Context, m, old backend.Model, c *check) error {
+func (s *Params) prepareParams(ctx context.Context, m, old backend.Model, c *check) error {
 	pp := paramsOf(m)
 	if pp == nil {
 		return nil
@@ -156,11 +156,27 @@ func (s *core) prepareParams(ctx context.Context, m, old backend.Model, c *check
 	return nil
 }
 
-func hasParams(k *backend.Kind, op backend.Operation, key string) error {
-	if !k.HasParams {
-		return backend.OpError(backend.ENOTFOUND, op, k.Prefix, key, k.Prefix+" have no params")
+// paramsKind is prefix's kind for operation op on key's params: an
+// unknown kind, or one without params, is not found.
+func (s *Params) paramsKind(prefix string, op backend.Operation, key string) (*backend.Kind, error) {
+	k, err := s.kinds.Lookup(prefix)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if !k.HasParams {
+		return nil, backend.OpError(backend.ENOTFOUND, op, k.Prefix, key, k.Prefix+" have no params")
+	}
+	return k, nil
+}
+
+// readWithParams reads prefix/key, an object of a kind with params.
+func (s *Params) readWithParams(ctx context.Context, prefix, key string) (backend.Model, error) {
+	k, err := s.paramsKind(prefix, backend.ReadOp, key)
+	if err != nil {
+		return nil, err
+	}
+	_, m, err := s.read(ctx, k, key, backend.ReadOp)
+	return m, err
 }
 
 // Params returns the params of prefix/key (machines, profiles, stages,
@@ -175,22 +191,15 @@ func (s *Params) Params(ctx context.Context, prefix, key string, aggregate, deco
 	return backend.EncodeParams(p)
 }
 
-func (s *core) params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
-	k, err := backend.LookupKind(prefix)
-	if err != nil {
-		return nil, err
-	}
-	if err := hasParams(k, backend.ReadOp, key); err != nil {
-		return nil, err
-	}
-	_, m, err := s.read(ctx, k, key, backend.ReadOp)
+func (s *Params) params(ctx context.Context, prefix, key string, aggregate, decode bool) (map[string]any, error) {
+	m, err := s.readWithParams(ctx, prefix, key)
 	if err != nil {
 		return nil, err
 	}
 	return s.paramsView(ctx, m, aggregate, decode)
 }
 
-func (s *core) paramsView(ctx context.Context, m backend.Model, aggregate, decode bool) (map[string]any, error) {
+func (s *Params) paramsView(ctx context.Context, m backend.Model, aggregate, decode bool) (map[string]any, error) {
 	if aggregate {
 		return s.aggregate(ctx, m, decode)
 	}
@@ -228,7 +237,7 @@ func (s *Params) SetParam(ctx context.Context, prefix, key, name string, value j
 	return encodeValue(stored)
 }
 
-func (s *core) setParam(ctx context.Context, prefix, key, name string, value any) (any, error) {
+func (s *Params) setParam(ctx context.Context, prefix, key, name string, value any) (any, error) {
 	if name == "" {
 		return nil, backend.NewError(backend.EINVALID, "ValidationError", prefix, key, "Invalid Param Name ``")
 	}
@@ -302,7 +311,7 @@ func (s *Params) DeleteParam(ctx context.Context, prefix, key, name string) (jso
 	return encodeValue(old)
 }
 
-func (s *core) deleteParam(ctx context.Context, prefix, key, name string) (any, error) {
+func (s *Params) deleteParam(ctx context.Context, prefix, key, name string) (any, error) {
 	var old any
 	_, err := s.mutateParams(ctx, prefix, key, backend.DeleteOp, func(p map[string]any) (map[string]any, error) {
 		v, ok := p[name]
@@ -328,12 +337,9 @@ func encodeValue(v any) (json.RawMessage, error) {
 	return b, nil
 }
 
-func (s *core) mutateParams(ctx context.Context, prefix, key string, op backend.Operation, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
-	k, err := backend.LookupKind(prefix)
+func (s *Params) mutateParams(ctx context.Context, prefix, key string, op backend.Operation, fn func(map[string]any) (map[string]any, error)) (backend.Model, error) {
+	k, err := s.paramsKind(prefix, op, key)
 	if err != nil {
-		return nil, err
-	}
-	if err := hasParams(k, op, key); err != nil {
 		return nil, err
 	}
 	return s.mutate(ctx, k, key, op, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
@@ -364,7 +370,7 @@ func (s *Params) Aggregate(ctx context.Context, m *backend.Machine, decode bool)
 	return backend.EncodeParams(p)
 }
 
-func (s *core) aggregate(ctx context.Context, m backend.Model, decode bool) (map[string]any, error) {
+func (s *Params) aggregate(ctx context.Context, m backend.Model, decode bool) (map[string]any, error) {
 	out := map[string]any{}
 	// from records where each value came from: a secure value opens only
 	// with the binding of the object that holds it.
@@ -385,7 +391,7 @@ func (s *core) aggregate(ctx context.Context, m backend.Model, decode bool) (map
 				continue
 			}
 			seen[n] = true
-			pm, err := s.load(ctx, "profiles", n)
+			pm, err := s.loadShared(ctx, "profiles", n)
 			if err != nil {
 				return err
 			}
@@ -407,7 +413,7 @@ func (s *core) aggregate(ctx context.Context, m backend.Model, decode bool) (map
 			return nil, err
 		}
 		if v.Stage != "" {
-			st, err := s.load(ctx, "stages", v.Stage)
+			st, err := s.loadShared(ctx, "stages", v.Stage)
 			if err != nil {
 				return nil, err
 			}
@@ -431,20 +437,14 @@ func (s *core) aggregate(ctx context.Context, m backend.Model, decode bool) (map
 			return nil, err
 		}
 	}
-	defs, err := s.listAll(ctx, "params", backend.Query{})
+	defs, err := s.schemaDefaults(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range defs {
-		p := d.(*backend.Param)
-		if _, ok := out[p.Name]; ok {
-			continue
-		}
-		if sch, ok := p.Schema.(map[string]any); ok {
-			if dv, ok := sch["default"]; ok {
-				// A schema default is a clear value, never opened.
-				out[p.Name] = dv
-			}
+	for name, dv := range defs {
+		if _, ok := out[name]; !ok {
+			// A schema default is a clear value, never opened.
+			out[name] = dv
 		}
 	}
 	if decode {

@@ -127,6 +127,64 @@ func TestAggregateOrder(t *testing.T) {
 	})
 }
 
+// TestAggregateAfterChanges: aggregated params read profiles, stages and
+// schema defaults through the read cache; each change made since the
+// previous read (a global profile created, a profile or stage patched, a
+// param definition created, changed or deleted) shows in the next.
+func TestAggregateAfterChanges(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := sys()
+		mustCreate(t, e, "stages", `{"Name":"st2","Params":{"in-stage":"s1"}}`)
+		m := mustCreate(t, e, "machines", `{"Name":"agg2","Stage":"st2"}`).(*backend.Machine)
+		get := func(name string) any {
+			t.Helper()
+			got, err := e.params().Aggregate(ctx, m, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got[name]
+		}
+		if v := get("in-global"); v != nil {
+			t.Fatalf("no global profile yet, got %v", v)
+		}
+		mustCreate(t, e, "profiles", `{"Name":"global","Params":{"in-global":"g1"}}`)
+		if v := get("in-global"); v != "g1" {
+			t.Fatalf("global profile created: got %v", v)
+		}
+		if _, err := e.svc.Objects.Patch(ctx, "profiles", "global", []byte(`[{"op":"replace","path":"/Params/in-global","value":"g2"}]`), false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.Objects.Patch(ctx, "stages", "st2", []byte(`[{"op":"replace","path":"/Params/in-stage","value":"s2"}]`), false); err != nil {
+			t.Fatal(err)
+		}
+		if v, w := get("in-global"), get("in-stage"); v != "g2" || w != "s2" {
+			t.Fatalf("profile and stage patched: got %v, %v", v, w)
+		}
+		if v := get("dflt2"); v != nil {
+			t.Fatalf("no definition yet, got %v", v)
+		}
+		mustCreate(t, e, "params", `{"Name":"dflt2","Schema":{"type":"string","default":"d1"}}`)
+		if v := get("dflt2"); v != "d1" {
+			t.Fatalf("definition created: got %v", v)
+		}
+		if _, err := e.svc.Objects.Patch(ctx, "params", "dflt2", []byte(`[{"op":"replace","path":"/Schema/default","value":"d2"}]`), false); err != nil {
+			t.Fatal(err)
+		}
+		if v := get("dflt2"); v != "d2" {
+			t.Fatalf("definition patched: got %v", v)
+		}
+		if _, err := e.svc.Objects.Delete(ctx, "params", "dflt2"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.Objects.Delete(ctx, "profiles", "global"); err != nil {
+			t.Fatal(err)
+		}
+		if v, w := get("dflt2"), get("in-global"); v != nil || w != nil {
+			t.Fatalf("definition and global profile deleted: got %v, %v", v, w)
+		}
+	})
+}
+
 func TestSecureParams(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		ctx := sys()

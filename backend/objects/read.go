@@ -14,7 +14,7 @@ import (
 // revision. Secure params are the stored envelopes. A missing object is
 // not found ("Not Found", ReadOp).
 func (s *CRUD) Get(ctx context.Context, prefix, key string) (backend.Model, int64, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -34,7 +34,7 @@ func (s *core) getTyped(ctx context.Context, k *backend.Kind, key string, op bac
 // paging run in the store) with the kind's total and matched counts, each
 // object sanitized and shaped by q (see Shape).
 func (s *CRUD) List(ctx context.Context, prefix string, q backend.Query) ([]backend.Model, int, int, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -102,7 +102,7 @@ func (s *CRUD) Shape(ctx context.Context, m backend.Model, q backend.Query) erro
 	pp := paramsOf(m)
 	partial := false
 	if pp != nil && (q.Aggregate || q.Decode) {
-		v, err := s.paramsView(ctx, m, q.Aggregate, q.Decode)
+		v, err := s.params.paramsView(ctx, m, q.Aggregate, q.Decode)
 		if err != nil {
 			return err
 		}

@@ -60,6 +60,27 @@ func (r refs) problem(added, bare bool, format string, args ...any) {
 	}
 }
 
+// one checks a reference to the prefix object name (label names its kind
+// in messages; old is the name stored; owner the referring object, as
+// messages name it). It returns the object when it exists and is
+// available, and otherwise records why not.
+func (r refs) one(prefix, label, name, old, owner string, bare bool) (backend.Model, error) {
+	added := name != old
+	m, err := r.look(prefix, name, added)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case m == nil:
+		r.problem(added, bare, "%s %s does not exist", label, name)
+	case !m.Env().Available:
+		r.problem(added, bare, "%s wants %s %s, which is not available", owner, label, name)
+	default:
+		return m, nil
+	}
+	return nil, nil
+}
+
 // list checks a list of names of prefix objects. missing formats the
 // message of one absent entry from its name and index.
 func (r refs) list(prefix string, names, old []string, missing func(name string, i int) string) error {
@@ -109,8 +130,8 @@ func (r refs) tasks(names, old []string) error {
 }
 
 // checkStageRefs: a stage's tasks, profiles and bootenv.
-func (s *core) checkStageRefs(ctx context.Context, st *backend.Stage, old backend.Model, c *check) error {
-	r := refs{s: s, ctx: ctx, c: c}
+func (s *CRUD) checkStageRefs(ctx context.Context, st *backend.Stage, old backend.Model, c *check) error {
+	r := refs{s: s.core, ctx: ctx, c: c}
 	o, _ := old.(*backend.Stage)
 	var oldTasks, oldProfiles []string
 	oldBootEnv := ""
@@ -128,23 +149,13 @@ func (s *core) checkStageRefs(ctx context.Context, st *backend.Stage, old backen
 	if st.BootEnv == "" {
 		return nil
 	}
-	added := st.BootEnv != oldBootEnv
-	b, err := r.look("bootenvs", st.BootEnv, added)
-	if err != nil {
-		return err
-	}
-	switch {
-	case b == nil:
-		r.problem(added, false, "BootEnv %s does not exist", st.BootEnv)
-	case !b.Env().Available:
-		r.problem(added, false, "Stage %s wants BootEnv %s, which is not available", st.Name, st.BootEnv)
-	}
-	return nil
+	_, err := r.one("bootenvs", "BootEnv", st.BootEnv, oldBootEnv, "Stage "+st.Name, false)
+	return err
 }
 
 // checkWorkflowRefs: a workflow's stages.
-func (s *core) checkWorkflowRefs(ctx context.Context, wf *backend.Workflow, old backend.Model, c *check) error {
-	r := refs{s: s, ctx: ctx, c: c}
+func (s *CRUD) checkWorkflowRefs(ctx context.Context, wf *backend.Workflow, old backend.Model, c *check) error {
+	r := refs{s: s.core, ctx: ctx, c: c}
 	var oldStages []string
 	if o, ok := old.(*backend.Workflow); ok {
 		oldStages = o.Stages
@@ -166,12 +177,12 @@ func (s *core) checkWorkflowRefs(ctx context.Context, wf *backend.Workflow, old 
 }
 
 // checkProfileRefs: the profiles a profile nests.
-func (s *core) checkProfileRefs(ctx context.Context, p *backend.Profile, old backend.Model, c *check) error {
+func (s *CRUD) checkProfileRefs(ctx context.Context, p *backend.Profile, old backend.Model, c *check) error {
 	var oldProfiles []string
 	if o, ok := old.(*backend.Profile); ok {
 		oldProfiles = o.Profiles
 	}
-	return refs{s: s, ctx: ctx, c: c}.list("profiles", p.Profiles, oldProfiles, func(n string, _ int) string {
+	return refs{s: s.core, ctx: ctx, c: c}.list("profiles", p.Profiles, oldProfiles, func(n string, _ int) string {
 		return "Profile " + n + " does not exist"
 	})
 }
@@ -180,41 +191,29 @@ func (s *core) checkProfileRefs(ctx context.Context, p *backend.Profile, old bac
 // its workflow, stage and bootenv first (messages without the key prefix),
 // then its profiles, tasks and pool. It returns the workflow to apply when
 // the write changes it (nil to apply none, or when it cannot be used).
-func (s *core) checkMachineRefs(ctx context.Context, m *backend.Machine, o *backend.Machine, c *check) (*backend.Workflow, error) {
-	r := refs{s: s, ctx: ctx, c: c}
+func (s *CRUD) checkMachineRefs(ctx context.Context, m *backend.Machine, o *backend.Machine, c *check) (*backend.Workflow, error) {
+	r := refs{s: s.core, ctx: ctx, c: c}
 	var oldProfiles, oldTasks []string
 	oldStage, oldBootEnv, oldWorkflow, oldPool := "", "", "", backend.DefaultPool
 	if o != nil {
 		oldProfiles, oldTasks = o.Profiles, o.Tasks
 		oldStage, oldBootEnv, oldWorkflow, oldPool = o.Stage, o.BootEnv, o.Workflow, o.Pool
 	}
+	// A workflow the write sets (and that may be used) rebuilds the task
+	// list.
 	var wf *backend.Workflow
 	if m.Workflow != "" {
-		added := m.Workflow != oldWorkflow
-		w, err := r.look("workflows", m.Workflow, added)
+		w, err := r.one("workflows", "Workflow", m.Workflow, oldWorkflow, "Machine "+m.Uuid, true)
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case w == nil:
-			r.problem(added, true, "Workflow %s does not exist", m.Workflow)
-		case !w.Env().Available:
-			r.problem(added, true, "Machine %s wants Workflow %s, which is not available", m.Uuid, m.Workflow)
-		case added:
+		if w != nil && m.Workflow != oldWorkflow {
 			wf = w.(*backend.Workflow)
 		}
 	}
 	if m.Stage != "" && m.Stage != backend.NoStage {
-		added := m.Stage != oldStage
-		st, err := r.look("stages", m.Stage, added)
-		if err != nil {
+		if _, err := r.one("stages", "Stage", m.Stage, oldStage, "Machine "+m.Uuid, true); err != nil {
 			return nil, err
-		}
-		switch {
-		case st == nil:
-			r.problem(added, true, "Stage %s does not exist", m.Stage)
-		case !st.Env().Available:
-			r.problem(added, true, "Machine %s wants Stage %s, which is not available", m.Uuid, m.Stage)
 		}
 	}
 	if m.BootEnv != "" {

@@ -190,8 +190,8 @@ func (s *Params) MigrateSecureParams(ctx context.Context) (int, error) {
 	}
 	legacy := []byte(`"` + s.sec.legacyID + `"`)
 	total := 0
-	for _, prefix := range backend.KindPrefixes() {
-		if !backend.KindOf(prefix).HasParams {
+	for _, prefix := range s.kinds.Prefixes() {
+		if !s.kinds.Kind(prefix).HasParams {
 			continue
 		}
 		const page = 200
@@ -218,8 +218,8 @@ func (s *Params) MigrateSecureParams(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-func (s *core) migrateObject(ctx context.Context, prefix, key string) (int, error) {
-	k := backend.KindOf(prefix)
+func (s *Params) migrateObject(ctx context.Context, prefix, key string) (int, error) {
+	k := s.kinds.Kind(prefix)
 	for attempt := 0; ; attempt++ {
 		n, stale := 0, false
 		err := s.inTx(ctx, func(ctx context.Context) error {

@@ -20,17 +20,9 @@ const (
 	SettingSecureSeal = "secure_param_seal"
 )
 
-// Settings keeps server settings; the store satisfies it.
-type Settings interface {
-	GetSetting(ctx context.Context, name string) (string, bool, error)
-	SetSetting(ctx context.Context, name, value string) error
-	// EnsureSetting returns a setting, creating it with mk when absent.
-	EnsureSetting(ctx context.Context, name string, mk func() string) (string, error)
-}
-
 // SecureKey returns the key of secure params (Options.SecureKey), made on
 // the first start with an empty store and shared by every replica.
-func SecureKey(ctx context.Context, st Settings) ([]byte, error) {
+func SecureKey(ctx context.Context, st backend.Settings) ([]byte, error) {
 	sk, err := st.EnsureSetting(ctx, SettingSecureKey, func() string {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
@@ -48,7 +40,7 @@ func SecureKey(ctx context.Context, st Settings) ([]byte, error) {
 
 // MigrateSecureParamsOnce runs MigrateSecureParams once per store: the
 // setting SettingSecureSeal records that it ran to the end.
-func (s *Params) MigrateSecureParamsOnce(ctx context.Context, st Settings) error {
+func (s *Params) MigrateSecureParamsOnce(ctx context.Context, st backend.Settings) error {
 	ctx = backend.WithSystem(ctx) // start-up work: no caller (docs/design.md §2.3)
 	const done = "object-bound"
 	if v, _, err := st.GetSetting(ctx, SettingSecureSeal); err != nil {
@@ -80,7 +72,7 @@ func (s *Params) SealParam(ctx context.Context, name string) error {
 		return err
 	}
 	if !def.Secure {
-		if _, err := s.objects().Patch(ctx, backend.PrefixParams, name, []byte(`[{"op":"replace","path":"/Secure","value":true}]`), false); err != nil {
+		if _, err := s.objects.Patch(ctx, backend.PrefixParams, name, []byte(`[{"op":"replace","path":"/Secure","value":true}]`), false); err != nil {
 			return err
 		}
 	}

@@ -14,19 +14,12 @@ import (
 // restricts that scope, and a user (user true) to its Users: a user a
 // tenant user creates is in its tenant, never in none, which would let it
 // see everything (docs/design.md §6.4).
-func (s *core) addToTenant(ctx context.Context, tenant, prefix, key string, user bool) error {
+func (s *CRUD) addToTenant(ctx context.Context, tenant, prefix, key string, user bool) error {
 	if tenant == "" {
 		return nil
 	}
-	rec, err := s.st.Get(ctx, "tenants", tenant)
-	if err != nil {
-		if backend.IsCode(err, backend.ENOTFOUND) {
-			return nil
-		}
-		return err
-	}
-	tm, err := decodeRecord(backend.KindOf("tenants"), rec.Data)
-	if err != nil {
+	rec, tm, err := s.stored(ctx, "tenants", tenant)
+	if err != nil || tm == nil {
 		return err
 	}
 	t := tm.(*backend.Tenant)
@@ -46,7 +39,7 @@ func (s *core) addToTenant(ctx context.Context, tenant, prefix, key string, user
 	return s.writeTenant(ctx, rec.Key, rec.Rev, old, t)
 }
 
-func (s *core) writeTenant(ctx context.Context, key string, rev int64, old, t backend.Model) error {
+func (s *CRUD) writeTenant(ctx context.Context, key string, rev int64, old, t backend.Model) error {
 	data, err := encode(t)
 	if err != nil {
 		return err
@@ -60,12 +53,12 @@ func (s *core) writeTenant(ctx context.Context, key string, rev int64, old, t ba
 
 // dropFromTenants removes a deleted key from every tenant's Members, and a
 // deleted user from every tenant's Users.
-func (s *core) dropFromTenants(ctx context.Context, prefix, key string) error {
+func (s *CRUD) dropFromTenants(ctx context.Context, prefix, key string) error {
 	recs, _, _, err := s.st.List(ctx, "tenants", backend.Query{Limit: -1})
 	if err != nil {
 		return err
 	}
-	tk := backend.KindOf("tenants")
+	tk := s.kinds.Kind("tenants")
 	for _, rec := range recs {
 		tm, err := decodeRecord(tk, rec.Data)
 		if err != nil {

@@ -96,14 +96,7 @@ func (b *secureBox) openBoxed(prefix, key string, bv boxedValue) (any, error) {
 // values with for prefix/key (GET /<prefix>/<key>/pubkey). The object must
 // exist and have params.
 func (s *Params) PublicKey(ctx context.Context, prefix, key string) ([]byte, error) {
-	k, err := backend.LookupKind(prefix)
-	if err != nil {
-		return nil, err
-	}
-	if err := hasParams(k, backend.ReadOp, key); err != nil {
-		return nil, err
-	}
-	_, m, err := s.read(ctx, k, key, backend.ReadOp)
+	m, err := s.readWithParams(ctx, prefix, key)
 	if err != nil {
 		return nil, err
 	}

@@ -198,27 +198,11 @@ func dropBlankSecret(op jsonpatch.Operation) jsonpatch.Operation {
 }
 
 // keepSecrets carries the hidden fields of old into m (which came from a
-// sanitized document), applying requested rotations.
+// sanitized document), applying requested rotations: the kind's secrets
+// rule (rules.go).
 func (s *core) keepSecrets(old, m backend.Model, se secretEdits) {
-	switch v := m.(type) {
-	case *backend.User:
-		o := old.(*backend.User)
-		v.PasswordHash, v.Secret = o.PasswordHash, o.Secret
-		if se.password != nil {
-			v.PasswordHash = se.password
-		}
-	case *backend.Machine:
-		v.Secret = old.(*backend.Machine).Secret
-	default:
-		return
-	}
-	if se.rotate {
-		switch v := m.(type) {
-		case *backend.User:
-			v.Secret = s.newSecret()
-		case *backend.Machine:
-			v.Secret = s.newSecret()
-		}
+	if r := s.rulesOf(m.Prefix()); r.secrets != nil {
+		r.secrets.keep(old, m, se)
 	}
 }
 
@@ -232,7 +216,7 @@ func (s *core) keepSecrets(old, m backend.Model, se secretEdits) {
 // relaxes nothing.
 func (s *CRUD) Patch(ctx context.Context, prefix, key string, patch []byte, force bool) (backend.Model, error) {
 	_ = force
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +232,7 @@ func (s *CRUD) Patch(ctx context.Context, prefix, key string, patch []byte, forc
 		m, _, err := s.getTyped(ctx, k, key, backend.PatchOp)
 		return m, err
 	}
-	m, err := s.mutate(ctx, k, key, backend.PatchOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	return sanitized(s.mutate(ctx, k, key, backend.PatchOp, "update", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		view := clone(old)
 		backend.Sanitize(view)
 		doc, err := encode(view)
@@ -265,12 +249,7 @@ func (s *CRUD) Patch(ctx context.Context, prefix, key string, patch []byte, forc
 		}
 		s.keepSecrets(old, m, se)
 		return m, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	backend.Sanitize(m)
-	return m, nil
+	}))
 }
 
 func resultError(prefix, key string, err error) error {
@@ -287,7 +266,7 @@ func resultError(prefix, key string, err error) error {
 // Secret and PasswordHash are kept unless the body sets them (a new Secret
 // value rotates it to a fresh random one; a PasswordHash is taken as is).
 func (s *CRUD) Put(ctx context.Context, prefix, key string, body []byte) (backend.Model, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -295,34 +274,18 @@ func (s *CRUD) Put(ctx context.Context, prefix, key string, body []byte) (backen
 	if err := json.Unmarshal(body, nm); err != nil {
 		return nil, bodyError(backend.ReplaceOp, prefix, key, err)
 	}
-	m, err := s.mutate(ctx, k, key, backend.ReplaceOp, "save", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
+	return sanitized(s.mutate(ctx, k, key, backend.ReplaceOp, "save", false, func(_ context.Context, old backend.Model) (backend.Model, error) {
 		m := clone(nm)
 		if m.Key() == "" {
 			m.SetKey(old.Key())
 		}
 		var se secretEdits
-		switch v := m.(type) {
-		case *backend.User:
-			o := old.(*backend.User)
-			if len(v.PasswordHash) > 0 && !bytes.Equal(v.PasswordHash, o.PasswordHash) {
-				se.password, se.rotate = v.PasswordHash, true
-			}
-			if v.Secret != "" && v.Secret != o.Secret {
-				se.rotate = true
-			}
-		case *backend.Machine:
-			if v.Secret != "" && v.Secret != old.(*backend.Machine).Secret {
-				se.rotate = true
-			}
+		if r := s.rulesOf(prefix); r.secrets != nil {
+			se = r.secrets.replaced(old, m)
 		}
 		s.keepSecrets(old, m, se)
 		return m, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	backend.Sanitize(m)
-	return m, nil
+	}))
 }
 
 // mutate is the read-modify-write core of every update: in one transaction
@@ -353,14 +316,14 @@ func (s *core) mutate(ctx context.Context, k *backend.Kind, key string, op backe
 			if old.Env().ReadOnly {
 				return readOnly(op, k.Prefix, old.Key())
 			}
-			if om, ok := old.(*backend.Machine); ok && !internal && om.Locked && m.(*backend.Machine).Locked {
-				return backend.OpError(backend.ECONFLICT, op, k.Prefix, old.Key(), "Locked")
+			r := s.rulesOf(k.Prefix)
+			if r.beforeWrite != nil {
+				if err := r.beforeWrite(op, old, m, internal); err != nil {
+					return err
+				}
 			}
 			// ReadOnly marks built-in objects; a client's value is advisory.
 			m.Env().ReadOnly = false
-			if j, ok := m.(*backend.Job); ok {
-				s.beforeJobWrite(old.(*backend.Job), j)
-			}
 			if err := s.prepare(ctx, m, old); err != nil {
 				return err
 			}
@@ -380,8 +343,10 @@ func (s *core) mutate(ctx context.Context, k *backend.Kind, key string, op backe
 			}
 			// Side effects come after the object's own write, so a stale
 			// retry never leaves other objects written twice.
-			if err := s.afterUpdate(ctx, old, m); err != nil {
-				return err
+			if r.afterWrite != nil {
+				if err := r.afterWrite(ctx, old, m); err != nil {
+					return err
+				}
 			}
 			emit(ctx, s.event(ctx, action, m, old))
 			out = m
@@ -401,12 +366,4 @@ func (s *core) mutate(ctx context.Context, k *backend.Kind, key string, op backe
 // can still read has gone.
 func readOnly(op backend.Operation, prefix, key string) error {
 	return backend.OpError(backend.EBADREQUEST, op, prefix, key, "readonly: "+key)
-}
-
-// afterUpdate runs the cross-object effects of an update.
-func (s *core) afterUpdate(ctx context.Context, old, m backend.Model) error {
-	if j, ok := m.(*backend.Job); ok {
-		return s.jobChanged(ctx, old.(*backend.Job), j)
-	}
-	return nil
 }

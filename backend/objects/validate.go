@@ -38,108 +38,34 @@ func (c *check) warn(format string, args ...any) {
 	c.soft = append(c.soft, c.prefix+fmt.Sprintf(format, args...))
 }
 
-// prepare fills, normalises and validates m before a write. old is the stored
-// version (nil on create). It seals secure params, rebuilds a machine's task
-// list when its workflow changes and sets Validated, Available and Errors.
+// prepare fills, normalises and validates m before a write, by the rules
+// of its kind (rules.go). old is the stored version (nil on create). It
+// seals secure params, rebuilds a machine's task list when its workflow
+// changes and sets Validated, Available and Errors.
 func (s *core) prepare(ctx context.Context, m, old backend.Model) error {
 	m.Fill()
+	r := s.rulesOf(m.Prefix())
 	c := &check{}
-	switch m.(type) {
-	case *backend.Machine, *backend.Profile, *backend.Stage, *backend.Workflow:
+	if r.keyedMessages {
 		c.prefix = m.Key() + ": "
 	}
-	switch v := m.(type) {
-	case *backend.User:
-		s.checkUser(ctx, v, c)
-	case *backend.Role:
-		checkRole(v, c)
-	case *backend.Tenant:
-		if err := s.checkTenant(ctx, v, old, c); err != nil {
-			return err
+	for _, f := range []checkFunc{r.validate, r.references, r.params} {
+		if f == nil {
+			continue
 		}
-	case *backend.Machine:
-		if err := s.checkMachine(ctx, v, old, c); err != nil {
-			return err
-		}
-	case *backend.Profile:
-		nameRule(c, v.Name, backend.ValidName)
-		if err := s.checkProfileRefs(ctx, v, old, c); err != nil {
-			return err
-		}
-	case *backend.Param:
-		if !backend.ValidParamName(v.Name) {
-			c.bad("Invalid Name `%s`", v.Name)
-		}
-		if v.Schema != nil {
-			if _, err := s.schemas.compile(v.Schema); err != nil {
-				c.bad("Invalid Schema: %s", schemaError(err))
-			}
-		}
-	case *backend.BootEnv:
-		checkBootEnv(v, c)
-	case *backend.Workflow:
-		nameRule(c, v.Name, backend.ValidName)
-		if err := s.checkWorkflowRefs(ctx, v, old, c); err != nil {
-			return err
-		}
-	case *backend.Stage:
-		nameRule(c, v.Name, backend.ValidName)
-		if err := s.checkStageRefs(ctx, v, old, c); err != nil {
-			return err
-		}
-	case *backend.Task:
-		nameRule(c, v.Name, backend.ValidName)
-		// Extra claims go into job tokens (docs/design.md §8.7): they
-		// must mean what they say, as a role's claims must.
-		checkClaims(v.ExtraClaims, c)
-	case *backend.Job:
-		checkJob(v, c)
-		// A job's token is handed out in the reply that creates it and
-		// never stored; its extra claims are the task's, set by the
-		// server (docs/design.md §8.7).
-		v.Token = ""
-		if o, ok := old.(*backend.Job); ok {
-			v.ExtraClaims = o.ExtraClaims
-		}
-		// A job belongs to the machine it was made for: moving it would
-		// put another machine's state, and its jobfail callback, in the
-		// hands of whoever may write the job.
-		if o, ok := old.(*backend.Job); ok && o.Machine != v.Machine {
-			c.bad("Machine cannot be changed")
-		}
-	case *backend.Pool:
-		if err := s.checkPool(ctx, v, old, c); err != nil {
-			return err
-		}
-	case *backend.Plugin:
-		s.checkPlugin(v, c)
-	case *backend.Reservation:
-		if net.ParseIP(v.Addr) == nil {
-			c.bad("Invalid Address `%s`", v.Addr)
-		}
-		if v.Token == "" {
-			c.bad("Reservation Token cannot be empty")
-		}
-	}
-	if k := backend.KindOf(m.Prefix()); k.HasParams {
-		if err := s.prepareParams(ctx, m, old, c); err != nil {
+		if err := f(ctx, m, old, c); err != nil {
 			return err
 		}
 	}
-	if p, ok := m.(*backend.Plugin); ok && s.plugin != nil && c.hard.Empty() {
-		// The provider's checks see clear values: secure params decoded.
-		view := clone(p).(*backend.Plugin)
-		for k, v := range view.Params {
-			view.Params[k] = s.openValue(binding{"plugins", p.Name, k}, v)
-		}
-		c.soft = append(c.soft, s.plugin(view)...)
+	if r.configured != nil && c.hard.Empty() {
+		r.configured(m, c)
 	}
 	if err := c.hard.Err(m.Prefix(), m.Key()); err != nil {
 		return err
 	}
 	// Only a valid write is checked for what it hands out: an invalid one
 	// is 422 whoever sends it (docs/design.md §5.9).
-	if err := s.checkGrants(ctx, m, old); err != nil {
+	if err := s.checkGrants(ctx, r, m, old); err != nil {
 		return err
 	}
 	m.Env().SetValid(c.soft)
@@ -152,7 +78,7 @@ func nameRule(c *check, name string, ok func(string) bool) {
 	}
 }
 
-func (s *core) checkUser(ctx context.Context, u *backend.User, c *check) {
+func (s *CRUD) checkUser(ctx context.Context, u *backend.User, _ backend.Model, c *check) error {
 	nameRule(c, u.Name, backend.ValidUserName)
 	for _, r := range u.Roles {
 		role, err := s.load(ctx, "roles", r)
@@ -165,17 +91,19 @@ func (s *core) checkUser(ctx context.Context, u *backend.User, c *check) {
 			c.warn("Role %s is not available", r)
 		}
 	}
+	return nil
 }
 
 // checkRole validates claims as DRP does (docs/design.md §5.1): every listed scope
 // must be known, every action's base must be valid in each listed scope, and
 // update:<pointer> must carry an RFC 6901 pointer.
-func checkRole(r *backend.Role, c *check) {
+func (s *CRUD) checkRole(_ context.Context, r *backend.Role, _ backend.Model, c *check) error {
 	nameRule(c, r.Name, backend.ValidName)
-	checkClaims(r.Claims, c)
+	checkClaims(s.kinds, r.Claims, c)
+	return nil
 }
 
-func checkClaims(claims []backend.Claim, c *check) {
+func checkClaims(kinds *backend.Catalog, claims []backend.Claim, c *check) {
 	seen := map[string]bool{}
 	add := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
@@ -190,7 +118,7 @@ func checkClaims(claims []backend.Claim, c *check) {
 		if !all {
 			for _, sc := range strings.Split(cl.Scope, ",") {
 				sc = strings.TrimSpace(sc)
-				if !backend.ValidScope(sc) {
+				if !kinds.ValidScope(sc) {
 					add("No such scope '%s'", sc)
 					continue
 				}
@@ -203,12 +131,12 @@ func checkClaims(claims []backend.Claim, c *check) {
 		for _, a := range strings.Split(cl.Action, ",") {
 			a = strings.TrimSpace(a)
 			if all {
-				if !anyScopeHas(a) {
+				if !anyScopeHas(kinds, a) {
 					add("No such action '%s'", a)
 				}
 			} else {
 				for _, sc := range scopes {
-					if !backend.ValidAction(sc, a) {
+					if !kinds.ValidAction(sc, a) {
 						add("No such action '%s'", a)
 					}
 				}
@@ -220,16 +148,16 @@ func checkClaims(claims []backend.Claim, c *check) {
 	}
 }
 
-func anyScopeHas(action string) bool {
-	for sc := range backend.Scopes {
-		if backend.ValidAction(sc, action) {
+func anyScopeHas(kinds *backend.Catalog, action string) bool {
+	for _, sc := range kinds.Scopes() {
+		if kinds.ValidAction(sc, action) {
 			return true
 		}
 	}
 	return false
 }
 
-func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, old backend.Model, c *check) error {
+func (s *CRUD) checkTenant(ctx context.Context, t *backend.Tenant, old backend.Model, c *check) error {
 	nameRule(c, t.Name, backend.ValidName)
 	keys := make([]string, 0, len(t.Members))
 	for k := range t.Members {
@@ -237,7 +165,7 @@ func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, old backend.M
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if !backend.ValidScope(k) {
+		if !s.kinds.ValidScope(k) {
 			c.bad("No such scope '%s'", k)
 		}
 		if t.Members[k] == nil {
@@ -303,14 +231,14 @@ func (s *core) checkTenant(ctx context.Context, t *backend.Tenant, old backend.M
 // missing one get the same answer, and a key naming nothing would restrict
 // the tenant's users to nothing without a word. Keys the stored version held
 // are kept as they are, so an edit never fails on an administrator's choice.
-func (s *core) checkMembers(ctx context.Context, t *backend.Tenant, old backend.Model, scopes []string, c *check) error {
+func (s *CRUD) checkMembers(ctx context.Context, t *backend.Tenant, old backend.Model, scopes []string, c *check) error {
 	var had map[string][]string
 	if o, ok := old.(*backend.Tenant); ok {
 		had = o.Members
 	}
 	for _, scope := range scopes {
-		k := backend.KindOf(scope)
-		if !backend.ValidScope(scope) || k == nil {
+		k := s.kinds.Kind(scope)
+		if !s.kinds.ValidScope(scope) || k == nil {
 			continue
 		}
 		keys := make([]string, 0, len(t.Members[scope]))
@@ -337,7 +265,7 @@ func (s *core) checkMembers(ctx context.Context, t *backend.Tenant, old backend.
 // memberKey is the key of the object key names (its own key, or an index
 // lookup such as Name:m1) when the caller may see it; otherwise problem says
 // why not, never telling a hidden object from a missing one.
-func (s *core) memberKey(ctx context.Context, k *backend.Kind, key string) (resolved, problem string, err error) {
+func (s *CRUD) memberKey(ctx context.Context, k *backend.Kind, key string) (resolved, problem string, err error) {
 	missing := key + " does not exist"
 	rec, err := s.readRecord(ctx, k, key, backend.ReadOp)
 	switch {
@@ -379,7 +307,7 @@ var archAliases = map[string]string{
 	"riscv64": "riscv64", "loong64": "loong64",
 }
 
-func (s *core) checkMachine(ctx context.Context, m *backend.Machine, old backend.Model, c *check) error {
+func (s *CRUD) checkMachine(ctx context.Context, m *backend.Machine, old backend.Model, c *check) error {
 	o, _ := old.(*backend.Machine)
 	wf, err := s.checkMachineRefs(ctx, m, o, c)
 	if err != nil {
@@ -450,7 +378,7 @@ func (s *core) checkMachine(ctx context.Context, m *backend.Machine, old backend
 // becomes "stage:<name>", its bootenv "bootenv:<name>", then its tasks. The
 // workflow's stages are the workflow's business: a stage that has gone since
 // is skipped, and noted.
-func (s *core) applyWorkflow(ctx context.Context, m *backend.Machine, wf *backend.Workflow, c *check) error {
+func (s *CRUD) applyWorkflow(ctx context.Context, m *backend.Machine, wf *backend.Workflow, c *check) error {
 	stages := map[string]*backend.Stage{}
 	for _, name := range wf.Stages {
 		st, err := s.load(ctx, "stages", name)
@@ -472,7 +400,7 @@ func (s *core) applyWorkflow(ctx context.Context, m *backend.Machine, wf *backen
 // has a Kernel) also needs OS.Name and a pxelinux or ipxe template (unless
 // Meta KernelIsLoader is "true"); without them it is saved but not
 // available, and machines cannot use it.
-func checkBootEnv(b *backend.BootEnv, c *check) {
+func checkBootEnv(_ context.Context, b *backend.BootEnv, _ backend.Model, c *check) error {
 	nameRule(c, b.Name, backend.ValidName)
 	for _, p := range b.RequiredParams {
 		if !backend.ValidParamName(p) {
@@ -493,7 +421,7 @@ func checkBootEnv(b *backend.BootEnv, c *check) {
 		seen[t.Name] = i
 	}
 	if b.Kernel == "" {
-		return
+		return nil
 	}
 	if name, _ := b.OS["Name"].(string); name == "" {
 		c.warn("bootenv: Missing OS.Name")
@@ -508,6 +436,7 @@ func checkBootEnv(b *backend.BootEnv, c *check) {
 	if !loader && b.Meta["KernelIsLoader"] != "true" {
 		c.warn("bootenv: Missing elilo or pxelinux template")
 	}
+	return nil
 }
 
 var (
@@ -515,7 +444,7 @@ var (
 	jobExitStates = []string{"reboot", "poweroff", "stop", "complete", "failed", ""}
 )
 
-func checkJob(j *backend.Job, c *check) {
+func checkJob(_ context.Context, j *backend.Job, old backend.Model, c *check) error {
 	if _, err := uuid.Parse(j.Uuid); err != nil {
 		c.bad("Invalid Uuid `%s`", j.Uuid)
 	}
@@ -525,9 +454,23 @@ func checkJob(j *backend.Job, c *check) {
 	if !contains(jobExitStates, j.ExitState) {
 		c.bad("Invalid ExitState `%s`", j.ExitState)
 	}
+	// A job's token is handed out in the reply that creates it and never
+	// stored; its extra claims are the task's, set by the server
+	// (docs/design.md §8.7).
+	j.Token = ""
+	if o, ok := old.(*backend.Job); ok {
+		j.ExtraClaims = o.ExtraClaims
+		// A job belongs to the machine it was made for: moving it would
+		// put another machine's state, and its jobfail callback, in the
+		// hands of whoever may write the job.
+		if o.Machine != j.Machine {
+			c.bad("Machine cannot be changed")
+		}
+	}
+	return nil
 }
 
-func (s *core) checkPool(ctx context.Context, p *backend.Pool, old backend.Model, c *check) error {
+func (s *CRUD) checkPool(ctx context.Context, p *backend.Pool, old backend.Model, c *check) error {
 	nameRule(c, p.Id, backend.ValidName)
 	if p.ParentPool != "" {
 		if !backend.ValidName(p.ParentPool) {
@@ -556,7 +499,7 @@ func (s *core) checkPool(ctx context.Context, p *backend.Pool, old backend.Model
 	if o == nil {
 		o = &backend.Pool{}
 	}
-	r := refs{s: s, ctx: ctx, c: c}
+	r := refs{s: s.core, ctx: ctx, c: c}
 	for _, g := range []struct {
 		name   string
 		a, was *backend.PoolTransitionActions
@@ -615,17 +558,6 @@ func (s *core) checkPool(ctx context.Context, p *backend.Pool, old backend.Model
 		}
 	}
 	return nil
-}
-
-func (s *core) checkPlugin(p *backend.Plugin, c *check) {
-	nameRule(c, p.Name, backend.ValidName)
-	switch {
-	case !backend.ValidName(p.Provider):
-		c.bad("Invalid Provider `%s`", p.Provider)
-	case !s.providers[p.Provider]:
-		// DRP keeps plugins whose provider is not (yet) installed.
-		c.warn("Plugin provider %s does not exist", p.Provider)
-	}
 }
 
 func contains(list []string, s string) bool {

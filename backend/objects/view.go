@@ -47,6 +47,14 @@ type viewCache struct {
 	gen   atomic.Uint64 // committed writes seen (local)
 	size  int           // the most entries items holds
 	items *lru.Cache[viewKey, backend.View]
+	// paramsGen counts committed writes of param definitions (local);
+	// defaults holds their schema defaults as of one count.
+	paramsGen atomic.Uint64
+	defaults  atomic.Pointer[paramDefaults]
+	// missing remembers objects read as absent (local), dropped as items
+	// are when written: a machine's aggregated params read the global
+	// profile, which often does not exist.
+	missing *lru.Cache[viewKey, struct{}]
 }
 
 type viewKey struct{ prefix, key string }
@@ -68,9 +76,16 @@ func newViewCache(st Store, size int) *viewCache {
 	c := &viewCache{revs: revs, size: size, items: items}
 	if wn, ok := st.(WriteNotifier); ok && wn.SoleWriter() {
 		c.local = true
+		if c.missing, err = lru.New[viewKey, struct{}](1024); err != nil {
+			return nil
+		}
 		wn.OnCommittedWrite(func(prefix, key string) {
+			if prefix == "params" {
+				c.paramsGen.Add(1)
+			}
 			c.gen.Add(1)
 			c.items.Remove(viewKey{prefix, key})
+			c.missing.Remove(viewKey{prefix, key})
 		})
 	}
 	return c
@@ -82,7 +97,7 @@ func newViewCache(st Store, size int) *viewCache {
 // (a lookup by primary key that returns one integer); on SQLite the store
 // tells the cache of every write.
 func (s *CRUD) View(ctx context.Context, prefix, key string) (backend.View, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return backend.View{}, err
 	}
@@ -147,7 +162,7 @@ func (s *CRUD) ViewCacheLen() int {
 // revisions are never reused. Rows not in the cache are decoded, and kept
 // in the cache for the next read when the page is small against the cache.
 func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]byte, int, int, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -216,4 +231,78 @@ func shallowCopy(m backend.Model) backend.Model {
 	c := reflect.New(v.Type())
 	c.Elem().Set(v)
 	return c.Interface().(backend.Model)
+}
+
+// paramDefaults are the schema defaults of every param definition, as
+// aggregate merges them last, computed at a count of committed params
+// writes (viewCache.paramsGen).
+type paramDefaults struct {
+	gen      uint64
+	defaults map[string]any
+}
+
+// loadShared reads prefix/key for reading only, through the read cache
+// (nil when it does not exist, as load). The model may be shared with the
+// cache and other readers: it must not be modified.
+func (s *core) loadShared(ctx context.Context, prefix, key string) (backend.Model, error) {
+	c := s.views
+	if c == nil || key == "" {
+		return s.load(ctx, prefix, key)
+	}
+	_, inTx := ctx.Value(eventsKey).(*pending)
+	remember := c.local && !inTx
+	var gen uint64
+	if remember {
+		gen = c.gen.Load()
+		if c.missing.Contains(viewKey{prefix, key}) {
+			return nil, nil
+		}
+	}
+	v, err := (&CRUD{core: s}).View(ctx, prefix, key)
+	if backend.IsCode(err, backend.ENOTFOUND) {
+		if remember && c.gen.Load() == gen {
+			c.missing.Add(viewKey{prefix, key}, struct{}{})
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v.Model, nil
+}
+
+// schemaDefaults returns the default of every param definition whose
+// Schema has one, by param name. Where this process is the only writer
+// (SQLite) the answer is kept until a params definition is written, so a
+// machine's aggregated params do not decode every definition each time;
+// elsewhere (or inside a transaction) the definitions are read. The map is
+// shared: callers only read it.
+func (s *core) schemaDefaults(ctx context.Context) (map[string]any, error) {
+	c := s.views
+	_, inTx := ctx.Value(eventsKey).(*pending)
+	cached := c != nil && c.local && !inTx
+	var gen uint64
+	if cached {
+		gen = c.paramsGen.Load()
+		if d := c.defaults.Load(); d != nil && d.gen == gen {
+			return d.defaults, nil
+		}
+	}
+	defs, err := s.listAll(ctx, "params", backend.Query{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	for _, d := range defs {
+		p := d.(*backend.Param)
+		if sch, ok := p.Schema.(map[string]any); ok {
+			if dv, ok := sch["default"]; ok {
+				out[p.Name] = dv
+			}
+		}
+	}
+	if cached && c.paramsGen.Load() == gen {
+		c.defaults.Store(&paramDefaults{gen: gen, defaults: out})
+	}
+	return out, nil
 }

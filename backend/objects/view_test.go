@@ -157,7 +157,7 @@ func TestListJSON(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			mustCreate(t, e, "machines", fmt.Sprintf(`{"Name":"lj%d","Uuid":"%08x-1111-4000-8000-000000000000","Params":{"a":%d,"b":"x"},"Meta":{"color":"red"}}`, i, i, i))
 		}
-		k := backend.KindOf("machines")
+		k := backend.NewCatalog().Kind("machines")
 		same := func(raw string) {
 			t.Helper()
 			vals, err := url.ParseQuery(raw)

@@ -14,7 +14,7 @@ import (
 // by polling the database, so changes made by another replica are seen only
 // when they reach this replica's Bus.
 func (s *CRUD) Wait(ctx context.Context, prefix, key, etag string, d time.Duration) (bool, error) {
-	k, err := backend.LookupKind(prefix)
+	k, err := s.kinds.Lookup(prefix)
 	if err != nil {
 		return false, err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 	"github.com/provgate/provgate/backend/store/storetest"
 )
 
@@ -116,7 +117,7 @@ func BenchmarkAllocate(b *testing.B) {
 			if st == nil {
 				b.Skip("PostgreSQL not configured")
 			}
-			f := &fixture{t: b, ctx: backend.WithSystem(context.Background()), st: st, bus: backend.NewBus()}
+			f := &fixture{t: b, ctx: backend.WithSystem(context.Background()), st: st, bus: eventbus.NewBus(backend.NewCatalog())}
 			f.svc = New(st, Options{Bus: f.bus})
 			f.machines(1, b.N+callers, "bench", nil)
 			var next atomic.Int64

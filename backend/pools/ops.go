@@ -210,22 +210,22 @@ func parentOf(p *backend.Pool) string {
 //
 // A Locked machine refuses changes (docs/design.md §11.2), so no verb takes one,
 // forced or not.
-func eligible(v backend.PoolVerb, pool string, force bool) []backend.Filter {
-	fs := []backend.Filter{indexFilter("Pool", backend.OpEq, pool), indexFilter("Locked", backend.OpEq, "false")}
+func (s *Service) eligible(v backend.PoolVerb, pool string, force bool) []backend.Filter {
+	fs := []backend.Filter{s.indexFilter("Pool", backend.OpEq, pool), s.indexFilter("Locked", backend.OpEq, "false")}
 	switch {
 	case v == backend.PoolRelease && force:
-		fs = append(fs, indexFilter("PoolStatus", backend.OpIn, backend.PoolInUse, backend.PoolBuilding,
+		fs = append(fs, s.indexFilter("PoolStatus", backend.OpIn, backend.PoolInUse, backend.PoolBuilding,
 			backend.PoolHoldBuild, backend.PoolDestroying, backend.PoolHoldDestroy))
 	case v == backend.PoolRelease:
-		fs = append(fs, indexFilter("PoolAllocated", backend.OpEq, "true"),
-			indexFilter("PoolStatus", backend.OpEq, backend.PoolInUse))
+		fs = append(fs, s.indexFilter("PoolAllocated", backend.OpEq, "true"),
+			s.indexFilter("PoolStatus", backend.OpEq, backend.PoolInUse))
 	case force && v != backend.PoolAllocate:
-		fs = append(fs, indexFilter("PoolAllocated", backend.OpEq, "false"),
-			indexFilter("PoolStatus", backend.OpIn, backend.PoolFree, backend.PoolJoining, backend.PoolHoldJoin,
+		fs = append(fs, s.indexFilter("PoolAllocated", backend.OpEq, "false"),
+			s.indexFilter("PoolStatus", backend.OpIn, backend.PoolFree, backend.PoolJoining, backend.PoolHoldJoin,
 				backend.PoolLeaving, backend.PoolHoldLeave))
 	default:
-		fs = append(fs, indexFilter("PoolAllocated", backend.OpEq, "false"),
-			indexFilter("PoolStatus", backend.OpEq, backend.PoolFree))
+		fs = append(fs, s.indexFilter("PoolAllocated", backend.OpEq, "false"),
+			s.indexFilter("PoolStatus", backend.OpEq, backend.PoolFree))
 	}
 	return fs
 }
@@ -251,7 +251,7 @@ func (s *Service) apply(ctx context.Context, v backend.PoolVerb, pool, from, to 
 		return nil, err
 	}
 	q := backend.Query{Limit: -1, Visible: opts.Visible,
-		Filters: append(eligible(v, from, opts.Force), filters...)}
+		Filters: append(s.eligible(v, from, opts.Force), filters...)}
 	if sel.list {
 		// The named machines, already checked against the caller's
 		// visibility by resolveList, narrow Visible to exactly them.
@@ -328,7 +328,7 @@ func (s *Service) mustExist(ctx context.Context, pool string) error {
 		return nil
 	}
 	recs, _, _, err := s.st.List(ctx, "machines", backend.Query{Limit: 1, Slim: slimMachines,
-		Filters: []backend.Filter{indexFilter("Pool", backend.OpEq, pool)}})
+		Filters: []backend.Filter{s.indexFilter("Pool", backend.OpEq, pool)}})
 	if err != nil || len(recs) > 0 {
 		return err
 	}
@@ -362,7 +362,7 @@ func (s *Service) parseFilters(ctx context.Context, entries []string) ([]backend
 			return nil, backend.OpError(backend.EBADREQUEST, backend.ActionOp, "machines", "",
 				fmt.Sprintf("%s: %q is a list option, not a filter", keyFilter, k))
 		}
-		q, err := backend.ParseQuery(machineKind, url.Values{k: {val}}, isParam)
+		q, err := backend.ParseQuery(s.machines, url.Values{k: {val}}, isParam)
 		if err != nil {
 			be := backend.AsError(err)
 			msgs := make([]string, len(be.Messages))
@@ -418,7 +418,7 @@ func (s *Service) lookupMachine(ctx context.Context, ref string) (rec backend.Re
 	if !ok {
 		return s.st.Get(ctx, "machines", ref)
 	}
-	ix, known := machineKind.Indexes[idx]
+	ix, known := s.machines.Indexes[idx]
 	switch {
 	case !known:
 		return rec, backend.OpError(backend.EBADREQUEST, backend.ActionOp, "machines", "",

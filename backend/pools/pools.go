@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 )
 
 // Store is what the pool service needs from storage; the store satisfies it.
@@ -39,9 +40,12 @@ type Distincter interface {
 
 // Options configure a Service.
 type Options struct {
+	// Kinds is the kind catalog cmd built (docs/design.md §1.4); nil
+	// builds one.
+	Kinds *backend.Catalog
 	// Bus receives a machines "update" event per changed machine, after
 	// commit, and wakes pool waits. Nil: no events, waits rely on re-checks.
-	Bus    *backend.Bus
+	Bus    *eventbus.Bus
 	Logger *slog.Logger
 	// Now stamps events; time.Now when nil.
 	Now func() time.Time
@@ -57,11 +61,13 @@ type Options struct {
 // Service runs pool operations against a Store.
 type Service struct {
 	st      Store
-	bus     *backend.Bus
+	bus     *eventbus.Bus
 	log     *slog.Logger
 	now     func() time.Time
 	recheck time.Duration
 	notify  func(ctx context.Context, evs []backend.Event) error
+	// machines is the machines kind, whose indexes pool filters read.
+	machines *backend.Kind
 }
 
 // New returns a Service.
@@ -70,6 +76,11 @@ func New(st Store, opts Options) *Service {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	kinds := opts.Kinds
+	if kinds == nil {
+		kinds = backend.NewCatalog()
+	}
+	s.machines = kinds.Kind(backend.PrefixMachines)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -79,13 +90,11 @@ func New(st Store, opts Options) *Service {
 	return s
 }
 
-var machineKind = backend.KindOf("machines")
-
 // slimMachines keeps large maps out of reads that only need pool fields.
 var slimMachines = []string{"Params", "Meta"}
 
-func indexFilter(name, op string, values ...string) backend.Filter {
-	return backend.Filter{Name: name, Target: backend.TargetIndex, Index: machineKind.Indexes[name], Op: op, Values: values}
+func (s *Service) indexFilter(name, op string, values ...string) backend.Filter {
+	return backend.Filter{Name: name, Target: backend.TargetIndex, Index: s.machines.Indexes[name], Op: op, Values: values}
 }
 
 // Active returns the sorted names of every pool that has at least one
@@ -107,7 +116,7 @@ func (s *Service) Active(ctx context.Context, visible []string) ([]string, error
 	for {
 		q := backend.Query{Limit: 1, Slim: slimMachines, Visible: visible}
 		if len(found) > 0 {
-			q.Filters = []backend.Filter{indexFilter("Pool", backend.OpNin, found...)}
+			q.Filters = []backend.Filter{s.indexFilter("Pool", backend.OpNin, found...)}
 		}
 		recs, _, _, err := s.st.List(ctx, "machines", q)
 		if err != nil {
@@ -159,7 +168,7 @@ func (s *Service) Status(ctx context.Context, pool string, visible []string) (ma
 		return nil, backend.NotFound(backend.ReadOp, "pools", pool)
 	}
 	q := backend.Query{Limit: -1, Slim: slimMachines, Visible: visible,
-		Filters: []backend.Filter{indexFilter("Pool", backend.OpEq, pool)}}
+		Filters: []backend.Filter{s.indexFilter("Pool", backend.OpEq, pool)}}
 	recs, _, _, err := s.st.List(ctx, "machines", q)
 	if err != nil {
 		return nil, err

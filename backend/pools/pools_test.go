@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 	"github.com/provgate/provgate/backend/store"
 	"github.com/provgate/provgate/backend/store/storetest"
 )
@@ -19,7 +20,7 @@ type fixture struct {
 	t   testing.TB
 	ctx context.Context
 	st  *store.Store
-	bus *backend.Bus
+	bus *eventbus.Bus
 	svc *Service
 }
 
@@ -28,7 +29,7 @@ func each(t *testing.T, fn func(t *testing.T, f *fixture)) {
 	t.Helper()
 	for _, c := range storetest.Open(t) {
 		t.Run(c.Name, func(t *testing.T) {
-			bus := backend.NewBus()
+			bus := eventbus.NewBus(backend.NewCatalog())
 			fn(t, &fixture{t: t, ctx: backend.WithSystem(context.Background()), st: c.Store, bus: bus,
 				svc: New(c.Store, Options{Bus: bus, Recheck: 100 * time.Millisecond})})
 		})
@@ -834,7 +835,7 @@ func TestWaitRecheck(t *testing.T) {
 		f.workflowsAndProfiles()
 		f.put(&backend.Pool{Id: "p1", AllocateActions: &backend.PoolTransitionActions{Workflow: "wf-alloc"}})
 		f.machines(1, 1, "p1", nil)
-		otherBus := backend.NewBus()
+		otherBus := eventbus.NewBus(backend.NewCatalog())
 		svc := New(f.st, Options{Bus: otherBus, Recheck: 50 * time.Millisecond})
 		done := f.completeOnEvent(t, 100*time.Millisecond)
 		// Forward only the operation's own event to the "other replica"

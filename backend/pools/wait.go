@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 )
 
 // waiter follows the machines of one operation on the bus. It subscribes
 // before the transaction and learns the machine keys inside it, so every
 // update published after the commit reaches it.
 type waiter struct {
-	sub  *backend.Subscription
+	sub  *eventbus.Subscription
 	keys atomic.Pointer[map[string]bool]
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
@@ -176,45 +178,45 @@ func (d *Data) expand(v any) (any, error) {
 		return renderDepth(d.r.ctx, Caller, "param", v, env, d.r.lim, d.r.depth+1)
 	case map[string]any:
 		out := make(map[string]any, len(v))
-		for k, e := range v {
-			x, err := d.expand(e)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = x
+		if err := expandEach(d, maps.All(v), func(k string, x any) { out[k] = x }); err != nil {
+			return nil, err
 		}
 		return out, nil
 	case []any:
 		out := make([]any, len(v))
-		for i, e := range v {
-			x, err := d.expand(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = x
+		if err := expandEach(d, slices.All(v), func(i int, x any) { out[i] = x }); err != nil {
+			return nil, err
 		}
 		return out, nil
 	}
 	return v, nil
 }
 
-// ParamAsJSON is the parameter encoded as JSON, with no trailing newline.
-func (d *Data) ParamAsJSON(name string) (string, error) {
-	v, _, err := d.lookup(name)
-	if err != nil {
-		return "", err
+// expandEach expands every value of seq and hands it to set with its key.
+func expandEach[K any](d *Data, seq iter.Seq2[K, any], set func(K, any)) error {
+	for k, e := range seq {
+		x, err := d.expand(e)
+		if err != nil {
+			return err
+		}
+		set(k, x)
 	}
-	b, err := json.Marshal(v)
-	return string(b), err
+	return nil
 }
 
+// ParamAsJSON is the parameter encoded as JSON, with no trailing newline.
+func (d *Data) ParamAsJSON(name string) (string, error) { return d.paramAs(name, json.Marshal) }
+
 // ParamAsYAML is the parameter encoded as YAML.
-func (d *Data) ParamAsYAML(name string) (string, error) {
+func (d *Data) ParamAsYAML(name string) (string, error) { return d.paramAs(name, yaml.Marshal) }
+
+// paramAs is the parameter encoded with marshal.
+func (d *Data) paramAs(name string, marshal func(any) ([]byte, error)) (string, error) {
 	v, _, err := d.lookup(name)
 	if err != nil {
 		return "", err
 	}
-	b, err := yaml.Marshal(v)
+	b, err := marshal(v)
 	return string(b), err
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"text/template"
 	"time"
 
@@ -64,19 +65,19 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.MaxOutput <= 0 {
-		l.MaxOutput = DefaultMaxOutput
-	}
-	if l.Timeout <= 0 {
-		l.Timeout = DefaultTimeout
-	}
-	if l.MaxItems <= 0 {
-		l.MaxItems = DefaultMaxItems
-	}
-	if l.MaxSource <= 0 {
-		l.MaxSource = DefaultMaxSource
-	}
+	l.MaxOutput = orDefault(l.MaxOutput, DefaultMaxOutput)
+	l.Timeout = orDefault(l.Timeout, DefaultTimeout)
+	l.MaxItems = orDefault(l.MaxItems, DefaultMaxItems)
+	l.MaxSource = orDefault(l.MaxSource, DefaultMaxSource)
 	return l
+}
+
+// orDefault is v, or def when v is not positive.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // ParamFunc looks a parameter up for the machine being rendered, through the
@@ -146,6 +147,11 @@ func Render(ctx context.Context, mode Mode, name, text string, env Env, lim Limi
 func renderDepth(ctx context.Context, mode Mode, name, text string, env Env, lim Limits, depth int) (string, error) {
 	if len(text) > lim.MaxSource {
 		return "", ErrSourceTooLarge
+	}
+	if !strings.Contains(text, "{{") && len(text) <= lim.MaxOutput && ctx.Err() == nil {
+		// Text without an action renders as itself: no function map to
+		// build and nothing to parse (a callback's fixed Url, say).
+		return text, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()

@@ -294,3 +294,17 @@ func (c countingTokens) GenerateInfiniteToken(context.Context, *backend.Machine)
 	*c.n++
 	return "tok-inf", nil
 }
+
+// TestPlainText: text without an action renders as itself, within the
+// output limit like any other.
+func TestPlainText(t *testing.T) {
+	for _, text := range []string{"", "https://hooks.example.com/x?a=1&b=%7B", "a { b } c"} {
+		got, err := Render(context.Background(), Config, "t", text, testEnv(), Limits{})
+		if err != nil || got != text {
+			t.Errorf("Render(%q) = %q, %v", text, got, err)
+		}
+	}
+	if _, err := Render(context.Background(), Config, "t", "0123456789", testEnv(), Limits{MaxOutput: 5}); !errors.Is(err, ErrOutputTooLarge) {
+		t.Errorf("over the output limit: err = %v", err)
+	}
+}

@@ -260,15 +260,26 @@ func (s *Store) RecordAttempt(ctx context.Context, a backend.CallbackAttempt) er
 // SQLite's limit of 32,766.
 const attemptRowsPerInsert = 500
 
+// sqliteAttemptRowsPerInsert is the same on SQLite, smaller: its driver
+// (glebarez/go-sqlite) finds each bound value by scanning the arguments
+// from the first, so binding costs the square of the values per
+// statement; 32 rows (288 values) per INSERT keep a batch of a few hundred
+// attempts from spending most of its time there.
+const sqliteAttemptRowsPerInsert = 32
+
 // RecordAttempts stores callback attempts in one transaction, a multi-row
-// INSERT per 500; At defaults to now.
+// INSERT per 500 rows (32 on SQLite); At defaults to now.
 func (s *Store) RecordAttempts(ctx context.Context, as []backend.CallbackAttempt) error {
 	if len(as) == 0 {
 		return nil
 	}
+	rows := attemptRowsPerInsert
+	if !s.pg() {
+		rows = sqliteAttemptRowsPerInsert
+	}
 	err := s.InTx(ctx, func(ctx context.Context) error {
-		for start := 0; start < len(as); start += attemptRowsPerInsert {
-			chunk := as[start:min(start+attemptRowsPerInsert, len(as))]
+		for start := 0; start < len(as); start += rows {
+			chunk := as[start:min(start+rows, len(as))]
 			var sb strings.Builder
 			sb.WriteString(`INSERT INTO callback_attempts (plugin, callback, machine, source, attempt, status, duration_ms, error, at_us) VALUES `)
 			args := make([]any, 0, 9*len(chunk))

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgxlisten"
+	"gorm.io/gorm"
 
 	"github.com/provgate/provgate/backend"
 )
@@ -43,16 +45,122 @@ func (s *Store) Notifies() bool { return s.pg() && s.channel != "" }
 
 // Notify sends payload to every process listening on this store
 // (docs/design.md §13.4). Inside a transaction (ctx from InTx) it is
-// delivered only if and when the transaction commits. On SQLite it does
-// nothing.
+// delivered only if and when the transaction commits: an event notice is
+// sent after the commit, in a batch with other transactions' (see
+// notifier), the authorization revision notice (backend.RevisionNotice)
+// inside the transaction. On SQLite it does nothing.
 func (s *Store) Notify(ctx context.Context, payload string) error {
 	if !s.Notifies() {
 		return nil
 	}
-	if err := s.conn(ctx).Exec(`SELECT pg_notify(?, ?)`, s.channel, payload).Error; err != nil {
+	if st := s.txFrom(ctx); st != nil && payload != backend.RevisionNotice {
+		st.notices = append(st.notices, payload)
+		return nil
+	}
+	return s.sendNotices(ctx, s.conn(ctx), []string{payload})
+}
+
+// sendNotices sends payloads in order, in one statement.
+func (s *Store) sendNotices(ctx context.Context, db *gorm.DB, payloads []string) error {
+	var b strings.Builder
+	args := make([]any, 0, 2*len(payloads))
+	b.WriteString("SELECT ")
+	for i, p := range payloads {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("pg_notify(?, ?)")
+		args = append(args, s.channel, p)
+	}
+	if err := db.WithContext(ctx).Exec(b.String(), args...).Error; err != nil {
 		return s.dbErr(backend.ActionOp, "notify", "", err)
 	}
 	return nil
+}
+
+// notifier sends the event notices of committed transactions, off their
+// commit. PostgreSQL serializes the commits of transactions that sent a
+// NOTIFY (one lock on the notification queue, held through the commit's
+// WAL flush), so notices sent inside every writing transaction made
+// concurrent writers (pool allocations, say) commit one at a time. Sent
+// after the commit by one writer, in batches, they cost one such commit
+// per batch and keep "delivered only if the change committed". A notice
+// can then be lost if the process stops between a commit and its batch:
+// like a full relay queue, that only leaves other replicas' subscribers
+// to re-read or time out (docs/design.md §13.4); Close sends what is
+// queued first.
+type notifier struct {
+	mu    sync.Mutex
+	idle  sync.Cond
+	queue []string
+	busy  bool
+}
+
+// maxQueuedNotices bounds the notices waiting; beyond it the committing
+// caller sends its own.
+const maxQueuedNotices = 4096
+
+// maxNoticeBatch bounds the notices of one statement.
+const maxNoticeBatch = 256
+
+// queueNotices hands the notices of a committed transaction to the
+// notifier.
+func (s *Store) queueNotices(payloads []string) {
+	n := &s.notifier
+	n.mu.Lock()
+	if len(n.queue)+len(payloads) > maxQueuedNotices {
+		n.mu.Unlock()
+		s.writeNotices(payloads)
+		return
+	}
+	n.queue = append(n.queue, payloads...)
+	start := !n.busy
+	n.busy = true
+	n.mu.Unlock()
+	if start {
+		go s.drainNotices()
+	}
+}
+
+func (s *Store) drainNotices() {
+	n := &s.notifier
+	for {
+		n.mu.Lock()
+		batch := n.queue
+		n.queue = nil
+		if len(batch) == 0 {
+			n.busy = false
+			n.idle.Broadcast()
+			n.mu.Unlock()
+			return
+		}
+		n.mu.Unlock()
+		s.writeNotices(batch)
+	}
+}
+
+func (s *Store) writeNotices(payloads []string) {
+	for len(payloads) > 0 {
+		k := min(len(payloads), maxNoticeBatch)
+		ctx, cancel := withDefaultTimeout(context.Background())
+		err := s.sendNotices(ctx, s.db, payloads[:k])
+		cancel()
+		if err != nil {
+			s.log.Warn("store: sending notices to other replicas failed", "notices", k, "err", err.Error())
+		}
+		payloads = payloads[k:]
+	}
+}
+
+// FlushNotices returns once every notice of a transaction committed before
+// it has been sent.
+func (s *Store) FlushNotices() {
+	n := &s.notifier
+	n.mu.Lock()
+	for n.busy {
+		n.idle.Wait()
+	}
+	n.mu.Unlock()
 }
 
 // Listen receives every payload sent with Notify, by any process, and hands

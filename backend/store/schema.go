@@ -12,8 +12,8 @@ import (
 	"github.com/provgate/provgate/backend"
 )
 
-// tableName is the object table of a kind. Prefixes come from backend.Kinds,
-// never from requests (callers check them with kind() first).
+// tableName is the object table of a kind. Prefixes come from the kind
+// catalog, never from requests (callers check them with kind() first).
 func tableName(prefix string) string { return "obj_" + prefix }
 
 // hotIndexes are plain expression indexes for filters that run on every pool
@@ -107,8 +107,8 @@ func (s *Store) migrate(ctx context.Context) error {
 		`CREATE INDEX IF NOT EXISTS ix_login_failures_key ON login_failures (kind, key_hash, at_us)`,
 		`CREATE INDEX IF NOT EXISTS ix_login_failures_at ON login_failures (at_us)`)
 
-	for _, prefix := range backend.KindPrefixes() {
-		stmts = append(stmts, s.kindDDL(backend.Kinds[prefix])...)
+	for _, prefix := range s.kinds.Prefixes() {
+		stmts = append(stmts, s.kindDDL(s.kinds.Kind(prefix))...)
 	}
 
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -207,7 +207,7 @@ func (s *Store) migrateRevCounter(tx *gorm.DB) error {
 		return nil
 	}
 	var maxes []string
-	for _, prefix := range backend.KindPrefixes() {
+	for _, prefix := range s.kinds.Prefixes() {
 		maxes = append(maxes, `SELECT MAX(rev) AS m FROM `+tableName(prefix))
 	}
 	var start int64

@@ -1,6 +1,6 @@
 // Package store keeps provgate's objects with GORM on SQLite (the default,
-// pure Go) or PostgreSQL. Every object kind of backend.Kinds has its own
-// table holding the object's JSON; list filters run in SQL.
+// pure Go) or PostgreSQL. Every kind of the kind catalog (backend.Catalog)
+// has its own table holding the object's JSON; list filters run in SQL.
 //
 // Dialect notes:
 //   - SQLite runs on one connection (SetMaxOpenConns(1)) and every
@@ -30,6 +30,9 @@ import (
 // Options tune a Store.
 type Options struct {
 	Logger *slog.Logger
+	// Kinds is the kind catalog cmd built (docs/design.md §1.4): one
+	// table per kind. nil builds one.
+	Kinds *backend.Catalog
 	// MaxOpenConns bounds the PostgreSQL pool (default 20). SQLite always
 	// uses one connection.
 	MaxOpenConns int
@@ -42,6 +45,7 @@ type Record = backend.Record
 // every method called with a ctx derived from InTx's runs in that transaction.
 type Store struct {
 	db      *gorm.DB
+	kinds   *backend.Catalog
 	dialect string
 	log     *slog.Logger
 	// dsn and channel serve LISTEN/NOTIFY on PostgreSQL (notify.go).
@@ -55,6 +59,8 @@ type Store struct {
 	file *sqliteFile
 	// stats times the statements (QueryStats).
 	stats queryStats
+	// notifier sends committed transactions' notices (notify.go).
+	notifier notifier
 }
 
 const (
@@ -70,7 +76,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Store{log: log}
+	s := &Store{log: log, kinds: opts.Kinds}
+	if s.kinds == nil {
+		s.kinds = backend.NewCatalog()
+	}
+	s.notifier.idle.L = &s.notifier.mu
 	var err error
 	if isPostgresDSN(dsn) {
 		s.dialect = dialectPostgres
@@ -100,6 +110,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 
 // Close releases the connection pool.
 func (s *Store) Close() error {
+	s.FlushNotices()
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return err
@@ -124,6 +135,8 @@ type txState struct {
 	// written are the objects the transaction wrote, told to onWrite
 	// once it commits.
 	written []objectRef
+	// notices are the event notices it sent, sent once it commits.
+	notices []string
 }
 
 type objectRef struct{ prefix, key string }
@@ -203,6 +216,9 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) er
 		for _, w := range st.written {
 			s.tell(w.prefix, w.key)
 		}
+		if len(st.notices) > 0 {
+			s.queueNotices(st.notices)
+		}
 		return nil
 	}
 	if fnErr != nil {
@@ -212,7 +228,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) er
 }
 
 func (s *Store) kind(prefix string) (*backend.Kind, error) {
-	k := backend.KindOf(prefix)
+	k := s.kinds.Kind(prefix)
 	if k == nil {
 		return nil, backend.OpError(backend.EINTERNAL, backend.ReadOp, prefix, "", "unknown object kind")
 	}

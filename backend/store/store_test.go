@@ -220,7 +220,7 @@ func parse(t *testing.T, prefix, raw string) backend.Query {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := backend.ParseQuery(backend.KindOf(prefix), v, func(n string) bool { return testParams[n] })
+	q, err := backend.ParseQuery(testKinds.Kind(prefix), v, func(n string) bool { return testParams[n] })
 	if err != nil {
 		t.Fatalf("parse %q: %v", raw, err)
 	}
@@ -361,10 +361,10 @@ func TestListFilters(t *testing.T) {
 		t.Run("bad filters", func(t *testing.T) {
 			bad := []backend.Filter{
 				{Name: "x') OR 1=1 --", Target: backend.TargetParam, Op: backend.OpEq, Values: []string{"1"}},
-				{Name: "Name", Target: backend.TargetIndex, Index: backend.KindOf("machines").Indexes["Name"], Op: "Like", Values: []string{"a"}},
-				{Name: "Name", Target: backend.TargetIndex, Index: backend.KindOf("machines").Indexes["Name"], Op: backend.OpBetween, Values: []string{"a"}},
-				{Name: "Profiles", Target: backend.TargetIndex, Index: backend.KindOf("machines").Indexes["Profiles"], Op: backend.OpLt, Values: []string{"a"}},
-				{Name: "CurrentTask", Target: backend.TargetIndex, Index: backend.KindOf("machines").Indexes["CurrentTask"], Op: backend.OpEq, Values: []string{"1 OR 1=1"}},
+				{Name: "Name", Target: backend.TargetIndex, Index: testKinds.Kind("machines").Indexes["Name"], Op: "Like", Values: []string{"a"}},
+				{Name: "Name", Target: backend.TargetIndex, Index: testKinds.Kind("machines").Indexes["Name"], Op: backend.OpBetween, Values: []string{"a"}},
+				{Name: "Profiles", Target: backend.TargetIndex, Index: testKinds.Kind("machines").Indexes["Profiles"], Op: backend.OpLt, Values: []string{"a"}},
+				{Name: "CurrentTask", Target: backend.TargetIndex, Index: testKinds.Kind("machines").Indexes["CurrentTask"], Op: backend.OpEq, Values: []string{"1 OR 1=1"}},
 			}
 			for _, f := range bad {
 				_, _, _, err := s.List(ctx, "machines", backend.Query{Limit: -1, Filters: []backend.Filter{f}})
@@ -1033,5 +1033,100 @@ func TestRecordAttemptsBatch(t *testing.T) {
 		if err := s.RecordAttempts(ctx, nil); err != nil {
 			t.Fatalf("empty batch: %v", err)
 		}
+	})
+}
+
+// testKinds is the kind catalog the tests read kinds from.
+var testKinds = backend.NewCatalog()
+
+// TestNotices: on PostgreSQL a notice sent inside a transaction reaches a
+// listener only if the transaction commits, in the order sent, and
+// FlushNotices returns once the committed ones are sent; the revision
+// notice goes out with its transaction. Notify outside a transaction sends
+// at once.
+func TestNotices(t *testing.T) {
+	each(t, func(t *testing.T, s *store.Store) {
+		if !s.Notifies() {
+			t.Skip("SQLite sends no notices")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		heard := make(chan string, 64)
+		listening := make(chan struct{}, 1)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = s.Listen(ctx, 100*time.Millisecond, func(p string) { heard <- p }, nil)
+		}()
+		// The first backlog call (listening) has no resync; send probes
+		// until one is heard, so that the listener is known to be up.
+		go func() {
+			for ctx.Err() == nil {
+				select {
+				case <-listening:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				_ = s.Notify(ctx, "probe")
+			}
+		}()
+		deadline := time.After(20 * time.Second)
+		for up := false; !up; {
+			select {
+			case p := <-heard:
+				up = p == "probe"
+			case <-deadline:
+				t.Fatal("the listener heard nothing")
+			}
+		}
+		listening <- struct{}{}
+		time.Sleep(100 * time.Millisecond)
+		for len(heard) > 0 {
+			<-heard
+		}
+		err := s.InTx(ctx, func(ctx context.Context) error {
+			if err := s.Notify(ctx, "rolled-back"); err != nil {
+				t.Fatal(err)
+			}
+			return errors.New("roll back")
+		})
+		if err == nil {
+			t.Fatal("want the rollback's error")
+		}
+		if err := s.InTx(ctx, func(ctx context.Context) error {
+			for _, p := range []string{"a", "b", backend.RevisionNotice, "c"} {
+				if err := s.Notify(ctx, p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		s.FlushNotices()
+		if err := s.Notify(ctx, "after"); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for len(got) < 5 {
+			select {
+			case p := <-heard:
+				got = append(got, p)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("heard %v, want 5 notices", got)
+			}
+		}
+		// The revision notice commits with its transaction, the others
+		// follow the commit in order.
+		if g := strings.Join(got, " "); g != backend.RevisionNotice+" a b c after" {
+			t.Fatalf("heard %q", g)
+		}
+		select {
+		case p := <-heard:
+			t.Fatalf("heard %q more", p)
+		case <-time.After(200 * time.Millisecond):
+		}
+		cancel()
+		<-done
 	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"math"
 	"slices"
 	"sort"
@@ -194,5 +195,26 @@ func TestMarkdownListsEveryFigure(t *testing.T) {
 	}
 	if !strings.Contains(md, "make bench") {
 		t.Error("command missing")
+	}
+}
+
+// TestOnlyFlag: -only names the figures whose parts run; unknown numbers
+// and the other -only flags are refused.
+func TestOnlyFlag(t *testing.T) {
+	env := func(string) string { return "" }
+	c, err := parseConfig([]string{"-only", "6, 8"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.wants("6") || !c.wants("8", "9") || c.wants("5") || c.wants("1", "2", "7") {
+		t.Fatalf("wants: %v", c.Only)
+	}
+	if c, err = parseConfig(nil, env, io.Discard); err != nil || !c.wants("5") {
+		t.Fatalf("without -only every part runs: %v %v", c.Only, err)
+	}
+	for _, args := range [][]string{{"-only", "11"}, {"-only", "6", "-scale-only"}, {"-only", "6", "-skip-decide"}} {
+		if _, err := parseConfig(args, env, io.Discard); err == nil {
+			t.Errorf("%v: want an error", args)
+		}
 	}
 }

@@ -40,22 +40,24 @@ var limits = map[string]string{
 		"independent of the tenant's size.",
 	"5a": "On 2 CPUs a single caller already keeps about one core busy (TLS, the gateway, the claim and " +
 		"the writes in PostgreSQL), so 8 callers can at best add what the second core and lock waits " +
-		"leave. ClaimForUpdate (backend/store/query.go) chooses at random among every Free machine of the " +
-		"pool; it sorts only their keys, but still reads every candidate row to test the conditions. " +
-		"Starting at a random key and taking the next unlocked rows by index would make the claim " +
-		"independent of pool size.",
+		"leave. The claim (ClaimForUpdate, backend/store/query.go) walks the pool's keys from a random " +
+		"pivot with FOR UPDATE SKIP LOCKED, so callers rarely meet on a row; the relay's notices are sent " +
+		"after the commit by one writer (backend/store/notify.go), since PostgreSQL serializes the commits " +
+		"of transactions that issue a NOTIFY. What 8 callers still share is the commit's WAL flush and the " +
+		"2 CPUs, with the load generator and PostgreSQL on them.",
 	"5b": "Duplicates or allocations missing from the store mean two callers got the same machine: the " +
 		"claim (ClaimForUpdate, FOR UPDATE SKIP LOCKED) or its conditional update is broken.",
-	"6": "callbackDo is a full gateway request (TLS, Bearer, policy) plus the action: machine and plugin " +
-		"reads, the machine's aggregated params, template rendering of URL and body and the outbound POST; " +
-		"the attempt record is written off the request path in batches (backend/callback attemptlog.go). On " +
-		"SQLite every read still shares the single connection with every other request's, so concurrent " +
-		"callbacks queue on it. The direct leg is only the outbound POST on a kept-alive loopback connection. " +
-		"Reading the machine and plugin through the read cache (docs/design.md §14.6) would take most reads " +
-		"off the connection.",
+	"6": "callbackDo is a full gateway request (TLS, Bearer, policy) plus the action: the machine and " +
+		"plugin come from the read cache (docs/design.md §14.6), the plugin's opened params are kept per " +
+		"revision, the aggregated params read profiles, stage and schema defaults through the same cache, " +
+		"and a Url without template actions is used as it is; the attempt record is written off the request " +
+		"path, batched for 50 ms (backend/callback attemptlog.go). What remains is the outbound POST through " +
+		"net/http (its own goroutines and a kept-alive connection), the JSON encoding of the machine as the " +
+		"body, the access log line and the batched inserts, which on SQLite take the single writer " +
+		"connection. The direct leg is only the outbound POST on a kept-alive loopback connection.",
 	"8d": "A write never waits for its subscribers: after the commit it makes one non-blocking channel send " +
-		"per socket (backend.Bus), and each socket's own goroutine authenticates its caller again, decides the " +
-		"event through the decision cache, encodes the frame and writes it over TLS. What the ratio measures is " +
+		"per socket (eventbus.Bus), and each socket's own goroutine authenticates its caller again, decides the " +
+		"event through the decision cache and writes the event's frame (encoded once, shared) over TLS. What the ratio measures is " +
 		"that work competing for the same 2 CPUs as the write: 100 deliveries per write, each a policy " +
 		"decision, a frame of about 2 KB and a TLS write, plus the load generator's 100 TLS clients decrypting " +
 		"and decoding them on the same cores (figure 8a: about 100 µs of CPU per delivery for both sides " +
@@ -79,11 +81,10 @@ var limits = map[string]string{
 		"array expanded with json_each; backend/store/query.go), on the page query and on the count query; " +
 		"the pure-Go SQLite driver spends about 1 µs per visible key on those probes, a few hundred µs at " +
 		"100 visible machines. Pushing a tenant id into SQL instead of its key list would remove it.",
-	"9i": "callbackDo minus the authorized GET of the same machine is still the whole action: the machine " +
-		"and plugin reads, the aggregated params, template rendering of URL and body, the outbound POST " +
-		"and the synchronous insert of the attempt record, which on SQLite waits for the single writer " +
-		"connection (see 6). The direct leg is one POST on a kept-alive loopback connection (about 100 µs), " +
-		"so each millisecond of that work is ten units of the ratio.",
+	"9i": "callbackDo minus the authorized GET of the same machine is still the whole action (see 6): the " +
+		"outbound POST through net/http, the machine encoded as the body and the batched attempt record. " +
+		"The direct leg is one POST on a kept-alive loopback connection (about 100 µs), so each millisecond " +
+		"of that work is ten units of the ratio.",
 	"9j": "Start-up reads every role and tenant into the policy data (one full load) and checks the schema; " +
 		"it does not read machines or users.",
 	"9k": "Resident memory holds the policy data (every role's compiled claims and index, every tenant's " +

@@ -13,9 +13,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -52,6 +54,25 @@ type config struct {
 	// ExplorerOnly runs the access explorer's figures (12) alone: the
 	// explain micro-benchmark and the explorer legs of the large fleet.
 	ExplorerOnly bool
+	// Only, when not empty, names the figure numbers to run ("6", "8"):
+	// every part measuring none of them is left out.
+	Only map[string]bool
+}
+
+// onlyParts are the figure numbers -only accepts.
+var onlyParts = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13"}
+
+// wants reports whether a part measuring any of figs runs under -only.
+func (c config) wants(figs ...string) bool {
+	if len(c.Only) == 0 {
+		return true
+	}
+	for _, f := range figs {
+		if c.Only[f] {
+			return true
+		}
+	}
+	return false
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -84,6 +105,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.BoolVar(&c.GrantsOnly, "grants-only", false, "run only the grant-check figures (10), e.g. with -baseline-server")
 	fs.BoolVar(&c.ExplorerOnly, "explorer-only", false, "run only the access explorer's figures (12): the explain micro-benchmark and, on the large and small fleets, who can, a user's matrix and AuthZEN (with -out '' to leave docs/benchmarks.md as it is)")
 	fs.StringVar(&c.Baseline, "baseline-server", "", "another provgate binary (a build of main, say) that figures 10c and 10d compare this one with")
+	only := fs.String("only", "", "comma-separated figure numbers ("+strings.Join(onlyParts, ",")+") to run alone, e.g. 6,8 with -out '' for a quick check of those figures")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -98,6 +120,19 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.Leg <= 0 || c.Clients < 1 || c.Attackers < 0 || c.Machines < 100 || c.PoolMachines < 1 || c.AllocCallers < 1 {
 		return c, errors.New("-leg, -clients, -alloc-callers and -pool-machines must be positive and -machines at least 100")
+	}
+	if *only != "" {
+		c.Only = map[string]bool{}
+		for _, f := range strings.Split(*only, ",") {
+			f = strings.TrimSpace(f)
+			if !slices.Contains(onlyParts, f) {
+				return c, fmt.Errorf("-only: unknown figure %q (one of %s)", f, strings.Join(onlyParts, ","))
+			}
+			c.Only[f] = true
+		}
+		if c.SkipDecide || c.OnlyDecide || c.ScaleOnly || c.GrantsOnly || c.ExplorerOnly {
+			return c, errors.New("-only excludes -skip-decide, -only-decide, -scale-only, -grants-only and -explorer-only")
+		}
 	}
 	c.Postgres = getenv("PROVGATE_TEST_DATABASE")
 	return c, nil
@@ -164,6 +199,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		decSkip = "-grants-only"
 	case cfg.SkipDecide:
 		decSkip = "-skip-decide"
+	case !cfg.wants("3", "12"):
+		decSkip = "-only"
 	default:
 		if dec, err = runDecide(ctx, cfg, tmp, logf); err != nil {
 			decSkip = "failed: " + firstLine(err.Error())
@@ -185,55 +222,65 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	} else if cfg.GrantsOnly {
 		only = "-grants-only"
 	}
+	// skip is only, or "-only" for a part -only leaves out.
+	skip := func(figs ...string) string {
+		if only == "" && !cfg.wants(figs...) {
+			return "-only"
+		}
+		return only
+	}
 
 	var gw *gatewayResult
-	gwSkip := ""
-	if only != "" {
-		gwSkip = only
-	} else if gw, err = runGateway(ctx, cfg, tmp, pub, lic, logf); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	gwSkip := skip("1", "2", "4", "6", "7", "13")
+	if gwSkip == "" {
+		if gw, err = runGateway(ctx, cfg, tmp, pub, lic, logf); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			gwSkip = "failed: " + firstLine(err.Error())
+			rep.Failures = append(rep.Failures, "SQLite server figures: "+err.Error())
+			logf("SQLite figures failed: %v", err)
+			gw = nil
 		}
-		gwSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "SQLite server figures: "+err.Error())
-		logf("SQLite figures failed: %v", err)
-		gw = nil
 	}
 
 	var ev *eventsResult
-	evSkip := ""
-	if only != "" {
-		evSkip = only
-	} else if ev, err = runEvents(ctx, cfg, tmp, pub, lic, logf); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	evSkip := skip("8")
+	if evSkip == "" {
+		if ev, err = runEvents(ctx, cfg, tmp, pub, lic, logf); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			evSkip = "failed: " + firstLine(err.Error())
+			rep.Failures = append(rep.Failures, "figure 8: "+err.Error())
+			logf("figure 8 failed: %v", err)
+			ev = nil
 		}
-		evSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figure 8: "+err.Error())
-		logf("figure 8 failed: %v", err)
-		ev = nil
 	}
 
 	var pools *poolResult
-	pgSkip := ""
-	if only != "" {
-		pgSkip = only
-	} else if cfg.Postgres == "" {
+	pgSkip := skip("5", "7")
+	if pgSkip == "" && cfg.Postgres == "" {
 		pgSkip = "PROVGATE_TEST_DATABASE not set"
-	} else if pools, err = runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	}
+	if pgSkip == "" {
+		if pools, err = runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			pgSkip = "failed: " + firstLine(err.Error())
+			rep.Failures = append(rep.Failures, "figure 5: "+err.Error())
+			logf("figure 5 failed: %v", err)
+			pools = nil
 		}
-		pgSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figure 5: "+err.Error())
-		logf("figure 5 failed: %v", err)
-		pools = nil
 	}
 
 	var sc *scaleResult
 	scSkip := ""
 	if cfg.OnlyDecide || cfg.GrantsOnly {
 		scSkip = only
+	} else if !cfg.wants("9", "12") {
+		scSkip = "-only"
 	} else if sc, err = runScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -248,6 +295,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	grSkip := ""
 	if cfg.OnlyDecide || cfg.ScaleOnly || cfg.ExplorerOnly {
 		grSkip = only
+	} else if !cfg.wants("10") {
+		grSkip = "-only"
 	} else if gr, err = runGrants(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -259,7 +308,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 
 	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale, rep.Grants = gw, pools, dec, ev, sc, gr
-	rep.Figures = append(rep.Figures, gatewayFigures(gw, gwSkip)...)
+	gwFigs := gatewayFigures(gw, gwSkip)
+	for i, f := range gwFigs {
+		// A leg group -only left out measured nothing.
+		if gw != nil && f.Skipped == "" && math.IsNaN(f.Value) && len(cfg.Only) > 0 {
+			gwFigs[i].Skipped = "-only"
+		}
+	}
+	rep.Figures = append(rep.Figures, gwFigs...)
 	rep.Figures = append(rep.Figures, decideFigures(dec, decSkip)...)
 	rep.Figures = append(rep.Figures, poolFigures(pools, pgSkip)...)
 	rep.Figures = append(rep.Figures, memFigures(gw, pools, gwSkip, pgSkip)...)

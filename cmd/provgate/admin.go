@@ -58,12 +58,13 @@ func adminResetPassword(ctx context.Context, args []string, getenv func(string) 
 		}
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
-	st, err := store.Open(ctx, cfg.DatabaseDSN(), store.Options{Logger: logger})
+	kinds := backend.NewCatalog()
+	st, err := store.Open(ctx, cfg.DatabaseDSN(), store.Options{Logger: logger, Kinds: kinds})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	obj := objects.New(st, objects.Options{Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret})
+	obj := objects.New(st, objects.Options{Kinds: kinds, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret})
 	// No request drives this: the operator at the server's console is the
 	// caller (docs/design.md §2.3).
 	if _, err := obj.Accounts.SetPassword(backend.WithSystem(ctx), user, pw); err != nil {

@@ -203,7 +203,7 @@ func badSnapshot(t *testing.T, s *tserver, tok string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	paths := []string{"/prefs", "/plugins/cb/attempts"}
-	for _, p := range backend.KindPrefixes() {
+	for _, p := range backend.NewCatalog().Prefixes() {
 		paths = append(paths, "/"+p)
 	}
 	for _, p := range paths {

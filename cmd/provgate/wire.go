@@ -15,6 +15,7 @@ import (
 
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/backend/callback"
+	"github.com/provgate/provgate/backend/eventbus"
 	"github.com/provgate/provgate/backend/license"
 	"github.com/provgate/provgate/backend/objects"
 	"github.com/provgate/provgate/backend/pools"
@@ -53,7 +54,10 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 		}
 	}()
 
-	st, err := store.Open(ctx, cfg.DatabaseDSN(), store.Options{Logger: logger})
+	// The one kind and scope catalog every package reads (docs/design.md
+	// §1.4).
+	kinds := backend.NewCatalog()
+	st, err := store.Open(ctx, cfg.DatabaseDSN(), store.Options{Logger: logger, Kinds: kinds})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -76,7 +80,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	}
 	closers = append(closers, closeEngine)
 
-	bus := backend.NewBus()
+	bus := eventbus.NewBus(kinds)
 	prf := prefs.New(st)
 	info := func() render.Info { return serverInfo(cfg) }
 	// Event streams, and the relay that carries events between replicas
@@ -84,11 +88,11 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	hub := stream.New(stream.Options{Bus: bus, Logger: logger, Buffer: cfg.EventBuffer, MaxPerPrincipal: cfg.EventStreams})
 	closers = append(closers, hub.Close)
 	var fresh *policydata.Freshness
-	var relay *backend.Relay
+	var relay *eventbus.Relay
 	var notify func(ctx context.Context, evs []backend.Event) error
 	var events gateway.Events = bus
 	if st.Notifies() {
-		relay = backend.NewRelay(backend.RelayOptions{Bus: bus, Send: st.Notify, Logger: logger,
+		relay = eventbus.NewRelay(eventbus.RelayOptions{Bus: bus, Send: st.Notify, Logger: logger,
 			Read: func(ctx context.Context, prefix, key string) ([]byte, error) {
 				rec, err := st.Get(ctx, prefix, key)
 				return rec.Data, err
@@ -104,7 +108,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	// in turn reads machines and plugins through the object service.
 	var cb *callback.Service
 	obj := objects.New(st, objects.Options{
-		Bus: bus, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
+		Kinds: kinds, Bus: bus, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
 		Providers: []string{callback.ProviderName}, ValidatePlugin: func(p *backend.Plugin) []string { return cb.Configure(p) },
 		PluginGrants: callback.Grants,
 		OnJobChange:  func(ctx context.Context, old, job *backend.Job) error { return cb.JobChanged(ctx, old, job) },
@@ -120,7 +124,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	authn := auth.New(secrets, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL, Failures: st, Now: h.now,
 		ClaimContains: func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
 	tokens := auth.NewTokenCache(authn, tokenCacheSize, tokenCacheTTL)
-	policy := policydata.NewSync(st, lic, engine)
+	policy := policydata.NewSync(st, lic, engine, kinds)
 	fresh = policydata.NewFreshness(st, st.Dialect() == "postgres", policy, secrets, tokens)
 	// Every reload (a local change or another replica's) makes open event
 	// streams authenticate again.
@@ -154,6 +158,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 		Version:   version,
 		BodyLimit: int(cfg.BodyLimit),
 		Deps: gateway.Deps{
+			Kinds:      kinds,
 			Auth:       tokens,
 			Policy:     engine,
 			Resolver:   claims.ObjectResolver{Objects: obj.Objects},
@@ -163,7 +168,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 			Sync:       fresh,
 			Fresh:      fresh,
 			Users:      auth.NewAccounts(authn, secrets, engine, obj.Accounts, fresh.Refresh),
-			Pools:      pools.New(st, pools.Options{Bus: bus, Logger: logger, Notify: notify}),
+			Pools:      pools.New(st, pools.Options{Kinds: kinds, Bus: bus, Logger: logger, Notify: notify}),
 			Actions:    cb.Actions(),
 			Jobs:       obj.Jobs,
 			JobTokens:  auth.NewJobTokens(authn, obj.Objects, prf),
@@ -356,7 +361,7 @@ func newInstanceID() string {
 // each of onHUP); stop ends them all and waits for the worker and the
 // reloads.
 func startBackground(ctx context.Context, cfg Config, h hooks, st *store.Store, cb *callback.Service, engine *opa.Engine,
-	relay *backend.Relay, logger *slog.Logger, onHUP ...func(context.Context)) (stop func()) {
+	relay *eventbus.Relay, logger *slog.Logger, onHUP ...func(context.Context)) (stop func()) {
 	// A job's move to failed queues its jobfail deliveries inside its own
 	// transaction (objects OnJobChange); nothing on the bus does, since
 	// clients can post events.

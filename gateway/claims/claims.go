@@ -395,7 +395,7 @@ func bodyUser(body []byte) (string, error) {
 // answers it), or whose key no claim can name on its own (a list, "*",
 // surrounding space) gives "*": only a claim on every object covers it.
 func createSpecific(scope string, body []byte) string {
-	k := backend.KindOf(scope)
+	k := kinds.Kind(scope)
 	if k == nil {
 		return "*"
 	}
@@ -456,7 +456,7 @@ func isIndexKey(prefix, key string) bool {
 	if i <= 0 {
 		return false
 	}
-	k := backend.KindOf(prefix)
+	k := kinds.Kind(prefix)
 	if k == nil {
 		return false
 	}

@@ -73,7 +73,7 @@ func (f *fakeResolver) Current(_ context.Context, prefix, key string) ([]byte, e
 	if prefix == "jobs" && key == j1 {
 		return []byte(`{"Uuid":"` + j1 + `","Machine":"` + m1 + `","State":"running","Meta":{}}`), nil
 	}
-	k := backend.KindOf(prefix)
+	k := kinds.Kind(prefix)
 	if k == nil {
 		return nil, backend.NotFound(backend.ReadOp, prefix, key)
 	}
@@ -141,7 +141,7 @@ func routeCase(ri *Route) testCase {
 	case ri.Method == "PATCH":
 		tc.Body = `[{"op":"test","path":"/Description","from":"","value":"old"},{"op":"replace","path":"/Description","from":"","value":"new"}]`
 	case ri.Method == "PUT" && strings.HasSuffix(ri.Pattern, "/{key}"), ri.Method == "PUT" && strings.HasSuffix(ri.Pattern, "/{key...}"):
-		k := backend.KindOf(kind)
+		k := kinds.Kind(kind)
 		b, _ := json.Marshal(map[string]any{k.KeyField: sampleKey[kind], "Description": "new", "Meta": map[string]string{}})
 		tc.Body = string(b)
 	case ri.Pattern == apiBase+"/jobs" && ri.Method == "POST":
@@ -437,11 +437,11 @@ func TestClaimsUseKnownScopesAndActions(t *testing.T) {
 		if len(r.Claims) == 0 && !r.Public {
 			t.Errorf("%s: no claims", tc.Name)
 		}
-		if !backend.ValidScope(r.Scope) {
+		if !kinds.ValidScope(r.Scope) {
 			t.Errorf("%s: unknown result scope %q", tc.Name, r.Scope)
 		}
 		for _, c := range r.Claims {
-			if !backend.ValidScope(c.Scope) || !backend.ValidAction(c.Scope, c.Action) {
+			if !kinds.ValidScope(c.Scope) || !kinds.ValidAction(c.Scope, c.Action) {
 				t.Errorf("%s: invalid claim %s", tc.Name, c)
 			}
 		}

@@ -75,7 +75,8 @@ func FuzzDerive(f *testing.F) {
 			t.Fatalf("no claims for %s %s", method, path)
 		}
 		for _, c := range res.Claims {
-			actions, ok := backend.Scopes[c.Scope]
+			actions := kinds.Actions(c.Scope)
+			ok := kinds.ValidScope(c.Scope)
 			if !ok {
 				t.Fatalf("unknown scope in %q (%s %s)", c, method, path)
 			}

@@ -141,9 +141,9 @@ var fieldNames = buildFieldNames()
 
 func buildFieldNames() map[string]map[string]bool {
 	out := map[string]map[string]bool{}
-	for _, p := range backend.KindPrefixes() {
+	for _, p := range kinds.Prefixes() {
 		names := map[string]bool{}
-		collectFields(reflect.TypeOf(backend.KindOf(p).New()).Elem(), names)
+		collectFields(reflect.TypeOf(kinds.Kind(p).New()).Elem(), names)
 		out[p] = names
 	}
 	return out
@@ -190,7 +190,7 @@ func putPointers(scope, key string, cur, body []byte) ([]string, []Write, error)
 		return nil, nil, &backend.Error{Code: backend.EINTERNAL, Type: "PUT", Model: scope, Key: key,
 			Messages: []string{"internal error"}, Err: errors.New("stored object is not a JSON object")}
 	}
-	kind := backend.KindOf(scope)
+	kind := kinds.Kind(scope)
 	fields := fieldNames[scope]
 	skip := func(k string, bv any) bool {
 		return envelopeIgnored[k] || ((sanitized[k] || k == kind.KeyField) && isZero(bv))

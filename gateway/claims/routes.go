@@ -231,6 +231,12 @@ const apiBase = "/api/v3"
 
 var table = buildTable()
 
+// kinds is the catalog the route table and the patch field names are
+// built from, once, when the package loads: derivation is a pure function
+// of the request (docs/design.md §1.2), and the table is the same for
+// every server. It is never modified.
+var kinds = backend.NewCatalog()
+
 func buildTable() *routeTable {
 	var all []*Route
 	add := func(methods, pattern string, serve Serve, rt Route) {
@@ -245,9 +251,9 @@ func buildTable() *routeTable {
 			}
 		}
 	}
-	for _, p := range backend.KindPrefixes() {
-		kind := backend.KindOf(p)
-		secure := backend.ValidAction(p, "getSecure")
+	for _, p := range kinds.Prefixes() {
+		kind := kinds.Kind(p)
+		secure := kinds.ValidAction(p, "getSecure")
 		key := "/{key}"
 		if p == "params" {
 			// Param names hold '/' and appear unescaped (docs/design.md §3.4),
@@ -290,7 +296,7 @@ func buildTable() *routeTable {
 			add("POST|PUT", obj+"/params/{name...}", ServeSetParam, Route{h: hObject, scope: p, from: fromParam, op: "update", resolve: true})
 			add("DELETE", obj+"/params/{name...}", ServeDeleteParam, Route{h: hObject, scope: p, from: fromParam, op: "update", resolve: true})
 		}
-		if backend.ValidAction(p, "updateSecure") {
+		if kinds.ValidAction(p, "updateSecure") {
 			add("GET", obj+"/pubkey", ServePubkey, Route{h: hObject, scope: p, action: "updateSecure", op: "pubkey", resolve: true})
 		}
 		if backend.Importable(p) {

@@ -23,6 +23,7 @@ import (
 	"github.com/fasthttp/websocket"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 )
 
 // Conn is one websocket connection; *websocket.Conn of fasthttp/websocket
@@ -69,7 +70,7 @@ type Identity struct {
 
 // Options tune a Hub. Zero values take the defaults noted.
 type Options struct {
-	Bus    *backend.Bus
+	Bus    *eventbus.Bus
 	Logger *slog.Logger
 	// Buffer bounds the events waiting for one socket (256). A socket whose
 	// buffer overflows is closed: its client reads too slowly.
@@ -98,6 +99,16 @@ type Hub struct {
 	stop    chan struct{}
 	sent    atomic.Int64
 	dropped backend.Counts
+
+	// last is the frame encoded last, shared by the sockets sending the
+	// same event (frame).
+	last atomic.Pointer[encoded]
+}
+
+// encoded is an event and its frame.
+type encoded struct {
+	e     backend.Event
+	frame []byte
 }
 
 // New returns a Hub.
@@ -362,7 +373,7 @@ func (s *socket) command(text string) backend.Event {
 }
 
 // write sends acknowledgements and events until the socket ends.
-func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
+func (s *socket) write(ctx context.Context, sub *eventbus.Subscription) {
 	o := s.h.o
 	ping := time.NewTicker(o.PingInterval)
 	defer ping.Stop()
@@ -444,7 +455,7 @@ func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
 				}
 				continue
 			}
-			allowed, err := s.v.Allowed(ctx, e)
+			frame, allowed, err := s.prepare(ctx, e)
 			if errors.Is(err, ErrCredentials) {
 				s.closeWith(websocket.ClosePolicyViolation, "credentials no longer valid", "credentials")
 				return
@@ -458,12 +469,50 @@ func (s *socket) write(ctx context.Context, sub *backend.Subscription) {
 			if !allowed {
 				continue
 			}
-			if !s.send(encode(e)) {
+			if !s.send(frame) {
 				return
 			}
 			s.h.sent.Add(1)
 		}
 	}
+}
+
+// prepare decides whether the caller may see e and, if so, returns its
+// frame.
+func (s *socket) prepare(ctx context.Context, e backend.Event) ([]byte, bool, error) {
+	allowed, err := s.v.Allowed(ctx, e)
+	if err != nil || !allowed {
+		return nil, false, err
+	}
+	return s.h.frame(e), true, nil
+}
+
+// frame returns e encoded. Every subscriber of an event sends the same
+// frame, so the frame encoded last is kept and shared by the sockets
+// sending that event, instead of each socket copying the event's Object
+// into a frame of its own (a published event's Object is never modified).
+func (h *Hub) frame(e backend.Event) []byte {
+	if last := h.last.Load(); last != nil && sameEvent(last.e, e) {
+		return last.frame
+	}
+	enc := &encoded{e: e, frame: encode(e)}
+	h.last.Store(enc)
+	return enc.frame
+}
+
+// sameEvent reports whether a and b are copies of one published event:
+// the same fields and the same Object and Original (the same bytes, not
+// only equal ones).
+func sameEvent(a, b backend.Event) bool {
+	return a.Time.Equal(b.Time) && a.Time.Location() == b.Time.Location() && a.Type == b.Type && a.Action == b.Action && a.Key == b.Key &&
+		a.Principal == b.Principal && sameBytes(a.Object, b.Object) && sameBytes(a.Original, b.Original)
+}
+
+func sameBytes(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0]
 }
 
 func (s *socket) send(b []byte) bool {

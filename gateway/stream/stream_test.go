@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/eventbus"
 )
 
 func TestParseFilter(t *testing.T) {
@@ -85,7 +86,7 @@ func (v *fakeViewer) Allowed(ctx context.Context, e backend.Event) (bool, error)
 
 type testHub struct {
 	h   *Hub
-	bus *backend.Bus
+	bus *eventbus.Bus
 	srv *httptest.Server
 	v   *fakeViewer
 	id  Identity
@@ -93,7 +94,7 @@ type testHub struct {
 }
 
 func newTestHub(t *testing.T, o Options) *testHub {
-	th := &testHub{bus: backend.NewBus(), v: &fakeViewer{}, id: Identity{Principal: "user:bob"}}
+	th := &testHub{bus: eventbus.NewBus(backend.NewCatalog()), v: &fakeViewer{}, id: Identity{Principal: "user:bob"}}
 	o.Bus = th.bus
 	th.h = New(o)
 	up := websocket.Upgrader{}
@@ -283,7 +284,7 @@ func (c *blockingConn) Close() error {
 // connection's buffers once its handler has returned, so Serve must not
 // return while its reader is still reading the connection.
 func TestServeWaitsForItsReader(t *testing.T) {
-	h := New(Options{Bus: backend.NewBus()})
+	h := New(Options{Bus: eventbus.NewBus(backend.NewCatalog())})
 	c := &blockingConn{closed: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
@@ -298,5 +299,29 @@ func TestServeWaitsForItsReader(t *testing.T) {
 	}
 	if c.reading.Load() {
 		t.Fatal("Serve returned while its reader was still reading the connection")
+	}
+}
+
+// TestFrameShared: the sockets sending one event share its frame; an event
+// that differs in any field, or carries other Object bytes, gets its own.
+func TestFrameShared(t *testing.T) {
+	h := New(Options{})
+	obj := json.RawMessage(`{"Uuid":"u1","Name":"m1"}`)
+	e := backend.Event{Time: time.Unix(100, 0).UTC(), Type: "machines", Action: "update", Key: "u1", Object: obj}
+	copyOf := e
+	a, b := h.frame(e), h.frame(copyOf)
+	if string(a) != string(encode(e)) || &a[0] != &b[0] {
+		t.Fatalf("copies of one event: frames %s and %s, shared %v", a, b, &a[0] == &b[0])
+	}
+	other := e
+	other.Object = json.RawMessage(`{"Uuid":"u1","Name":"m2"}`)
+	moved := e
+	moved.Time = e.Time.Add(time.Nanosecond)
+	local := e
+	local.Time = e.Time.In(time.FixedZone("X", 3600))
+	for _, o := range []backend.Event{other, moved, local} {
+		if got := h.frame(o); string(got) != string(encode(o)) {
+			t.Fatalf("frame %s, want %s", got, encode(o))
+		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 // one scope, one action key, one specific or "*" for every object.
 func atomsOf(c backend.Claim) []backend.Claim {
 	var out []backend.Claim
-	for scope, actions := range policies.CompileClaim(c, backend.Scopes) {
+	for scope, actions := range policies.CompileClaim(c, testScopes) {
 		for action, n := range actions {
 			if n.All {
 				out = append(out, backend.Claim{Scope: scope, Action: action, Specific: "*"})

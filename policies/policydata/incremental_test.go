@@ -60,7 +60,7 @@ func testIncremental(t *testing.T, st *store.Store, steps int) {
 		return e
 	}
 	inc, full := newEngine(), newEngine()
-	incSync, fullSync := policydata.NewSync(st, lic, inc), policydata.NewSync(st, lic, full)
+	incSync, fullSync := policydata.NewSync(st, lic, inc, backend.NewCatalog()), policydata.NewSync(st, lic, full, backend.NewCatalog())
 	replica := policydata.NewFreshness(st, true, incSync)
 	if err := replica.Refresh(ctx); err != nil {
 		t.Fatal(err)

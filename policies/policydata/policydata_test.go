@@ -54,7 +54,7 @@ func TestSync(t *testing.T) {
 			put("roles", "ops", backend.Role{Name: "ops", Claims: []backend.Claim{{Scope: "machines", Action: "get", Specific: "*"}}})
 			put("tenants", "t1", backend.Tenant{Name: "t1", Users: []string{"bob"}, Members: map[string][]string{"machines": {"m1"}}})
 			e := &engine{}
-			s := policydata.NewSync(c.Store, fixedLicense{Valid: true, Features: []string{"rbac"}}, e)
+			s := policydata.NewSync(c.Store, fixedLicense{Valid: true, Features: []string{"rbac"}}, e, backend.NewCatalog())
 			if got := s.TenantOf("bob"); got != "" {
 				t.Fatalf("tenant before the first refresh: %q", got)
 			}

@@ -44,6 +44,8 @@ type Sync struct {
 	st     Records
 	lic    License
 	engine Engine
+	// scopes are the catalog's scopes, which role claims compile against.
+	scopes map[string][]string
 
 	mu sync.Mutex
 	// What the engine holds, as of the last Refresh or Apply: the role
@@ -58,8 +60,8 @@ type Sync struct {
 }
 
 // NewSync returns a Sync; nothing is loaded before the first Refresh.
-func NewSync(st Records, lic License, engine Engine) *Sync {
-	return &Sync{st: st, lic: lic, engine: engine}
+func NewSync(st Records, lic License, engine Engine, kinds *backend.Catalog) *Sync {
+	return &Sync{st: st, lic: lic, engine: engine, scopes: kinds.ScopeActions()}
 }
 
 // Refresh reloads everything the policies know.
@@ -75,7 +77,7 @@ func (p *Sync) Refresh(ctx context.Context) error {
 		return err
 	}
 	st := p.lic.LicenseState(ctx)
-	d := policies.NewData(roles, tenants, policies.LicenseData{Valid: st.Valid, Features: st.Features})
+	d := policies.NewDataIn(p.scopes, roles, tenants, policies.LicenseData{Valid: st.Valid, Features: st.Features})
 	if err := p.engine.SetData(ctx, d); err != nil {
 		return err
 	}
@@ -135,7 +137,7 @@ func (p *Sync) Apply(ctx context.Context, changes []backend.Change) error {
 				continue
 			}
 			roles[c.Key] = true
-			d := policies.Data{Roles: map[string]policies.RoleData{c.Key: {Claims: r.Claims}}}.Normalized()
+			d := policies.Data{Scopes: p.scopes, Roles: map[string]policies.RoleData{c.Key: {Claims: r.Claims}}}.Normalized()
 			patches = append(patches, policies.DataPatch{Path: []string{"roles", c.Key}, Value: d.Roles[c.Key]})
 		case backend.PrefixTenants:
 			t, found, err := get[backend.Tenant](ctx, p.st, c.Prefix, c.Key)
@@ -175,7 +177,7 @@ func (p *Sync) Apply(ctx context.Context, changes []backend.Change) error {
 		for _, m := range td.Members["machines"] {
 			machineIn[m] = insertSorted(slices.Clone(entry(machineIn, p.machineIn, m)), name)
 		}
-		d := policies.Data{Tenants: map[string]policies.TenantData{name: *td}}.Normalized()
+		d := policies.Data{Scopes: p.scopes, Tenants: map[string]policies.TenantData{name: *td}}.Normalized()
 		patches = append(patches, policies.DataPatch{Path: []string{"tenants", name}, Value: d.Tenants[name]})
 	}
 	// Entries whose tenants did not change are left alone: a tenant write
@@ -213,7 +215,7 @@ func (p *Sync) Apply(ctx context.Context, changes []backend.Change) error {
 	}
 	if license {
 		st := p.lic.LicenseState(ctx)
-		d := policies.Data{License: policies.LicenseData{Valid: st.Valid, Features: st.Features}}.Normalized()
+		d := policies.Data{Scopes: p.scopes, License: policies.LicenseData{Valid: st.Valid, Features: st.Features}}.Normalized()
 		patches = append(patches, policies.DataPatch{Path: []string{"license"}, Value: d.License})
 	}
 	if len(patches) == 0 {

@@ -1,10 +1,12 @@
-package backend
+package eventbus
 
 import (
 	"context"
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/provgate/provgate/backend"
 )
 
 // TestPostedEventsReachOnlyStreams: events clients post are notifications;
@@ -12,17 +14,17 @@ import (
 // streams to clients (SubscribeAll) see them marked.
 func TestPostedEventsReachOnlyStreams(t *testing.T) {
 	ctx := context.Background()
-	bus := NewBus()
+	bus := NewBus(backend.NewCatalog())
 	server := bus.Subscribe(8, nil)
 	defer server.Close()
-	filtered := bus.Subscribe(8, func(e Event) bool { return e.Type == "jobs" })
+	filtered := bus.Subscribe(8, func(e backend.Event) bool { return e.Type == "jobs" })
 	defer filtered.Close()
 	stream := bus.SubscribeAll(8, nil)
 	defer stream.Close()
 
-	posted := Event{Type: "jobs", Action: "create", Key: "j1", Object: json.RawMessage(`{"State":"failed"}`)}
+	posted := backend.Event{Type: "jobs", Action: "create", Key: "j1", Object: json.RawMessage(`{"State":"failed"}`)}
 	bus.PublishPosted(ctx, posted)
-	own := Event{Type: "jobs", Action: "update", Key: "j2"}
+	own := backend.Event{Type: "jobs", Action: "update", Key: "j2"}
 	bus.Publish(ctx, own)
 
 	for name, sub := range map[string]*Subscription{"Subscribe": server, "Subscribe with filter": filtered} {
@@ -44,7 +46,7 @@ func TestPostedEventsReachOnlyStreams(t *testing.T) {
 	}
 
 	// Relaying a posted event keeps its mark.
-	bus.PublishPosted(ctx, Event{Type: "machines", Key: "m1"})
+	bus.PublishPosted(ctx, backend.Event{Type: "machines", Key: "m1"})
 	bus.Publish(ctx, receive(t, stream))
 	if e := receive(t, stream); !e.Posted() {
 		t.Error("a relayed posted event lost its mark")
@@ -59,26 +61,26 @@ func TestPostedEventsReachOnlyStreams(t *testing.T) {
 // TestPostedMarkNotOnTheWire: the mark is not serialized, so event streams
 // show posted events exactly as they were posted.
 func TestPostedMarkNotOnTheWire(t *testing.T) {
-	bus := NewBus()
+	bus := NewBus(backend.NewCatalog())
 	stream := bus.SubscribeAll(1, nil)
 	defer stream.Close()
-	bus.PublishPosted(context.Background(), Event{Type: "machines", Action: "update", Key: "m1"})
+	bus.PublishPosted(context.Background(), backend.Event{Type: "machines", Action: "update", Key: "m1"})
 	e := receive(t, stream)
 	got, _ := json.Marshal(e)
-	want, _ := json.Marshal(Event{Type: "machines", Action: "update", Key: "m1"})
+	want, _ := json.Marshal(backend.Event{Type: "machines", Action: "update", Key: "m1"})
 	if string(got) != string(want) {
 		t.Errorf("posted event encodes as %s, want %s", got, want)
 	}
 }
 
-func receive(t *testing.T, s *Subscription) Event {
+func receive(t *testing.T, s *Subscription) backend.Event {
 	t.Helper()
 	select {
 	case e := <-s.C:
 		return e
 	case <-time.After(time.Second):
 		t.Fatal("no event")
-		return Event{}
+		return backend.Event{}
 	}
 }
 
@@ -89,7 +91,7 @@ func receive(t *testing.T, s *Subscription) Event {
 // case.
 func TestPostedStoreChangesRefused(t *testing.T) {
 	ctx := context.Background()
-	bus := NewBus()
+	bus := NewBus(backend.NewCatalog())
 	stream := bus.SubscribeAll(16, nil)
 	defer stream.Close()
 	var sent []string
@@ -97,7 +99,7 @@ func TestPostedStoreChangesRefused(t *testing.T) {
 		sent = append(sent, p)
 		return nil
 	}})
-	for _, e := range []Event{
+	for _, e := range []backend.Event{
 		{Type: "machines", Action: "update", Key: "m1", Object: json.RawMessage(`{"WorkflowComplete":true}`)},
 		{Type: "machines", Action: "save", Key: "m1"},
 		{Type: "Machines", Action: "UPDATE", Key: "m1"},
@@ -105,9 +107,9 @@ func TestPostedStoreChangesRefused(t *testing.T) {
 		{Type: "jobs", Action: "delete", Key: "j1"},
 		{Type: "users", Action: "create", Key: "u1"},
 	} {
-		for name, post := range map[string]func(context.Context, Event) error{"bus": bus.PostEvent, "relay": relay.PostEvent} {
+		for name, post := range map[string]func(context.Context, backend.Event) error{"bus": bus.PostEvent, "relay": relay.PostEvent} {
 			err := post(ctx, e)
-			if ErrorCode(err) != EINVALID {
+			if backend.ErrorCode(err) != backend.EINVALID {
 				t.Errorf("%s: posting %s %s: %v, want invalid", name, e.Type, e.Action, err)
 			}
 		}
@@ -121,10 +123,10 @@ func TestPostedStoreChangesRefused(t *testing.T) {
 		t.Fatalf("a refused event was relayed: %v", sent)
 	}
 
-	for _, tc := range []struct{ in, want Event }{
-		{Event{Type: "custom", Action: "update", Key: "k"}, Event{Type: "custom", Action: "update", Key: "k"}},
-		{Event{Type: "machines", Action: "note", Key: "m1"}, Event{Type: "machines", Action: "note", Key: "m1"}},
-		{Event{Type: "MACHINES", Action: "note", Key: "m1"}, Event{Type: "machines", Action: "note", Key: "m1"}},
+	for _, tc := range []struct{ in, want backend.Event }{
+		{backend.Event{Type: "custom", Action: "update", Key: "k"}, backend.Event{Type: "custom", Action: "update", Key: "k"}},
+		{backend.Event{Type: "machines", Action: "note", Key: "m1"}, backend.Event{Type: "machines", Action: "note", Key: "m1"}},
+		{backend.Event{Type: "MACHINES", Action: "note", Key: "m1"}, backend.Event{Type: "machines", Action: "note", Key: "m1"}},
 	} {
 		if err := bus.PostEvent(ctx, tc.in); err != nil {
 			t.Fatalf("posting %+v: %v", tc.in, err)
@@ -133,7 +135,7 @@ func TestPostedStoreChangesRefused(t *testing.T) {
 			t.Errorf("posted %+v arrived as %+v (posted %v), want %+v", tc.in, e, e.Posted(), tc.want)
 		}
 	}
-	if _, err := CheckPosted(Event{Type: "machines"}); ErrorCode(err) != EBADREQUEST {
+	if _, err := backend.NewCatalog().CheckPosted(backend.Event{Type: "machines"}); backend.ErrorCode(err) != backend.EBADREQUEST {
 		t.Errorf("an event without Action: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package backend
+package eventbus
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/provgate/provgate/backend"
 )
 
 // relayNet connects relays the way PostgreSQL NOTIFY does: every payload
@@ -42,10 +44,10 @@ func TestRelay(t *testing.T) {
 		if s, ok := stored[prefix+"/"+key]; ok {
 			return []byte(s), nil
 		}
-		return nil, NotFound(ReadOp, prefix, key)
+		return nil, backend.NotFound(backend.ReadOp, prefix, key)
 	}
 	net := &relayNet{}
-	busA, busB := NewBus(), NewBus()
+	busA, busB := NewBus(backend.NewCatalog()), NewBus(backend.NewCatalog())
 	revs := make(chan struct{}, 4)
 	a := NewRelay(RelayOptions{Bus: busA, Send: net.send, Read: read})
 	b := NewRelay(RelayOptions{Bus: busB, Send: net.send, Read: read, OnRevision: func(context.Context) { revs <- struct{}{} }})
@@ -57,7 +59,7 @@ func TestRelay(t *testing.T) {
 	stream := busB.SubscribeAll(16, nil)
 
 	now := time.Now().UTC()
-	if err := a.Send(ctx, []Event{
+	if err := a.Send(ctx, []backend.Event{
 		{Time: now, Type: "machines", Action: "update", Key: "m1", Principal: "user:bob", Object: json.RawMessage(`{"stale":true}`)},
 		{Time: now, Type: "jobs", Action: "delete", Key: "j9", Principal: "user:bob", Object: json.RawMessage(`{"Machine":"m7"}`)},
 		{Time: now, Type: "jobs", Action: "update", Key: "j1"},
@@ -96,11 +98,11 @@ func TestRelay(t *testing.T) {
 
 	// Posted events travel whole and stay posted; too large ones lose
 	// their objects.
-	if err := a.SendPosted(ctx, Event{Type: "note", Action: "hi", Key: "k", Object: json.RawMessage(`{"a":1}`)}); err != nil {
+	if err := a.SendPosted(ctx, backend.Event{Type: "note", Action: "hi", Key: "k", Object: json.RawMessage(`{"a":1}`)}); err != nil {
 		t.Fatal(err)
 	}
 	big := json.RawMessage(`"` + strings.Repeat("x", 10000) + `"`)
-	if err := a.SendPosted(ctx, Event{Type: "note", Action: "big", Key: "k", Object: big}); err != nil {
+	if err := a.SendPosted(ctx, backend.Event{Type: "note", Action: "big", Key: "k", Object: big}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`{"a":1}`, "null"} {
@@ -118,7 +120,7 @@ func TestRelay(t *testing.T) {
 	default:
 	}
 
-	b.Receive(RevisionNotice)
+	b.Receive(backend.RevisionNotice)
 	select {
 	case <-revs:
 	case <-time.After(time.Second):

@@ -1,4 +1,4 @@
-package backend
+package eventbus
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/provgate/provgate/backend"
 )
 
 // Relay carries events between replicas sharing one PostgreSQL database
@@ -52,10 +54,6 @@ type RelayOptions struct {
 	Queue int
 }
 
-// RevisionNotice is the payload the store sends when it bumps the
-// authorization data revision (docs/design.md §14.4).
-const RevisionNotice = `{"r":true}`
-
 // notice is one event as replicas tell each other about it.
 type notice struct {
 	Origin    string    `json:"o,omitempty"`
@@ -67,7 +65,7 @@ type notice struct {
 	Owner     string    `json:"m,omitempty"`
 	Revision  bool      `json:"r,omitempty"`
 	// Posted is an event a client posted, as it was posted.
-	Posted *Event `json:"e,omitempty"`
+	Posted *backend.Event `json:"e,omitempty"`
 }
 
 // maxPayload keeps a payload under PostgreSQL's NOTIFY limit (8000 bytes).
@@ -89,7 +87,7 @@ func NewRelay(o RelayOptions) *Relay {
 // Send tells the other replicas about evs, the events of one transaction;
 // it runs inside that transaction. Notices are batched into as few
 // payloads as fit.
-func (r *Relay) Send(ctx context.Context, evs []Event) error {
+func (r *Relay) Send(ctx context.Context, evs []backend.Event) error {
 	if r == nil || len(evs) == 0 {
 		return nil
 	}
@@ -109,7 +107,7 @@ func (r *Relay) Send(ctx context.Context, evs []Event) error {
 	for _, e := range evs {
 		n := notice{Origin: r.origin, Time: e.Time, Type: e.Type, Action: e.Action, Key: e.Key, Principal: e.Principal,
 			Owner: e.Owner()}
-		if e.posted {
+		if e.Posted() {
 			p := e
 			n = notice{Origin: r.origin, Time: e.Time, Posted: &p}
 		}
@@ -143,12 +141,12 @@ func (r *Relay) Send(ctx context.Context, evs []Event) error {
 }
 
 // SendPosted relays an event a client posted (outside any transaction).
-func (r *Relay) SendPosted(ctx context.Context, e Event) error {
+func (r *Relay) SendPosted(ctx context.Context, e backend.Event) error {
 	if r == nil {
 		return nil
 	}
-	e.posted = true
-	return r.Send(ctx, []Event{e})
+	e = e.AsPosted()
+	return r.Send(ctx, []backend.Event{e})
 }
 
 // Receive queues a payload from the database for Run. It never blocks: a
@@ -168,7 +166,7 @@ func (r *Relay) Receive(payload string) {
 // again: notices sent meanwhile are gone, so cached authorization data is
 // reloaded as if it had changed.
 func (r *Relay) Resync(ctx context.Context) {
-	ctx = WithSystem(ctx)
+	ctx = backend.WithSystem(ctx)
 	if r.onRev != nil {
 		r.onRev(ctx)
 	}
@@ -177,7 +175,7 @@ func (r *Relay) Resync(ctx context.Context) {
 // Run handles queued payloads until ctx ends. Reading other replicas'
 // objects back is the server's own work (docs/design.md §2.3).
 func (r *Relay) Run(ctx context.Context) {
-	ctx = WithSystem(ctx)
+	ctx = backend.WithSystem(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -214,7 +212,7 @@ func (r *Relay) handle(ctx context.Context, payload string) {
 		case n.Posted != nil:
 			// Checked where it was posted; checked again, so that no notice
 			// turns a posted event into a store change here.
-			if e, err := CheckPosted(*n.Posted); err == nil {
+			if e, err := r.bus.kinds.CheckPosted(*n.Posted); err == nil {
 				r.bus.PublishPosted(ctx, e)
 			}
 		default:
@@ -233,18 +231,18 @@ func (r *Relay) handle(ctx context.Context, payload string) {
 // event rebuilds the event of a notice from the object as stored now. An
 // object that is gone (and the notice is no delete) is skipped: the notice
 // of its delete follows.
-func (r *Relay) event(ctx context.Context, n notice) (Event, bool, error) {
-	k := KindOf(n.Type)
+func (r *Relay) event(ctx context.Context, n notice) (backend.Event, bool, error) {
+	k := r.bus.kinds.Kind(n.Type)
 	if k == nil {
-		return Event{}, false, nil
+		return backend.Event{}, false, nil
 	}
-	e := Event{Time: n.Time, Type: n.Type, Action: n.Action, Key: n.Key, Principal: n.Principal, owner: n.Owner}
+	e := backend.Event{Time: n.Time, Type: n.Type, Action: n.Action, Key: n.Key, Principal: n.Principal}.WithOwner(n.Owner)
 	if n.Action == "delete" {
 		return e, true, nil
 	}
 	data, err := r.read(ctx, n.Type, n.Key)
 	if err != nil {
-		if IsCode(err, ENOTFOUND) {
+		if backend.IsCode(err, backend.ENOTFOUND) {
 			return e, false, nil
 		}
 		return e, false, err
@@ -255,11 +253,11 @@ func (r *Relay) event(ctx context.Context, n notice) (Event, bool, error) {
 	}
 	m.Fill()
 	switch v := m.(type) {
-	case *User:
+	case *backend.User:
 		v.Sanitize()
-	case *Machine:
+	case *backend.Machine:
 		v.Sanitize()
-	case *Job:
+	case *backend.Job:
 		v.Token = ""
 	}
 	if e.Object, err = json.Marshal(m); err != nil {
@@ -270,8 +268,8 @@ func (r *Relay) event(ctx context.Context, n notice) (Event, bool, error) {
 
 // PostEvent publishes an event a client posted on this replica's bus,
 // marked as posted, and relays it to the others (POST /events).
-func (r *Relay) PostEvent(ctx context.Context, e Event) error {
-	e, err := CheckPosted(e)
+func (r *Relay) PostEvent(ctx context.Context, e backend.Event) error {
+	e, err := r.bus.kinds.CheckPosted(e)
 	if err != nil {
 		return err
 	}
