@@ -232,8 +232,8 @@ func (o objectRoutes) get(c *fiber.Ctx) error {
 	}
 	vals, _ := url.ParseQuery(string(c.Request().URI().QueryString()))
 	var q backend.Query
-	q.Slim = splitComma(vals.Get("slim"))
-	q.Params = splitComma(vals.Get("params"))
+	q.Slim = backend.SplitList(vals.Get("slim"))
+	q.Params = backend.SplitList(vals.Get("params"))
 	q.Aggregate = vals.Get("aggregate") == "true"
 	q.Decode = isDecode(c)
 	if len(q.Slim) == 0 && len(q.Params) == 0 && !q.Aggregate && !q.Decode {
@@ -385,14 +385,4 @@ func writeJSONValue(c *fiber.Ctx, v any) error {
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(b)
-}
-
-func splitComma(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
