@@ -654,6 +654,16 @@ func (s *Store) List(ctx context.Context, prefix string, q backend.Query) (recs 
 		return nil, 0, 0, err
 	}
 	b := s.newBuilder(k)
+	if visiblePaged(k, q) {
+		if recs, err = s.visiblePage(ctx, k, prefix, q); err != nil {
+			return nil, 0, 0, err
+		}
+		total, err = s.visibleTotal(ctx, b, prefix, q.Visible)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		return recs, total, total, nil
+	}
 	filters, err := b.where(q)
 	if err != nil {
 		return nil, 0, 0, err

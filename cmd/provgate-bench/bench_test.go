@@ -184,6 +184,7 @@ func TestMarkdownListsEveryFigure(t *testing.T) {
 	figs = append(figs, memFigures(nil, nil, "x", "y")...)
 	figs = append(figs, eventFigures(nil, "z")...)
 	figs = append(figs, scaleFigures(nil, "w")...)
+	figs = append(figs, pgScaleFigures(nil, "u")...)
 	figs = append(figs, grantFigures(nil, "v")...)
 	r := &report{Config: config{Command: "make bench", Rounds: 5}, Figures: figs}
 	md := r.markdown()

@@ -45,6 +45,10 @@ type config struct {
 	ScaleUsers    int
 	ScaleRoles    int
 	ScaleTenants  int
+	// PGScaleOnly runs figures 14 alone; StartupMachines sizes the fleet
+	// of 14c-14d (0 skips them).
+	PGScaleOnly     bool
+	StartupMachines int
 	// GrantsOnly runs figures 10 alone; Baseline is the build figures
 	// 10c and 10d compare with.
 	GrantsOnly bool
@@ -81,6 +85,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.ScaleUsers, "scale-users", 10000, "users of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleRoles, "scale-roles", 1000, "roles of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleTenants, "scale-tenants", 500, "tenants of the large fleet (figures 9); tenant i lists users 10i.. and machines 100i..")
+	fs.BoolVar(&c.PGScaleOnly, "pg-scale-only", false, "run only the PostgreSQL large-fleet figures (14), with PROVGATE_TEST_DATABASE set")
+	fs.IntVar(&c.StartupMachines, "startup-machines", 1000000, "machines of the PostgreSQL start-up fleet (figures 14c-14d); 0 skips them")
 	fs.BoolVar(&c.GrantsOnly, "grants-only", false, "run only the grant-check figures (10), e.g. with -baseline-server")
 	fs.BoolVar(&c.ExplorerOnly, "explorer-only", false, "run only the access explorer's figures (12): the explain micro-benchmark and, on the large and small fleets, who can, a user's matrix and AuthZEN (with -out '' to leave docs/benchmarks.md as it is)")
 	fs.StringVar(&c.Baseline, "baseline-server", "", "another provgate binary (a build of main, say) that figures 10c and 10d compare this one with")
@@ -95,6 +101,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.ScaleMachines < 100 || c.ScaleUsers < 10 || c.ScaleRoles < 10 || c.ScaleTenants < 1 || c.ScaleTenants*10 > c.ScaleUsers || c.ScaleTenants*100 > c.ScaleMachines {
 		return c, errors.New("the large fleet must hold at least the small one (100 machines, 10 users, 10 roles, 1 tenant), with 10 users and 100 machines per tenant")
+	}
+	if c.StartupMachines != 0 && c.StartupMachines < c.ScaleTenants*100+bigTenantMachines {
+		return c, fmt.Errorf("-startup-machines must be 0 or at least %d (the tenants' machines and t-big's)", c.ScaleTenants*100+bigTenantMachines)
 	}
 	if c.Leg <= 0 || c.Clients < 1 || c.Attackers < 0 || c.Machines < 100 || c.PoolMachines < 1 || c.AllocCallers < 1 {
 		return c, errors.New("-leg, -clients, -alloc-callers and -pool-machines must be positive and -machines at least 100")
@@ -145,8 +154,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if cfg.SkipDecide && cfg.OnlyDecide {
 		return errors.New("-skip-decide and -only-decide exclude each other")
 	}
-	if n := btoi(cfg.ScaleOnly) + btoi(cfg.OnlyDecide) + btoi(cfg.GrantsOnly) + btoi(cfg.ExplorerOnly); n > 1 {
-		return errors.New("-scale-only, -only-decide, -grants-only and -explorer-only exclude each other")
+	if n := btoi(cfg.ScaleOnly) + btoi(cfg.OnlyDecide) + btoi(cfg.GrantsOnly) + btoi(cfg.ExplorerOnly) + btoi(cfg.PGScaleOnly); n > 1 {
+		return errors.New("-scale-only, -pg-scale-only, -only-decide, -grants-only and -explorer-only exclude each other")
 	}
 	if cfg.Baseline != "" {
 		if _, err := os.Stat(cfg.Baseline); err != nil {
@@ -160,6 +169,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	switch {
 	case cfg.ScaleOnly:
 		decSkip = "-scale-only"
+	case cfg.PGScaleOnly:
+		decSkip = "-pg-scale-only"
 	case cfg.GrantsOnly:
 		decSkip = "-grants-only"
 	case cfg.SkipDecide:
@@ -182,6 +193,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		only = "-only-decide"
 	} else if cfg.ScaleOnly {
 		only = "-scale-only"
+	} else if cfg.PGScaleOnly {
+		only = "-pg-scale-only"
 	} else if cfg.GrantsOnly {
 		only = "-grants-only"
 	}
@@ -232,7 +245,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var sc *scaleResult
 	scSkip := ""
-	if cfg.OnlyDecide || cfg.GrantsOnly {
+	if cfg.OnlyDecide || cfg.GrantsOnly || cfg.PGScaleOnly {
 		scSkip = only
 	} else if sc, err = runScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
@@ -244,9 +257,25 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		sc = nil
 	}
 
+	var pgs *pgScaleResult
+	pgsSkip := ""
+	if only != "" && !cfg.PGScaleOnly {
+		pgsSkip = only
+	} else if cfg.Postgres == "" {
+		pgsSkip = "PROVGATE_TEST_DATABASE not set"
+	} else if pgs, err = runPGScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		pgsSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "figures 14: "+err.Error())
+		logf("figures 14 failed: %v", err)
+		pgs = nil
+	}
+
 	var gr *grantsResult
 	grSkip := ""
-	if cfg.OnlyDecide || cfg.ScaleOnly || cfg.ExplorerOnly {
+	if cfg.OnlyDecide || cfg.ScaleOnly || cfg.ExplorerOnly || cfg.PGScaleOnly {
 		grSkip = only
 	} else if gr, err = runGrants(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
@@ -258,13 +287,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		gr = nil
 	}
 
-	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale, rep.Grants = gw, pools, dec, ev, sc, gr
+	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale, rep.PGScale, rep.Grants = gw, pools, dec, ev, sc, pgs, gr
 	rep.Figures = append(rep.Figures, gatewayFigures(gw, gwSkip)...)
 	rep.Figures = append(rep.Figures, decideFigures(dec, decSkip)...)
 	rep.Figures = append(rep.Figures, poolFigures(pools, pgSkip)...)
 	rep.Figures = append(rep.Figures, memFigures(gw, pools, gwSkip, pgSkip)...)
 	rep.Figures = append(rep.Figures, eventFigures(ev, evSkip)...)
 	rep.Figures = append(rep.Figures, scaleFigures(sc, scSkip)...)
+	rep.Figures = append(rep.Figures, pgScaleFigures(pgs, pgsSkip)...)
 	rep.Figures = append(rep.Figures, grantFigures(gr, grSkip)...)
 	sort.SliceStable(rep.Figures, func(i, j int) bool { return figureLess(rep.Figures[i].ID, rep.Figures[j].ID) })
 	rep.Wall = time.Since(start)

@@ -1,0 +1,198 @@
+package store
+
+import (
+	"context"
+	"hash/maphash"
+	"slices"
+	"sync"
+
+	"github.com/provgate/provgate/backend"
+)
+
+// A restricted list (q.Visible, a tenant's keys) costs what the page needs,
+// not what the tenant holds (docs/design.md §14.6):
+//
+//   - the page of an unfiltered list in key order is read from the first
+//     visible keys only, a few more than offset+limit at a time, since the
+//     page holds the first existing keys of the sorted visible set;
+//   - the total (how many visible keys exist) is kept per visible set on
+//     SQLite, where every write goes through this process: an entry is
+//     dropped when any of its keys is written, and a count that overlapped
+//     a write is not kept. On PostgreSQL other replicas write too, and the
+//     count runs in SQL every time.
+
+// visibleChunkMin is the fewest visible keys one page query names.
+const visibleChunkMin = 16
+
+// visibleCountMax bounds how many visible sets keep their count.
+const visibleCountMax = 64
+
+// visibleCounts holds the totals of recently listed visible sets.
+type visibleCounts struct {
+	mu    sync.Mutex
+	gen   uint64 // committed writes seen
+	seed  maphash.Seed
+	items map[visibleSet]*visibleCount
+	order []visibleSet // insertion order, for eviction
+}
+
+type visibleSet struct {
+	prefix string
+	hash   uint64
+}
+
+type visibleCount struct {
+	keys []string // sorted; compared in full on a hit
+	n    int
+}
+
+func newVisibleCounts() *visibleCounts {
+	return &visibleCounts{seed: maphash.MakeSeed(), items: map[visibleSet]*visibleCount{}}
+}
+
+func (c *visibleCounts) id(prefix string, keys []string) visibleSet {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	for _, k := range keys {
+		_, _ = h.WriteString(k)
+		_ = h.WriteByte(0)
+	}
+	return visibleSet{prefix: prefix, hash: h.Sum64()}
+}
+
+// get is the kept count of keys, and the write generation to keep a new
+// count under when there is none.
+func (c *visibleCounts) get(id visibleSet, keys []string) (n int, ok bool, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.items[id]; e != nil && slices.Equal(e.keys, keys) {
+		return e.n, true, c.gen
+	}
+	return 0, false, c.gen
+}
+
+// put keeps n for keys unless a write committed since gen.
+func (c *visibleCounts) put(id visibleSet, keys []string, n int, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
+	if _, ok := c.items[id]; !ok {
+		if len(c.order) >= visibleCountMax {
+			delete(c.items, c.order[0])
+			c.order = append(c.order[:0], c.order[1:]...)
+		}
+		c.order = append(c.order, id)
+	}
+	c.items[id] = &visibleCount{keys: slices.Clone(keys), n: n}
+}
+
+// wrote drops the counts of the sets holding key (a committed write).
+func (c *visibleCounts) wrote(prefix, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for id, e := range c.items {
+		if id.prefix != prefix {
+			continue
+		}
+		if _, found := slices.BinarySearch(e.keys, key); found {
+			delete(c.items, id)
+			c.order = slices.DeleteFunc(c.order, func(o visibleSet) bool { return o == id })
+		}
+	}
+}
+
+// strictlySorted reports whether keys ascend without repeats, the order
+// of "key" in both dialects (bytewise: SQLite's BINARY, PostgreSQL's "C").
+func strictlySorted(keys []string) bool {
+	for i := 1; i < len(keys); i++ {
+		if keys[i-1] >= keys[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// visiblePaged reports whether q's page can be read from its first visible
+// keys: a restricted list without filters, in key order, with a limit.
+func visiblePaged(k *backend.Kind, q backend.Query) bool {
+	if q.Visible == nil || len(q.Filters) > 0 || q.Limit < 0 {
+		return false
+	}
+	for _, name := range q.Sort {
+		if idx, ok := k.Indexes[name]; !ok || idx.Field != k.KeyField {
+			return false
+		}
+	}
+	return strictlySorted(q.Visible)
+}
+
+// visiblePage reads the page of q (see visiblePaged): the first
+// offset+limit existing objects among the sorted visible keys, taken a
+// chunk of keys at a time.
+func (s *Store) visiblePage(ctx context.Context, k *backend.Kind, prefix string, q backend.Query) ([]Record, error) {
+	need := q.Offset + q.Limit
+	keys := q.Visible
+	dir := " ASC"
+	if q.Reverse {
+		dir = " DESC"
+	}
+	b := s.newBuilder(k)
+	var recs []Record
+	step := max(need+need/4, visibleChunkMin)
+	for len(keys) > 0 && len(recs) < need {
+		n := min(step, len(keys))
+		var chunk []string
+		if q.Reverse {
+			chunk, keys = keys[len(keys)-n:], keys[:len(keys)-n]
+		} else {
+			chunk, keys = keys[:n], keys[n:]
+		}
+		vis, err := b.visible(chunk)
+		if err != nil {
+			return nil, err
+		}
+		w := whereClause(vis)
+		got, err := s.scanRecords(s.conn(ctx).Raw(`SELECT "key", rev, data FROM `+tableName(prefix)+w.sql+` ORDER BY "key"`+dir+` LIMIT ?`,
+			append(w.args, need-len(recs))...), prefix)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, got...)
+		step *= 2
+	}
+	if len(recs) <= q.Offset {
+		return nil, nil
+	}
+	return recs[q.Offset:], nil
+}
+
+// visibleTotal counts the existing objects among the sorted keys, kept per
+// set where this process sees every write (see visibleCounts).
+func (s *Store) visibleTotal(ctx context.Context, b *builder, prefix string, keys []string) (int, error) {
+	count := func() (int, error) {
+		vis, err := b.visible(keys)
+		if err != nil {
+			return 0, err
+		}
+		return s.count(ctx, prefix, vis)
+	}
+	c := s.counts
+	if c == nil || s.txFrom(ctx) != nil {
+		// A transaction may count what it has not committed yet.
+		return count()
+	}
+	id := c.id(prefix, keys)
+	n, ok, gen := c.get(id, keys)
+	if ok {
+		return n, nil
+	}
+	n, err := count()
+	if err != nil {
+		return 0, err
+	}
+	c.put(id, keys, n, gen)
+	return n, nil
+}
