@@ -87,8 +87,8 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.db.Logger = timedLogger{Interface: s.db.Logger, stats: &s.stats}
+	s.counts = newVisibleCounts()
 	if !s.pg() {
-		s.counts = newVisibleCounts()
 		s.OnCommittedWrite(s.counts.wrote)
 	}
 	if err := s.migrate(ctx); err != nil {
@@ -131,6 +131,9 @@ type txState struct {
 	// written are the objects the transaction wrote, told to onWrite
 	// once it commits.
 	written []objectRef
+	// exist: the transaction created or deleted an object whose kind's
+	// existence generation moves (visible.go); bumped last, before commit.
+	exist bool
 }
 
 type objectRef struct{ prefix, key string }
@@ -203,8 +206,15 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) er
 	st := &txState{owner: s}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		st.db = tx
-		fnErr = fn(context.WithValue(ctx, txKey{}, st))
-		return fnErr
+		if fnErr = fn(context.WithValue(ctx, txKey{}, st)); fnErr != nil {
+			return fnErr
+		}
+		if st.exist {
+			// Last, so that the row is held only for the commit and
+			// always after the revision row: no lock order cycle.
+			return tx.Exec(`UPDATE obj_exist SET gen = gen + 1 WHERE id = 1`).Error
+		}
+		return nil
 	})
 	if err == nil {
 		for _, w := range st.written {
@@ -293,12 +303,26 @@ func (s *Store) Changes(ctx context.Context, after, upto int64) ([]backend.Chang
 // write runs fn in a transaction that also bumps the revision counter when
 // prefix requires it; other kinds run fn directly.
 func (s *Store) write(ctx context.Context, prefix, key string, fn func(ctx context.Context) error) error {
-	if !bumpsRevision(prefix) {
+	return s.writeExist(ctx, prefix, key, false, fn)
+}
+
+// writeExist is write for a create or delete (exist): on PostgreSQL, it
+// also moves the existence generation when the transaction commits
+// (visible.go).
+func (s *Store) writeExist(ctx context.Context, prefix, key string, exist bool, fn func(ctx context.Context) error) error {
+	exist = exist && s.pg() && tracksExistence(prefix)
+	if !bumpsRevision(prefix) && !exist {
 		return fn(ctx)
 	}
 	return s.InTx(ctx, func(ctx context.Context) error {
 		if err := fn(ctx); err != nil {
 			return err
+		}
+		if exist {
+			s.txFrom(ctx).exist = true
+		}
+		if !bumpsRevision(prefix) {
+			return nil
 		}
 		return s.bumpRevision(ctx, prefix, key)
 	})
@@ -399,7 +423,7 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 	// without raising an error, which on PostgreSQL would abort a caller's
 	// surrounding transaction.
 	var rev int64
-	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
+	err := s.writeExist(ctx, prefix, key, true, func(ctx context.Context) error {
 		expr, revArgs, err := s.nextRev(ctx)
 		if err != nil {
 			return s.dbErr(backend.CreateOp, prefix, key, err)
@@ -601,7 +625,7 @@ func (s *Store) Delete(ctx context.Context, prefix, key string) (Record, error) 
 		return Record{}, err
 	}
 	var rec Record
-	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
+	err := s.writeExist(ctx, prefix, key, true, func(ctx context.Context) error {
 		recs, err := s.scanRecords(s.conn(ctx).Raw(`DELETE FROM `+tableName(prefix)+` WHERE "key" = ? RETURNING "key", rev, data`, key), prefix)
 		if err != nil {
 			return err
@@ -756,6 +780,9 @@ func (s *Store) CreateMany(ctx context.Context, prefix string, keys []string, da
 			for i := lo; i < hi; i++ {
 				s.wrote(ctx, prefix, keys[i])
 			}
+		}
+		if s.pg() && tracksExistence(prefix) {
+			s.txFrom(ctx).exist = true
 		}
 		return nil
 	})

@@ -1175,3 +1175,72 @@ func TestCreateMany(t *testing.T) {
 		}
 	})
 }
+
+// TestListVisibleTotalReplicas: on PostgreSQL a restricted list's total,
+// kept per visible set, follows a create and a delete made through another
+// store on the same schema (another replica) on the very next list.
+func TestListVisibleTotalReplicas(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	if dsn == "" {
+		t.Skip("no PostgreSQL test database")
+	}
+	ctx := context.Background()
+	open := func() *store.Store {
+		s, err := store.Open(ctx, dsn, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	key := func(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+	var vis []string
+	for i := range 100 {
+		vis = append(vis, key(i))
+	}
+	for i := 0; i < 100; i += 2 {
+		if _, err := b.Create(ctx, "machines", key(i), mustJSON(t, map[string]any{"Uuid": key(i), "Name": fmt.Sprintf("m-%d", i)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := func() int {
+		t.Helper()
+		_, n, _, err := a.List(ctx, "machines", backend.Query{Limit: 10, Visible: vis})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for range 2 {
+		if n := total(); n != 50 {
+			t.Fatalf("total %d, want 50", n)
+		}
+	}
+	if _, err := b.Create(ctx, "machines", key(1), mustJSON(t, map[string]any{"Uuid": key(1), "Name": "m-1"})); err != nil {
+		t.Fatal(err)
+	}
+	if n := total(); n != 51 {
+		t.Fatalf("total after another replica's create %d, want 51", n)
+	}
+	if err := b.InTx(ctx, func(ctx context.Context) error {
+		for _, i := range []int{0, 2} {
+			if _, err := b.Delete(ctx, "machines", key(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := total(); n != 49 {
+		t.Fatalf("total after another replica's deletes %d, want 49", n)
+	}
+	if err := b.CreateMany(ctx, "machines", []string{key(3), key(5)}, [][]byte{
+		mustJSON(t, map[string]any{"Uuid": key(3), "Name": "m-3"}), mustJSON(t, map[string]any{"Uuid": key(5), "Name": "m-5"})}); err != nil {
+		t.Fatal(err)
+	}
+	if n := total(); n != 51 {
+		t.Fatalf("total after another replica's bulk create %d, want 51", n)
+	}
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -15,11 +16,20 @@ import (
 //   - the page of an unfiltered list in key order is read from the first
 //     visible keys only, a few more than offset+limit at a time, since the
 //     page holds the first existing keys of the sorted visible set;
-//   - the total (how many visible keys exist) is kept per visible set on
-//     SQLite, where every write goes through this process: an entry is
-//     dropped when any of its keys is written, and a count that overlapped
-//     a write is not kept. On PostgreSQL other replicas write too, and the
-//     count runs in SQL every time.
+//   - the total (how many visible keys exist) is kept per visible set. On
+//     SQLite every write goes through this process: an entry is dropped
+//     when any of its keys is written, and a count that overlapped a write
+//     is not kept. On PostgreSQL other replicas write too: every create and
+//     delete moves one generation row (obj_exist) in its own transaction,
+//     just before it commits, and an entry is served only while the
+//     generation, read for each list, is the one read before its count.
+//     Jobs, created at the pace of tasks rather than of the fleet, move no
+//     generation (that row would order their creates) and are counted
+//     every time.
+
+// tracksExistence says whether creates and deletes of prefix move the
+// existence generation on PostgreSQL.
+func tracksExistence(prefix string) bool { return prefix != "jobs" }
 
 // visibleChunkMin is the fewest visible keys one page query names.
 const visibleChunkMin = 16
@@ -30,7 +40,7 @@ const visibleCountMax = 64
 // visibleCounts holds the totals of recently listed visible sets.
 type visibleCounts struct {
 	mu    sync.Mutex
-	gen   uint64 // committed writes seen
+	gen   uint64 // committed writes seen (SQLite)
 	seed  maphash.Seed
 	items map[visibleSet]*visibleCount
 	order []visibleSet // insertion order, for eviction
@@ -44,6 +54,9 @@ type visibleSet struct {
 type visibleCount struct {
 	keys []string // sorted; compared in full on a hit
 	n    int
+	// exist is the existence generation the count was taken at
+	// (PostgreSQL; 0 on SQLite).
+	exist int64
 }
 
 func newVisibleCounts() *visibleCounts {
@@ -60,19 +73,20 @@ func (c *visibleCounts) id(prefix string, keys []string) visibleSet {
 	return visibleSet{prefix: prefix, hash: h.Sum64()}
 }
 
-// get is the kept count of keys, and the write generation to keep a new
-// count under when there is none.
-func (c *visibleCounts) get(id visibleSet, keys []string) (n int, ok bool, gen uint64) {
+// get is the kept count of keys at existence generation exist, and the
+// write generation to keep a new count under when there is none.
+func (c *visibleCounts) get(id visibleSet, keys []string, exist int64) (n int, ok bool, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e := c.items[id]; e != nil && slices.Equal(e.keys, keys) {
+	if e := c.items[id]; e != nil && e.exist == exist && slices.Equal(e.keys, keys) {
 		return e.n, true, c.gen
 	}
 	return 0, false, c.gen
 }
 
-// put keeps n for keys unless a write committed since gen.
-func (c *visibleCounts) put(id visibleSet, keys []string, n int, gen uint64) {
+// put keeps n for keys, counted at existence generation exist, unless a
+// write committed since gen.
+func (c *visibleCounts) put(id visibleSet, keys []string, n int, gen uint64, exist int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != gen {
@@ -85,7 +99,7 @@ func (c *visibleCounts) put(id visibleSet, keys []string, n int, gen uint64) {
 		}
 		c.order = append(c.order, id)
 	}
-	c.items[id] = &visibleCount{keys: slices.Clone(keys), n: n}
+	c.items[id] = &visibleCount{keys: slices.Clone(keys), n: n, exist: exist}
 }
 
 // wrote drops the counts of the sets holding key (a committed write).
@@ -170,7 +184,7 @@ func (s *Store) visiblePage(ctx context.Context, k *backend.Kind, prefix string,
 }
 
 // visibleTotal counts the existing objects among the sorted keys, kept per
-// set where this process sees every write (see visibleCounts).
+// set (see visibleCounts).
 func (s *Store) visibleTotal(ctx context.Context, b *builder, prefix string, keys []string) (int, error) {
 	count := func() (int, error) {
 		vis, err := b.visible(keys)
@@ -184,8 +198,23 @@ func (s *Store) visibleTotal(ctx context.Context, b *builder, prefix string, key
 		// A transaction may count what it has not committed yet.
 		return count()
 	}
+	var exist int64
+	if s.pg() {
+		if !tracksExistence(prefix) {
+			return count()
+		}
+		// Read before the count: a create or delete committed after it
+		// moves the generation past the entry's.
+		found, err := s.scanRev(s.conn(ctx), `SELECT gen FROM obj_exist WHERE id = 1`, nil, &exist)
+		if err == nil && !found {
+			err = errors.New("existence generation row is missing")
+		}
+		if err != nil {
+			return 0, s.dbErr(backend.ReadOp, prefix, "", err)
+		}
+	}
 	id := c.id(prefix, keys)
-	n, ok, gen := c.get(id, keys)
+	n, ok, gen := c.get(id, keys, exist)
 	if ok {
 		return n, nil
 	}
@@ -193,6 +222,6 @@ func (s *Store) visibleTotal(ctx context.Context, b *builder, prefix string, key
 	if err != nil {
 		return 0, err
 	}
-	c.put(id, keys, n, gen)
+	c.put(id, keys, n, gen, exist)
 	return n, nil
 }
