@@ -655,14 +655,15 @@ func (s *Store) List(ctx context.Context, prefix string, q backend.Query) (recs 
 	}
 	b := s.newBuilder(k)
 	if visiblePaged(k, q) {
-		if recs, err = s.visiblePage(ctx, k, prefix, q); err != nil {
-			return nil, 0, 0, err
+		if id, sorted := s.counts.id(prefix, q.Visible); sorted {
+			if recs, err = s.visiblePage(ctx, k, prefix, q); err != nil {
+				return nil, 0, 0, err
+			}
+			if total, err = s.visibleTotal(ctx, b, id, q.Visible); err != nil {
+				return nil, 0, 0, err
+			}
+			return recs, total, total, nil
 		}
-		total, err = s.visibleTotal(ctx, b, prefix, q.Visible)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		return recs, total, total, nil
 	}
 	filters, err := b.where(q)
 	if err != nil {

@@ -63,14 +63,20 @@ func newVisibleCounts() *visibleCounts {
 	return &visibleCounts{seed: maphash.MakeSeed(), items: map[visibleSet]*visibleCount{}}
 }
 
-func (c *visibleCounts) id(prefix string, keys []string) visibleSet {
+// id names the set of keys, which it also checks, in the same pass, to
+// ascend without repeats in the order of "key" in both dialects (bytewise:
+// SQLite's BINARY, PostgreSQL's "C"): false when they do not.
+func (c *visibleCounts) id(prefix string, keys []string) (visibleSet, bool) {
 	var h maphash.Hash
 	h.SetSeed(c.seed)
-	for _, k := range keys {
+	for i, k := range keys {
+		if i > 0 && keys[i-1] >= k {
+			return visibleSet{}, false
+		}
 		_, _ = h.WriteString(k)
 		_ = h.WriteByte(0)
 	}
-	return visibleSet{prefix: prefix, hash: h.Sum64()}
+	return visibleSet{prefix: prefix, hash: h.Sum64()}, true
 }
 
 // get is the kept count of keys at existence generation exist, and the
@@ -118,19 +124,9 @@ func (c *visibleCounts) wrote(prefix, key string) {
 	}
 }
 
-// strictlySorted reports whether keys ascend without repeats, the order
-// of "key" in both dialects (bytewise: SQLite's BINARY, PostgreSQL's "C").
-func strictlySorted(keys []string) bool {
-	for i := 1; i < len(keys); i++ {
-		if keys[i-1] >= keys[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // visiblePaged reports whether q's page can be read from its first visible
-// keys: a restricted list without filters, in key order, with a limit.
+// keys: a restricted list without filters, in key order, with a limit, its
+// visible keys strictly sorted (checked by the caller).
 func visiblePaged(k *backend.Kind, q backend.Query) bool {
 	if q.Visible == nil || len(q.Filters) > 0 || q.Limit < 0 {
 		return false
@@ -140,7 +136,7 @@ func visiblePaged(k *backend.Kind, q backend.Query) bool {
 			return false
 		}
 	}
-	return strictlySorted(q.Visible)
+	return true
 }
 
 // visiblePage reads the page of q (see visiblePaged): the first
@@ -185,7 +181,8 @@ func (s *Store) visiblePage(ctx context.Context, k *backend.Kind, prefix string,
 
 // visibleTotal counts the existing objects among the sorted keys, kept per
 // set (see visibleCounts).
-func (s *Store) visibleTotal(ctx context.Context, b *builder, prefix string, keys []string) (int, error) {
+func (s *Store) visibleTotal(ctx context.Context, b *builder, id visibleSet, keys []string) (int, error) {
+	prefix := id.prefix
 	count := func() (int, error) {
 		vis, err := b.visible(keys)
 		if err != nil {
@@ -194,7 +191,7 @@ func (s *Store) visibleTotal(ctx context.Context, b *builder, prefix string, key
 		return s.count(ctx, prefix, vis)
 	}
 	c := s.counts
-	if c == nil || s.txFrom(ctx) != nil {
+	if s.txFrom(ctx) != nil {
 		// A transaction may count what it has not committed yet.
 		return count()
 	}
@@ -213,7 +210,6 @@ func (s *Store) visibleTotal(ctx context.Context, b *builder, prefix string, key
 			return 0, s.dbErr(backend.ReadOp, prefix, "", err)
 		}
 	}
-	id := c.id(prefix, keys)
 	n, ok, gen := c.get(id, keys, exist)
 	if ok {
 		return n, nil

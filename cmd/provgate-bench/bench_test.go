@@ -179,7 +179,7 @@ func TestParseStatus(t *testing.T) {
 }
 
 func TestMarkdownListsEveryFigure(t *testing.T) {
-	figs := append(gatewayFigures(nil, "x"), decideFigures(nil, "x")...)
+	figs := append(gatewayFigures(nil, "x", false), decideFigures(nil, "x")...)
 	figs = append(figs, poolFigures(nil, "PROVGATE_TEST_DATABASE not set")...)
 	figs = append(figs, memFigures(nil, nil, "x", "y")...)
 	figs = append(figs, eventFigures(nil, "z")...)

@@ -101,10 +101,24 @@ func fromRounds(id string, rounds []float64, note string) figure {
 
 var gatewayIDs = []string{"1", "2a", "2b", "4", "6", "7a", "7b", "7c", "7d", "7e", "7f", "7g", "7h", "13a", "13b", "13c"}
 
-// gatewayFigures computes figures 1, 2, 4, 6 and the latencies of 7.
-func gatewayFigures(g *gatewayResult, skipped string) []figure {
+// gatewayFigures computes figures 1, 2, 4, 6 and the latencies of 7;
+// listOnly: only the list legs ran (figures 4 and 13).
+func gatewayFigures(g *gatewayResult, skipped string, listOnly bool) []figure {
 	if g == nil {
 		return skippedFigures(skipped, gatewayIDs...)
+	}
+	if listOnly {
+		all := gatewayFigures(g, skipped, false)
+		out := all[:0]
+		for _, f := range all {
+			switch f.ID {
+			case "4", "13a", "13b", "13c":
+			default:
+				f = skippedFigures("-list-only", f.ID)[0]
+			}
+			out = append(out, f)
+		}
+		return out
 	}
 	a, l, c := g.Auth, g.List, g.Callback
 	figs := []figure{

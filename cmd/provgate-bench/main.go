@@ -47,7 +47,12 @@ type config struct {
 	ScaleTenants  int
 	// PGScaleOnly runs figures 14 alone; StartupMachines sizes the fleet
 	// of 14c-14d (0 skips them).
-	PGScaleOnly     bool
+	PGScaleOnly bool
+	// ListOnly runs the list figures (4, 13) alone.
+	ListOnly bool
+	// GatewayOnly runs the SQLite server's figures (1, 2, 4, 6, 7, 13)
+	// alone.
+	GatewayOnly     bool
 	StartupMachines int
 	// GrantsOnly runs figures 10 alone; Baseline is the build figures
 	// 10c and 10d compare with.
@@ -85,6 +90,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.ScaleUsers, "scale-users", 10000, "users of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleRoles, "scale-roles", 1000, "roles of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleTenants, "scale-tenants", 500, "tenants of the large fleet (figures 9); tenant i lists users 10i.. and machines 100i..")
+	fs.BoolVar(&c.GatewayOnly, "gateway-only", false, "run only the SQLite server's figures (1, 2, 4, 6, 7, 13), its peak memory (7i) included")
+	fs.BoolVar(&c.ListOnly, "list-only", false, "run only the list figures (4, 13) on the SQLite server")
 	fs.BoolVar(&c.PGScaleOnly, "pg-scale-only", false, "run only the PostgreSQL large-fleet figures (14), with PROVGATE_TEST_DATABASE set")
 	fs.IntVar(&c.StartupMachines, "startup-machines", 1000000, "machines of the PostgreSQL start-up fleet (figures 14c-14d); 0 skips them")
 	fs.BoolVar(&c.GrantsOnly, "grants-only", false, "run only the grant-check figures (10), e.g. with -baseline-server")
@@ -154,8 +161,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if cfg.SkipDecide && cfg.OnlyDecide {
 		return errors.New("-skip-decide and -only-decide exclude each other")
 	}
-	if n := btoi(cfg.ScaleOnly) + btoi(cfg.OnlyDecide) + btoi(cfg.GrantsOnly) + btoi(cfg.ExplorerOnly) + btoi(cfg.PGScaleOnly); n > 1 {
-		return errors.New("-scale-only, -pg-scale-only, -only-decide, -grants-only and -explorer-only exclude each other")
+	if n := btoi(cfg.ScaleOnly) + btoi(cfg.OnlyDecide) + btoi(cfg.GrantsOnly) + btoi(cfg.ExplorerOnly) + btoi(cfg.PGScaleOnly) + btoi(cfg.ListOnly) + btoi(cfg.GatewayOnly); n > 1 {
+		return errors.New("-scale-only, -pg-scale-only, -list-only, -gateway-only, -only-decide, -grants-only and -explorer-only exclude each other")
 	}
 	if cfg.Baseline != "" {
 		if _, err := os.Stat(cfg.Baseline); err != nil {
@@ -171,6 +178,10 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		decSkip = "-scale-only"
 	case cfg.PGScaleOnly:
 		decSkip = "-pg-scale-only"
+	case cfg.ListOnly:
+		decSkip = "-list-only"
+	case cfg.GatewayOnly:
+		decSkip = "-gateway-only"
 	case cfg.GrantsOnly:
 		decSkip = "-grants-only"
 	case cfg.SkipDecide:
@@ -195,13 +206,17 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		only = "-scale-only"
 	} else if cfg.PGScaleOnly {
 		only = "-pg-scale-only"
+	} else if cfg.ListOnly {
+		only = "-list-only"
+	} else if cfg.GatewayOnly {
+		only = "-gateway-only"
 	} else if cfg.GrantsOnly {
 		only = "-grants-only"
 	}
 
 	var gw *gatewayResult
 	gwSkip := ""
-	if only != "" {
+	if only != "" && !cfg.ListOnly && !cfg.GatewayOnly {
 		gwSkip = only
 	} else if gw, err = runGateway(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
@@ -245,7 +260,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var sc *scaleResult
 	scSkip := ""
-	if cfg.OnlyDecide || cfg.GrantsOnly || cfg.PGScaleOnly {
+	if cfg.OnlyDecide || cfg.GrantsOnly || cfg.PGScaleOnly || cfg.ListOnly || cfg.GatewayOnly {
 		scSkip = only
 	} else if sc, err = runScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
@@ -275,7 +290,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var gr *grantsResult
 	grSkip := ""
-	if cfg.OnlyDecide || cfg.ScaleOnly || cfg.ExplorerOnly || cfg.PGScaleOnly {
+	if cfg.OnlyDecide || cfg.ScaleOnly || cfg.ExplorerOnly || cfg.PGScaleOnly || cfg.ListOnly || cfg.GatewayOnly {
 		grSkip = only
 	} else if gr, err = runGrants(ctx, cfg, tmp, pub, lic, logf); err != nil {
 		if ctx.Err() != nil {
@@ -288,7 +303,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 
 	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale, rep.PGScale, rep.Grants = gw, pools, dec, ev, sc, pgs, gr
-	rep.Figures = append(rep.Figures, gatewayFigures(gw, gwSkip)...)
+	rep.Figures = append(rep.Figures, gatewayFigures(gw, gwSkip, cfg.ListOnly)...)
 	rep.Figures = append(rep.Figures, decideFigures(dec, decSkip)...)
 	rep.Figures = append(rep.Figures, poolFigures(pools, pgSkip)...)
 	rep.Figures = append(rep.Figures, memFigures(gw, pools, gwSkip, pgSkip)...)
