@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -47,9 +48,39 @@ type viewCache struct {
 	gen   atomic.Uint64 // committed writes seen (local)
 	size  int           // the most entries items holds
 	items *lru.Cache[viewKey, backend.View]
+	// shaped holds lists' encodings of objects shaped by view options that
+	// read nothing but the object (slim, params), by revision: an object
+	// at one revision always shapes the same way.
+	shaped *lru.Cache[shapedKey, []byte]
 }
 
 type viewKey struct{ prefix, key string }
+
+type shapedKey struct {
+	prefix, key string
+	rev         int64
+	shape       string
+}
+
+// pureShape is the signature of q's view options when they read nothing
+// but the object itself, so that the shaped encoding can be kept by
+// revision; "" when they read more (aggregate, decode) or there are none.
+func pureShape(q backend.Query) string {
+	if q.Aggregate || q.Decode || (len(q.Slim) == 0 && len(q.Params) == 0) {
+		return ""
+	}
+	var sb strings.Builder
+	for _, f := range q.Slim {
+		sb.WriteString(strings.ToLower(f))
+		sb.WriteByte(0)
+	}
+	sb.WriteByte(1)
+	for _, p := range q.Params {
+		sb.WriteString(p)
+		sb.WriteByte(0)
+	}
+	return sb.String()
+}
 
 // newViewCache returns nil (no cache) when size is negative or st cannot
 // read revisions.
@@ -65,7 +96,11 @@ func newViewCache(st Store, size int) *viewCache {
 	if err != nil {
 		return nil
 	}
-	c := &viewCache{revs: revs, size: size, items: items}
+	shaped, err := lru.New[shapedKey, []byte](size)
+	if err != nil {
+		return nil
+	}
+	c := &viewCache{revs: revs, size: size, items: items, shaped: shaped}
 	if wn, ok := st.(WriteNotifier); ok && wn.SoleWriter() {
 		c.local = true
 		wn.OnCommittedWrite(func(prefix, key string) {
@@ -165,9 +200,22 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 	}
 	keep := c != nil && len(recs) <= c.size/4
 	shaped := len(q.Slim) > 0 || len(q.Params) > 0 || q.Aggregate || q.Decode
+	pure := ""
+	if c != nil {
+		pure = pureShape(q)
+	}
 	var buf bytes.Buffer
 	buf.WriteByte('[')
 	for i, r := range recs {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		if pure != "" {
+			if out, ok := c.shaped.Peek(shapedKey{k.Prefix, r.Key, r.Rev, pure}); ok {
+				buf.Write(out)
+				continue
+			}
+		}
 		var v backend.View
 		hit := false
 		if c != nil {
@@ -198,9 +246,9 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 			if out, err = json.Marshal(m); err != nil {
 				return nil, 0, 0, backend.OpError(backend.EINTERNAL, backend.ReadOp, k.Prefix, r.Key, "encode: "+err.Error())
 			}
-		}
-		if i > 0 {
-			buf.WriteByte(',')
+			if pure != "" && keep {
+				c.shaped.Add(shapedKey{k.Prefix, r.Key, r.Rev, pure}, out)
+			}
 		}
 		buf.Write(out)
 	}

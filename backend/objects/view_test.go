@@ -185,7 +185,7 @@ func TestListJSON(t *testing.T) {
 			}
 		}
 		for round := 0; round < 2; round++ { // the second round reads from the cache
-			for _, raw := range []string{"", "limit=2&offset=1", "slim=Params", "slim=Params,Meta", "params=a", "Name=lj3", "reverse=true&slim=Meta"} {
+			for _, raw := range []string{"", "limit=2&offset=1", "slim=Params", "slim=Params,Meta", "params=a", "params=b", "Name=lj3", "reverse=true&slim=Meta"} {
 				same(raw)
 			}
 		}
@@ -214,6 +214,16 @@ func TestListJSON(t *testing.T) {
 		}
 		same("")
 		same("slim=Meta")
+		// Shaped encodings are kept by revision: the patched machine's
+		// new Params show through params=, which the first rounds cached.
+		same("params=b")
+		body, _, _, err = reader.Objects.ListJSON(ctx, "machines", backend.Query{Limit: -1, Params: []string{"b"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(body), `"b":"changed"`) || strings.Count(string(body), `"b":"x"`) != 4 {
+			t.Fatalf("params=b list after another service's write: %s", body)
+		}
 		// A caller whose tenant shows one machine gets that one only,
 		// though the cache holds all five from the unrestricted lists.
 		one := "00000003-1111-4000-8000-000000000000"
