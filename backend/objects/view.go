@@ -17,6 +17,15 @@ import (
 // Options.ViewCacheSize is 0.
 const DefaultViewCacheSize = 4096
 
+// RevLister lists a page's keys and revisions without the documents and
+// reads the documents of some keys; *store.Store satisfies it. A read
+// cache over a Store with it reads a list's documents only for the objects
+// it lacks.
+type RevLister interface {
+	ListRevs(ctx context.Context, prefix string, q backend.Query) ([]backend.Record, int, int, error)
+	GetMany(ctx context.Context, prefix string, keys []string) ([]backend.Record, error)
+}
+
 // RevReader reads one object's revision by native key; *store.Store
 // satisfies it. A Store without it gets no read cache.
 type RevReader interface {
@@ -52,6 +61,9 @@ type viewCache struct {
 	// read nothing but the object (slim, params), by revision: an object
 	// at one revision always shapes the same way.
 	shaped *lru.Cache[shapedKey, []byte]
+	// lister, when the store has it, lets a list read only the documents
+	// the cache lacks.
+	lister RevLister
 }
 
 type viewKey struct{ prefix, key string }
@@ -101,6 +113,7 @@ func newViewCache(st Store, size int) *viewCache {
 		return nil
 	}
 	c := &viewCache{revs: revs, size: size, items: items, shaped: shaped}
+	c.lister, _ = st.(RevLister)
 	if wn, ok := st.(WriteNotifier); ok && wn.SoleWriter() {
 		c.local = true
 		wn.OnCommittedWrite(func(prefix, key string) {
@@ -173,13 +186,16 @@ func (s *CRUD) ViewCacheLen() int {
 }
 
 // ListJSON answers a list as List does, encoded as the JSON array a list
-// reply carries (docs/design.md §14.6). Each row of the page comes with
-// its revision, so an object the read cache holds at that revision is
-// taken from the cache, encoded JSON and all when the query has no view
-// options, without decoding the row; an object shaped by view options
-// (slim, params, aggregate, decode) is shaped on a copy of the cached one.
-// The cache entry is exactly as fresh as the row the page query returned:
-// revisions are never reused. Rows not in the cache are decoded, and kept
+// reply carries (docs/design.md §14.6). Where the store can (RevLister),
+// the page query returns keys and revisions only, and documents are read
+// for the objects the read cache does not hold at those revisions; an
+// object the cache holds is written from its encoded JSON when the query
+// has no view options, and from its kept shaped encoding for options that
+// read nothing but the object (slim, params); other options (aggregate,
+// decode) shape a copy of the cached object. Every entry is exactly as
+// fresh as the revision the page query returned: revisions are never
+// reused. An object changed between the page query and its document's
+// read makes the page read again with documents. Decoded objects are kept
 // in the cache for the next read when the page is small against the cache.
 func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]byte, int, int, error) {
 	k, err := backend.LookupKind(prefix)
@@ -190,20 +206,91 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 	if _, inTx := ctx.Value(eventsKey).(*pending); inTx {
 		c = nil
 	}
-	var gen uint64
-	if c != nil && c.local {
-		gen = c.gen.Load()
-	}
-	recs, total, matched, err := s.st.List(ctx, prefix, q)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	keep := c != nil && len(recs) <= c.size/4
-	shaped := len(q.Slim) > 0 || len(q.Params) > 0 || q.Aggregate || q.Decode
 	pure := ""
 	if c != nil {
 		pure = pureShape(q)
 	}
+	if c != nil && c.lister != nil {
+		// The page's keys and revisions first; documents only for the
+		// objects the cache lacks at that revision.
+		gen := c.writes()
+		recs, total, matched, err := c.lister.ListRevs(ctx, prefix, q)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if ok, err := s.fillMisses(ctx, c, k, recs, pure); err != nil {
+			return nil, 0, 0, err
+		} else if ok {
+			if body, ok, err := s.encodeList(ctx, c, gen, k, q, pure, recs); err != nil || ok {
+				return body, total, matched, err
+			}
+		}
+		// An object changed between the two reads, or left the cache
+		// meanwhile: the page is read again, documents and all.
+	}
+	gen := c.writes()
+	recs, total, matched, err := s.st.List(ctx, prefix, q)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	body, _, err := s.encodeList(ctx, c, gen, k, q, pure, recs)
+	return body, total, matched, err
+}
+
+// hit reports whether c holds r's object at r's revision, shaped by pure
+// when pure is set.
+func (c *viewCache) hit(k *backend.Kind, r backend.Record, pure string) bool {
+	if pure != "" && c.shaped.Contains(shapedKey{k.Prefix, r.Key, r.Rev, pure}) {
+		return true
+	}
+	v, ok := c.items.Peek(viewKey{k.Prefix, r.Key})
+	return ok && v.Rev == r.Rev
+}
+
+// fillMisses reads the documents of the records the cache lacks, and
+// reports false when one of them is no longer at its listed revision.
+func (s *CRUD) fillMisses(ctx context.Context, c *viewCache, k *backend.Kind, recs []backend.Record, pure string) (bool, error) {
+	miss := map[string]int{}
+	var keys []string
+	for i, r := range recs {
+		if !c.hit(k, r, pure) {
+			miss[r.Key] = i
+			keys = append(keys, r.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return true, nil
+	}
+	got, err := c.lister.GetMany(ctx, k.Prefix, keys)
+	if err != nil {
+		return false, err
+	}
+	for _, g := range got {
+		if i, ok := miss[g.Key]; ok && recs[i].Rev == g.Rev {
+			recs[i].Data = g.Data
+			delete(miss, g.Key)
+		}
+	}
+	return len(miss) == 0, nil
+}
+
+// writes is the count of committed writes (SQLite), taken before a read
+// whose objects the cache may keep: a write committed since makes them too
+// old to keep, since View serves them without reading revisions there.
+func (c *viewCache) writes() uint64 {
+	if c == nil || !c.local {
+		return 0
+	}
+	return c.gen.Load()
+}
+
+// encodeList writes recs as a list reply's JSON array, each object from
+// the cache at its revision or decoded from its document; false when an
+// object has neither (it left the cache after fillMisses). gen is writes()
+// from before recs were read.
+func (s *CRUD) encodeList(ctx context.Context, c *viewCache, gen uint64, k *backend.Kind, q backend.Query, pure string, recs []backend.Record) ([]byte, bool, error) {
+	keep := c != nil && len(recs) <= c.size/4
+	shaped := len(q.Slim) > 0 || len(q.Params) > 0 || q.Aggregate || q.Decode
 	var buf bytes.Buffer
 	buf.WriteByte('[')
 	for i, r := range recs {
@@ -223,14 +310,17 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 			hit = hit && v.Rev == r.Rev
 		}
 		if !hit {
+			if r.Data == nil {
+				return nil, false, nil
+			}
 			m, err := decodeRecord(k, r.Data)
 			if err != nil {
-				return nil, 0, 0, err
+				return nil, false, err
 			}
 			backend.Sanitize(m)
 			b, err := json.Marshal(m)
 			if err != nil {
-				return nil, 0, 0, backend.OpError(backend.EINTERNAL, backend.ReadOp, k.Prefix, r.Key, "encode: "+err.Error())
+				return nil, false, backend.OpError(backend.EINTERNAL, backend.ReadOp, k.Prefix, r.Key, "encode: "+err.Error())
 			}
 			v = backend.View{Model: m, Rev: r.Rev, ETag: backend.ETag(r.Rev, b), JSON: b}
 			if keep && (!c.local || c.gen.Load() == gen) {
@@ -241,10 +331,11 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 		if shaped {
 			m := shallowCopy(v.Model)
 			if err := s.Shape(ctx, m, q); err != nil {
-				return nil, 0, 0, err
+				return nil, false, err
 			}
+			var err error
 			if out, err = json.Marshal(m); err != nil {
-				return nil, 0, 0, backend.OpError(backend.EINTERNAL, backend.ReadOp, k.Prefix, r.Key, "encode: "+err.Error())
+				return nil, false, backend.OpError(backend.EINTERNAL, backend.ReadOp, k.Prefix, r.Key, "encode: "+err.Error())
 			}
 			if pure != "" && keep {
 				c.shaped.Add(shapedKey{k.Prefix, r.Key, r.Rev, pure}, out)
@@ -253,7 +344,7 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 		buf.Write(out)
 	}
 	buf.WriteByte(']')
-	return buf.Bytes(), total, matched, nil
+	return buf.Bytes(), true, nil
 }
 
 // shallowCopy is a new object whose fields are m's: Shape replaces the

@@ -236,3 +236,58 @@ func TestListJSON(t *testing.T) {
 		}
 	})
 }
+
+// racingStore writes an object between a list's page query and its
+// documents' read.
+type racingStore struct {
+	*store.Store
+	between func()
+}
+
+func (r racingStore) GetMany(ctx context.Context, prefix string, keys []string) ([]backend.Record, error) {
+	if r.between != nil {
+		r.between()
+	}
+	return r.Store.GetMany(ctx, prefix, keys)
+}
+
+// TestListJSONChangedBetweenReads: an object written between the page
+// query (keys and revisions) and the read of its document is answered as
+// the page read again shows it, never as a document of another revision
+// under the listed one.
+func TestListJSONChangedBetweenReads(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := sys()
+		writer := New(e.st, Options{SecureKey: testKey})
+		for i := 0; i < 3; i++ {
+			mustCreate(t, e, "machines", fmt.Sprintf(`{"Name":"cb%d","Uuid":"%08x-2222-4000-8000-000000000000","Params":{"b":"x"}}`, i, i))
+		}
+		target := "00000001-2222-4000-8000-000000000000"
+		once := false
+		rs := racingStore{Store: e.st, between: func() {
+			if once {
+				return
+			}
+			once = true
+			if _, err := writer.Objects.Patch(ctx, "machines", target, []byte(`[{"op":"replace","path":"/Params/b","value":"new"}]`), false); err != nil {
+				t.Error(err)
+			}
+		}}
+		reader := New(rs, Options{ViewCacheSize: 64})
+		body, total, _, err := reader.Objects.ListJSON(ctx, "machines", backend.Query{Limit: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !once || total != 3 || !strings.Contains(string(body), `"b":"new"`) || strings.Count(string(body), `"Uuid":`) != 3 {
+			t.Fatalf("list across a write (written %v): %d %s", once, total, body)
+		}
+		want, _, _, err := reader.Objects.List(ctx, "machines", backend.Query{Limit: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSON, _ := json.Marshal(want)
+		if string(body) != string(wantJSON) {
+			t.Fatalf("ListJSON %s\nList %s", body, wantJSON)
+		}
+	})
+}

@@ -328,6 +328,38 @@ func (s *Store) writeExist(ctx context.Context, prefix, key string, exist bool, 
 	})
 }
 
+// columns is the select list of a page: with or without the documents.
+func columns(data bool) string {
+	if data {
+		return `"key", rev, data`
+	}
+	return `"key", rev`
+}
+
+// scanRows scans the rows of a page selected with columns(data).
+func (s *Store) scanRows(db *gorm.DB, model string, data bool) ([]Record, error) {
+	if data {
+		return s.scanRecords(db, model)
+	}
+	rows, err := db.Rows()
+	if err != nil {
+		return nil, s.dbErr(backend.ReadOp, model, "", err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var r Record
+		if err := rows.Scan(&r.Key, &r.Rev); err != nil {
+			return nil, s.dbErr(backend.ReadOp, model, "", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr(backend.ReadOp, model, "", err)
+	}
+	return out, nil
+}
+
 func (s *Store) scanRecords(db *gorm.DB, model string) ([]Record, error) {
 	rows, err := db.Rows()
 	if err != nil {

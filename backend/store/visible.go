@@ -142,7 +142,7 @@ func visiblePaged(k *backend.Kind, q backend.Query) bool {
 // visiblePage reads the page of q (see visiblePaged): the first
 // offset+limit existing objects among the sorted visible keys, taken a
 // chunk of keys at a time.
-func (s *Store) visiblePage(ctx context.Context, k *backend.Kind, prefix string, q backend.Query) ([]Record, error) {
+func (s *Store) visiblePage(ctx context.Context, k *backend.Kind, prefix string, q backend.Query, data bool) ([]Record, error) {
 	need := q.Offset + q.Limit
 	keys := q.Visible
 	dir := " ASC"
@@ -165,8 +165,8 @@ func (s *Store) visiblePage(ctx context.Context, k *backend.Kind, prefix string,
 			return nil, err
 		}
 		w := whereClause(vis)
-		got, err := s.scanRecords(s.conn(ctx).Raw(`SELECT "key", rev, data FROM `+tableName(prefix)+w.sql+` ORDER BY "key"`+dir+` LIMIT ?`,
-			append(w.args, need-len(recs))...), prefix)
+		got, err := s.scanRows(s.conn(ctx).Raw(`SELECT `+columns(data)+` FROM `+tableName(prefix)+w.sql+` ORDER BY "key"`+dir+` LIMIT ?`,
+			append(w.args, need-len(recs))...), prefix, data)
 		if err != nil {
 			return nil, err
 		}
