@@ -26,6 +26,12 @@ type RevLister interface {
 	GetMany(ctx context.Context, prefix string, keys []string) ([]backend.Record, error)
 }
 
+// VisibleCounter counts the objects among sorted visible keys;
+// *store.Store satisfies it (CountVisible).
+type VisibleCounter interface {
+	CountVisible(ctx context.Context, prefix string, keys []string) (int, bool, error)
+}
+
 // RevReader reads one object's revision by native key; *store.Store
 // satisfies it. A Store without it gets no read cache.
 type RevReader interface {
@@ -64,6 +70,9 @@ type viewCache struct {
 	// lister, when the store has it, lets a list read only the documents
 	// the cache lacks.
 	lister RevLister
+	// counter, on SQLite, lets a restricted page held whole by the cache
+	// be answered without reading the page from the store.
+	counter VisibleCounter
 }
 
 type viewKey struct{ prefix, key string }
@@ -114,6 +123,7 @@ func newViewCache(st Store, size int) *viewCache {
 	}
 	c := &viewCache{revs: revs, size: size, items: items, shaped: shaped}
 	c.lister, _ = st.(RevLister)
+	c.counter, _ = st.(VisibleCounter)
 	if wn, ok := st.(WriteNotifier); ok && wn.SoleWriter() {
 		c.local = true
 		wn.OnCommittedWrite(func(prefix, key string) {
@@ -210,6 +220,11 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 	if c != nil {
 		pure = pureShape(q)
 	}
+	if c != nil && c.local && c.counter != nil && keyPaged(k, q) {
+		if body, total, ok, err := s.listFromCache(ctx, c, k, q, pure); err != nil || ok {
+			return body, total, total, err
+		}
+	}
 	if c != nil && c.lister != nil {
 		// The page's keys and revisions first; documents only for the
 		// objects the cache lacks at that revision.
@@ -235,6 +250,56 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 	}
 	body, _, err := s.encodeList(ctx, c, gen, k, q, pure, recs)
 	return body, total, matched, err
+}
+
+// keyPaged reports whether q is a restricted list without filters in key
+// order with a limit: its page is the first existing objects of its sorted
+// visible keys.
+func keyPaged(k *backend.Kind, q backend.Query) bool {
+	if q.Visible == nil || len(q.Filters) > 0 || q.Limit < 0 {
+		return false
+	}
+	for _, name := range q.Sort {
+		if idx, ok := k.Indexes[name]; !ok || idx.Field != k.KeyField {
+			return false
+		}
+	}
+	return true
+}
+
+// listFromCache answers a restricted page (keyPaged) from the read cache
+// where this process is the only writer: each cached object is current
+// there (every committed write drops its entry before the write returns),
+// so when the cache holds every one of the first offset+limit visible
+// keys, those are the page, and only the total is asked of the store. It
+// reports false when a key is not in the cache (not read yet, or not an
+// object) or the keys are not sorted.
+func (s *CRUD) listFromCache(ctx context.Context, c *viewCache, k *backend.Kind, q backend.Query, pure string) ([]byte, int, bool, error) {
+	need := q.Offset + q.Limit
+	keys := q.Visible
+	if need > len(keys) || need > c.size/4 {
+		return nil, 0, false, nil
+	}
+	recs := make([]backend.Record, 0, q.Limit)
+	for i := range need {
+		key := keys[i]
+		if q.Reverse {
+			key = keys[len(keys)-1-i]
+		}
+		v, ok := c.items.Peek(viewKey{k.Prefix, key})
+		if !ok {
+			return nil, 0, false, nil
+		}
+		if i >= q.Offset {
+			recs = append(recs, backend.Record{Key: key, Rev: v.Rev})
+		}
+	}
+	total, sorted, err := c.counter.CountVisible(ctx, k.Prefix, keys)
+	if err != nil || !sorted {
+		return nil, 0, false, err
+	}
+	body, ok, err := s.encodeList(ctx, c, c.writes(), k, q, pure, recs)
+	return body, total, ok, err
 }
 
 // hit reports whether c holds r's object at r's revision, shaped by pure

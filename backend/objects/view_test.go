@@ -291,3 +291,59 @@ func TestListJSONChangedBetweenReads(t *testing.T) {
 		}
 	})
 }
+
+// TestListJSONRestrictedFromCache: a restricted page in key order whose
+// objects the cache holds answers as the store would, and follows creates,
+// patches and deletes made through another service on the same store at
+// once.
+func TestListJSONRestrictedFromCache(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := sys()
+		reader := New(e.st, Options{ViewCacheSize: 64})
+		other := New(e.st, Options{SecureKey: testKey})
+		key := func(i int) string { return fmt.Sprintf("%08x-3333-4000-8000-000000000000", i) }
+		for i := 0; i < 8; i++ {
+			mustCreate(t, e, "machines", fmt.Sprintf(`{"Name":"rc%d","Uuid":"%s","Params":{"b":"x"}}`, i, key(i)))
+		}
+		vis := []string{key(1), key(2), key(4), key(5), key(6), key(9)}
+		same := func(q backend.Query, wantTotal int) string {
+			t.Helper()
+			want, wt, _, err := reader.Objects.List(ctx, "machines", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantJSON, _ := json.Marshal(want)
+			got, gt, gm, err := reader.Objects.ListJSON(ctx, "machines", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(wantJSON) || gt != wt || gm != wt || gt != wantTotal {
+				t.Fatalf("ListJSON %s (%d, %d)\nList %s (%d), want total %d", got, gt, gm, wantJSON, wt, wantTotal)
+			}
+			return string(got)
+		}
+		for _, q := range []backend.Query{
+			{Limit: 3, Visible: vis}, {Offset: 1, Limit: 2, Visible: vis}, {Limit: 2, Reverse: true, Visible: vis},
+			{Limit: 3, Slim: []string{"Params"}, Visible: vis},
+		} {
+			for range 2 { // the second from the cache
+				same(q, 5)
+			}
+		}
+		if _, err := other.Objects.Patch(ctx, "machines", key(2), []byte(`[{"op":"replace","path":"/Params/b","value":"new"}]`), false); err != nil {
+			t.Fatal(err)
+		}
+		if body := same(backend.Query{Limit: 3, Visible: vis}, 5); !strings.Contains(body, `"b":"new"`) {
+			t.Fatalf("page after a patch: %s", body)
+		}
+		if _, err := other.Objects.Delete(ctx, "machines", key(1)); err != nil {
+			t.Fatal(err)
+		}
+		if body := same(backend.Query{Limit: 3, Visible: vis}, 4); strings.Contains(body, key(1)) {
+			t.Fatalf("page after a delete: %s", body)
+		}
+		mustCreate(t, e, "machines", fmt.Sprintf(`{"Name":"rc9","Uuid":"%s"}`, key(9)))
+		same(backend.Query{Limit: 2, Reverse: true, Visible: vis}, 5)
+		same(backend.Query{Limit: 9, Visible: vis}, 5)
+	})
+}

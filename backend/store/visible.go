@@ -221,3 +221,20 @@ func (s *Store) visibleTotal(ctx context.Context, b *builder, id visibleSet, key
 	c.put(id, keys, n, gen, exist)
 	return n, nil
 }
+
+// CountVisible counts the objects of prefix among keys, kept per set as a
+// restricted list's total is; sorted is false, and nothing counted, when
+// keys do not ascend without repeats. A read cache that holds a restricted
+// page's objects asks only this of the store (docs/design.md §14.6).
+func (s *Store) CountVisible(ctx context.Context, prefix string, keys []string) (n int, sorted bool, err error) {
+	k, err := s.kind(prefix)
+	if err != nil {
+		return 0, false, err
+	}
+	id, sorted := s.counts.id(prefix, keys)
+	if !sorted {
+		return 0, false, nil
+	}
+	n, err = s.visibleTotal(ctx, s.newBuilder(k), id, keys)
+	return n, true, err
+}
