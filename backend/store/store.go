@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	mrand "math/rand/v2"
 	"strings"
 	"sync"
 
@@ -212,7 +213,7 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) er
 		if st.exist {
 			// Last, so that the row is held only for the commit and
 			// always after the revision row: no lock order cycle.
-			return tx.Exec(`UPDATE obj_exist SET gen = gen + 1 WHERE id = 1`).Error
+			return tx.Exec(`UPDATE obj_exist SET gen = gen + 1 WHERE id = ?`, mrand.IntN(existStripes)).Error
 		}
 		return nil
 	})
@@ -304,6 +305,23 @@ func (s *Store) Changes(ctx context.Context, after, upto int64) ([]backend.Chang
 // prefix requires it; other kinds run fn directly.
 func (s *Store) write(ctx context.Context, prefix, key string, fn func(ctx context.Context) error) error {
 	return s.writeExist(ctx, prefix, key, false, fn)
+}
+
+// existInline says whether a create or delete of prefix outside a
+// transaction moves the existence generation in its own statement
+// (existBumped) rather than in a transaction around it: on PostgreSQL,
+// for the kinds without revision.
+func (s *Store) existInline(ctx context.Context, prefix string) bool {
+	return s.pg() && tracksExistence(prefix) && !bumpsRevision(prefix) && s.txFrom(ctx) == nil
+}
+
+// existBumped wraps a single-row INSERT or DELETE ... RETURNING cols so
+// that the same statement, and so its commit, moves the existence
+// generation when it wrote a row: one round trip, the stripe's row held
+// only until that statement commits.
+func existBumped(sql, cols string, args []any) (string, []any) {
+	return `WITH w AS (` + sql + `), b AS (UPDATE obj_exist SET gen = gen + 1 WHERE id = ? AND EXISTS (SELECT 1 FROM w)) SELECT ` + cols + ` FROM w`,
+		append(args, mrand.IntN(existStripes))
 }
 
 // writeExist is write for a create or delete (exist): on PostgreSQL, it
@@ -455,7 +473,8 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 	// without raising an error, which on PostgreSQL would abort a caller's
 	// surrounding transaction.
 	var rev int64
-	err := s.writeExist(ctx, prefix, key, true, func(ctx context.Context) error {
+	inline := s.existInline(ctx, prefix)
+	err := s.writeExist(ctx, prefix, key, !inline, func(ctx context.Context) error {
 		expr, revArgs, err := s.nextRev(ctx)
 		if err != nil {
 			return s.dbErr(backend.CreateOp, prefix, key, err)
@@ -463,6 +482,9 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 		sql := `INSERT INTO ` + tableName(prefix) + ` ("key", rev, data) VALUES (?, ` + expr + `, ` + s.jsonParam() +
 			`) ON CONFLICT DO NOTHING RETURNING rev`
 		args := append(append([]any{key}, revArgs...), string(data))
+		if inline {
+			sql, args = existBumped(sql, "rev", args)
+		}
 		found, err := s.scanRev(s.conn(ctx), sql, args, &rev)
 		if err != nil {
 			return s.dbErr(backend.CreateOp, prefix, key, err)
@@ -657,8 +679,13 @@ func (s *Store) Delete(ctx context.Context, prefix, key string) (Record, error) 
 		return Record{}, err
 	}
 	var rec Record
-	err := s.writeExist(ctx, prefix, key, true, func(ctx context.Context) error {
-		recs, err := s.scanRecords(s.conn(ctx).Raw(`DELETE FROM `+tableName(prefix)+` WHERE "key" = ? RETURNING "key", rev, data`, key), prefix)
+	inline := s.existInline(ctx, prefix)
+	err := s.writeExist(ctx, prefix, key, !inline, func(ctx context.Context) error {
+		sql, args := `DELETE FROM `+tableName(prefix)+` WHERE "key" = ? RETURNING "key", rev, data`, []any{key}
+		if inline {
+			sql, args = existBumped(sql, `"key", rev, data`, args)
+		}
+		recs, err := s.scanRecords(s.conn(ctx).Raw(sql, args...), prefix)
 		if err != nil {
 			return err
 		}

@@ -1236,11 +1236,24 @@ func TestListVisibleTotalReplicas(t *testing.T) {
 	if n := total(); n != 49 {
 		t.Fatalf("total after another replica's deletes %d, want 49", n)
 	}
+	if _, err := b.Delete(ctx, "machines", key(4)); err != nil {
+		t.Fatal(err)
+	}
+	if n := total(); n != 48 {
+		t.Fatalf("total after another replica's delete %d, want 48", n)
+	}
 	if err := b.CreateMany(ctx, "machines", []string{key(3), key(5)}, [][]byte{
 		mustJSON(t, map[string]any{"Uuid": key(3), "Name": "m-3"}), mustJSON(t, map[string]any{"Uuid": key(5), "Name": "m-5"})}); err != nil {
 		t.Fatal(err)
 	}
-	if n := total(); n != 51 {
-		t.Fatalf("total after another replica's bulk create %d, want 51", n)
+	if n := total(); n != 50 {
+		t.Fatalf("total after another replica's bulk create %d, want 50", n)
+	}
+	// A create that conflicts writes nothing and moves nothing.
+	if _, err := b.Create(ctx, "machines", key(1), mustJSON(t, map[string]any{"Uuid": key(1), "Name": "m-1b"})); !backend.IsCode(err, backend.ECONFLICT) {
+		t.Fatalf("second create of %s: %v", key(1), err)
+	}
+	if n := total(); n != 50 {
+		t.Fatalf("total after a conflicting create %d, want 50", n)
 	}
 }

@@ -20,12 +20,18 @@ import (
 //     SQLite every write goes through this process: an entry is dropped
 //     when any of its keys is written, and a count that overlapped a write
 //     is not kept. On PostgreSQL other replicas write too: every create and
-//     delete moves one generation row (obj_exist) in its own transaction,
-//     just before it commits, and an entry is served only while the
-//     generation, read for each list, is the one read before its count.
+//     delete moves the existence generation (the sum of obj_exist's
+//     existStripes rows; each transaction adds one to one row, just before
+//     it commits, so the sum grows with every commit and concurrent
+//     creates seldom wait on the same row), and an entry is served only
+//     while the generation, read in one statement for each list, is the
+//     one read before its count.
 //     Jobs, created at the pace of tasks rather than of the fleet, move no
 //     generation (that row would order their creates) and are counted
 //     every time.
+
+// existStripes is how many rows the existence generation is spread over.
+const existStripes = 16
 
 // tracksExistence says whether creates and deletes of prefix move the
 // existence generation on PostgreSQL.
@@ -202,9 +208,9 @@ func (s *Store) visibleTotal(ctx context.Context, b *builder, id visibleSet, key
 		}
 		// Read before the count: a create or delete committed after it
 		// moves the generation past the entry's.
-		found, err := s.scanRev(s.conn(ctx), `SELECT gen FROM obj_exist WHERE id = 1`, nil, &exist)
+		found, err := s.scanRev(s.conn(ctx), `SELECT COALESCE(SUM(gen), 0) FROM obj_exist`, nil, &exist)
 		if err == nil && !found {
-			err = errors.New("existence generation row is missing")
+			err = errors.New("existence generation is missing")
 		}
 		if err != nil {
 			return 0, s.dbErr(backend.ReadOp, prefix, "", err)
