@@ -102,7 +102,9 @@ func (s *Server) guard(c *fiber.Ctx) error {
 	}
 	a := &access{Result: z.res, in: z.in, authz: authz, ip: ip}
 	if d := z.d; d.Visible != nil && d.Visible.Restricted {
-		a.Visible = append([]string{}, d.Visible.Keys...)
+		// Read-only, shared with the decision cache (Decider): a
+		// tenant's thousands of keys are not copied per request.
+		a.Visible = d.Visible.Keys
 		if a.Visible == nil {
 			a.Visible = []string{}
 		}

@@ -69,7 +69,8 @@ type Authenticator interface {
 }
 
 // Decider evaluates the policies (docs/design.md §9). It fails closed: an error is
-// a refusal with status 500.
+// a refusal with status 500. The visible keys of the decision it returns are
+// read-only: the decision cache shares them (policies.Visible).
 type Decider interface {
 	Decide(ctx context.Context, in policies.Input) (policies.Decision, error)
 }

@@ -130,7 +130,8 @@ type ListRequest struct {
 type Visible struct {
 	// Restricted false means every object.
 	Restricted bool `json:"restricted"`
-	// Keys are the visible keys when Restricted.
+	// Keys are the visible keys when Restricted. They are read-only:
+	// copies of a decision share them (Decision.Clone).
 	Keys []string `json:"keys"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -15,6 +16,21 @@ import (
 // DefaultViewCacheSize is how many objects the read cache holds when
 // Options.ViewCacheSize is 0.
 const DefaultViewCacheSize = 4096
+
+// RevLister lists a page's keys and revisions without the documents and
+// reads the documents of some keys; *store.Store satisfies it. A read
+// cache over a Store with it reads a list's documents only for the objects
+// it lacks.
+type RevLister interface {
+	ListRevs(ctx context.Context, prefix string, q backend.Query) ([]backend.Record, int, int, error)
+	GetMany(ctx context.Context, prefix string, keys []string) ([]backend.Record, error)
+}
+
+// VisibleCounter counts the objects among sorted visible keys;
+// *store.Store satisfies it (CountVisible).
+type VisibleCounter interface {
+	CountVisible(ctx context.Context, prefix string, keys []string) (int, bool, error)
+}
 
 // RevReader reads one object's revision by native key; *store.Store
 // satisfies it. A Store without it gets no read cache.
@@ -55,9 +71,45 @@ type viewCache struct {
 	// are when written: a machine's aggregated params read the global
 	// profile, which often does not exist.
 	missing *lru.Cache[viewKey, struct{}]
+	// shaped holds lists' encodings of objects shaped by view options that
+	// read nothing but the object (slim, params), by revision: an object
+	// at one revision always shapes the same way.
+	shaped *lru.Cache[shapedKey, []byte]
+	// lister, when the store has it, lets a list read only the documents
+	// the cache lacks.
+	lister RevLister
+	// counter, on SQLite, lets a restricted page held whole by the cache
+	// be answered without reading the page from the store.
+	counter VisibleCounter
 }
 
 type viewKey struct{ prefix, key string }
+
+type shapedKey struct {
+	prefix, key string
+	rev         int64
+	shape       string
+}
+
+// pureShape is the signature of q's view options when they read nothing
+// but the object itself, so that the shaped encoding can be kept by
+// revision; "" when they read more (aggregate, decode) or there are none.
+func pureShape(q backend.Query) string {
+	if q.Aggregate || q.Decode || (len(q.Slim) == 0 && len(q.Params) == 0) {
+		return ""
+	}
+	var sb strings.Builder
+	for _, f := range q.Slim {
+		sb.WriteString(strings.ToLower(f))
+		sb.WriteByte(0)
+	}
+	sb.WriteByte(1)
+	for _, p := range q.Params {
+		sb.WriteString(p)
+		sb.WriteByte(0)
+	}
+	return sb.String()
+}
 
 // newViewCache returns nil (no cache) when size is negative or st cannot
 // read revisions.
@@ -73,7 +125,13 @@ func newViewCache(st Store, size int) *viewCache {
 	if err != nil {
 		return nil
 	}
-	c := &viewCache{revs: revs, size: size, items: items}
+	shaped, err := lru.New[shapedKey, []byte](size)
+	if err != nil {
+		return nil
+	}
+	c := &viewCache{revs: revs, size: size, items: items, shaped: shaped}
+	c.lister, _ = st.(RevLister)
+	c.counter, _ = st.(VisibleCounter)
 	if wn, ok := st.(WriteNotifier); ok && wn.SoleWriter() {
 		c.local = true
 		if c.missing, err = lru.New[viewKey, struct{}](1024); err != nil {
@@ -153,13 +211,16 @@ func (s *CRUD) ViewCacheLen() int {
 }
 
 // ListJSON answers a list as List does, encoded as the JSON array a list
-// reply carries (docs/design.md §14.6). Each row of the page comes with
-// its revision, so an object the read cache holds at that revision is
-// taken from the cache, encoded JSON and all when the query has no view
-// options, without decoding the row; an object shaped by view options
-// (slim, params, aggregate, decode) is shaped on a copy of the cached one.
-// The cache entry is exactly as fresh as the row the page query returned:
-// revisions are never reused. Rows not in the cache are decoded, and kept
+// reply carries (docs/design.md §14.6). Where the store can (RevLister),
+// the page query returns keys and revisions only, and documents are read
+// for the objects the read cache does not hold at those revisions; an
+// object the cache holds is written from its encoded JSON when the query
+// has no view options, and from its kept shaped encoding for options that
+// read nothing but the object (slim, params); other options (aggregate,
+// decode) shape a copy of the cached object. Every entry is exactly as
+// fresh as the revision the page query returned: revisions are never
+// reused. An object changed between the page query and its document's
+// read makes the page read again with documents. Decoded objects are kept
 // in the cache for the next read when the page is small against the cache.
 func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]byte, int, int, error) {
 	k, err := s.kinds.Lookup(prefix)
@@ -170,19 +231,158 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 	if _, inTx := ctx.Value(eventsKey).(*pending); inTx {
 		c = nil
 	}
-	var gen uint64
-	if c != nil && c.local {
-		gen = c.gen.Load()
+	pure := ""
+	if c != nil {
+		pure = pureShape(q)
 	}
+	if c != nil && c.local && c.counter != nil && keyPaged(k, q) {
+		if body, total, ok, err := s.listFromCache(ctx, c, k, q, pure); err != nil || ok {
+			return body, total, total, err
+		}
+	}
+	if c != nil && c.lister != nil {
+		// The page's keys and revisions first; documents only for the
+		// objects the cache lacks at that revision.
+		gen := c.writes()
+		recs, total, matched, err := c.lister.ListRevs(ctx, prefix, q)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if ok, err := s.fillMisses(ctx, c, k, recs, pure); err != nil {
+			return nil, 0, 0, err
+		} else if ok {
+			if body, ok, err := s.encodeList(ctx, c, gen, k, q, pure, recs); err != nil || ok {
+				return body, total, matched, err
+			}
+		}
+		// An object changed between the two reads, or left the cache
+		// meanwhile: the page is read again, documents and all.
+	}
+	gen := c.writes()
 	recs, total, matched, err := s.st.List(ctx, prefix, q)
 	if err != nil {
 		return nil, 0, 0, err
 	}
+	body, _, err := s.encodeList(ctx, c, gen, k, q, pure, recs)
+	return body, total, matched, err
+}
+
+// keyPaged reports whether q is a restricted list without filters in key
+// order with a limit: its page is the first existing objects of its sorted
+// visible keys.
+func keyPaged(k *backend.Kind, q backend.Query) bool {
+	if q.Visible == nil || len(q.Filters) > 0 || q.Limit < 0 {
+		return false
+	}
+	for _, name := range q.Sort {
+		if idx, ok := k.Indexes[name]; !ok || idx.Field != k.KeyField {
+			return false
+		}
+	}
+	return true
+}
+
+// listFromCache answers a restricted page (keyPaged) from the read cache
+// where this process is the only writer: each cached object is current
+// there (every committed write drops its entry before the write returns),
+// so when the cache holds every one of the first offset+limit visible
+// keys, those are the page, and only the total is asked of the store. It
+// reports false when a key is not in the cache (not read yet, or not an
+// object) or the keys are not sorted.
+func (s *CRUD) listFromCache(ctx context.Context, c *viewCache, k *backend.Kind, q backend.Query, pure string) ([]byte, int, bool, error) {
+	need := q.Offset + q.Limit
+	keys := q.Visible
+	if need > len(keys) || need > c.size/4 {
+		return nil, 0, false, nil
+	}
+	recs := make([]backend.Record, 0, q.Limit)
+	for i := range need {
+		key := keys[i]
+		if q.Reverse {
+			key = keys[len(keys)-1-i]
+		}
+		v, ok := c.items.Peek(viewKey{k.Prefix, key})
+		if !ok {
+			return nil, 0, false, nil
+		}
+		if i >= q.Offset {
+			recs = append(recs, backend.Record{Key: key, Rev: v.Rev})
+		}
+	}
+	total, sorted, err := c.counter.CountVisible(ctx, k.Prefix, keys)
+	if err != nil || !sorted {
+		return nil, 0, false, err
+	}
+	body, ok, err := s.encodeList(ctx, c, c.writes(), k, q, pure, recs)
+	return body, total, ok, err
+}
+
+// hit reports whether c holds r's object at r's revision, shaped by pure
+// when pure is set.
+func (c *viewCache) hit(k *backend.Kind, r backend.Record, pure string) bool {
+	if pure != "" && c.shaped.Contains(shapedKey{k.Prefix, r.Key, r.Rev, pure}) {
+		return true
+	}
+	v, ok := c.items.Peek(viewKey{k.Prefix, r.Key})
+	return ok && v.Rev == r.Rev
+}
+
+// fillMisses reads the documents of the records the cache lacks, and
+// reports false when one of them is no longer at its listed revision.
+func (s *CRUD) fillMisses(ctx context.Context, c *viewCache, k *backend.Kind, recs []backend.Record, pure string) (bool, error) {
+	miss := map[string]int{}
+	var keys []string
+	for i, r := range recs {
+		if !c.hit(k, r, pure) {
+			miss[r.Key] = i
+			keys = append(keys, r.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return true, nil
+	}
+	got, err := c.lister.GetMany(ctx, k.Prefix, keys)
+	if err != nil {
+		return false, err
+	}
+	for _, g := range got {
+		if i, ok := miss[g.Key]; ok && recs[i].Rev == g.Rev {
+			recs[i].Data = g.Data
+			delete(miss, g.Key)
+		}
+	}
+	return len(miss) == 0, nil
+}
+
+// writes is the count of committed writes (SQLite), taken before a read
+// whose objects the cache may keep: a write committed since makes them too
+// old to keep, since View serves them without reading revisions there.
+func (c *viewCache) writes() uint64 {
+	if c == nil || !c.local {
+		return 0
+	}
+	return c.gen.Load()
+}
+
+// encodeList writes recs as a list reply's JSON array, each object from
+// the cache at its revision or decoded from its document; false when an
+// object has neither (it left the cache after fillMisses). gen is writes()
+// from before recs were read.
+func (s *CRUD) encodeList(ctx context.Context, c *viewCache, gen uint64, k *backend.Kind, q backend.Query, pure string, recs []backend.Record) ([]byte, bool, error) {
 	keep := c != nil && len(recs) <= c.size/4
 	shaped := len(q.Slim) > 0 || len(q.Params) > 0 || q.Aggregate || q.Decode
 	var buf bytes.Buffer
 	buf.WriteByte('[')
 	for i, r := range recs {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		if pure != "" {
+			if out, ok := c.shaped.Peek(shapedKey{k.Prefix, r.Key, r.Rev, pure}); ok {
+				buf.Write(out)
+				continue
+			}
+		}
 		var v backend.View
 		hit := false
 		if c != nil {
@@ -190,14 +390,17 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 			hit = hit && v.Rev == r.Rev
 		}
 		if !hit {
+			if r.Data == nil {
+				return nil, false, nil
+			}
 			m, err := decodeRecord(k, r.Data)
 			if err != nil {
-				return nil, 0, 0, err
+				return nil, false, err
 			}
 			backend.Sanitize(m)
 			b, err := json.Marshal(m)
 			if err != nil {
-				return nil, 0, 0, backend.OpError(backend.EINTERNAL, backend.ReadOp, k.Prefix, r.Key, "encode: "+err.Error())
+				return nil, false, backend.OpError(backend.EINTERNAL, backend.ReadOp, k.Prefix, r.Key, "encode: "+err.Error())
 			}
 			v = backend.View{Model: m, Rev: r.Rev, ETag: backend.ETag(r.Rev, b), JSON: b}
 			if keep && (!c.local || c.gen.Load() == gen) {
@@ -208,19 +411,20 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 		if shaped {
 			m := shallowCopy(v.Model)
 			if err := s.Shape(ctx, m, q); err != nil {
-				return nil, 0, 0, err
+				return nil, false, err
 			}
+			var err error
 			if out, err = json.Marshal(m); err != nil {
-				return nil, 0, 0, backend.OpError(backend.EINTERNAL, backend.ReadOp, k.Prefix, r.Key, "encode: "+err.Error())
+				return nil, false, backend.OpError(backend.EINTERNAL, backend.ReadOp, k.Prefix, r.Key, "encode: "+err.Error())
 			}
-		}
-		if i > 0 {
-			buf.WriteByte(',')
+			if pure != "" && keep {
+				c.shaped.Add(shapedKey{k.Prefix, r.Key, r.Rev, pure}, out)
+			}
 		}
 		buf.Write(out)
 	}
 	buf.WriteByte(']')
-	return buf.Bytes(), total, matched, nil
+	return buf.Bytes(), true, nil
 }
 
 // shallowCopy is a new object whose fields are m's: Shape replaces the

@@ -185,7 +185,7 @@ func TestListJSON(t *testing.T) {
 			}
 		}
 		for round := 0; round < 2; round++ { // the second round reads from the cache
-			for _, raw := range []string{"", "limit=2&offset=1", "slim=Params", "slim=Params,Meta", "params=a", "Name=lj3", "reverse=true&slim=Meta"} {
+			for _, raw := range []string{"", "limit=2&offset=1", "slim=Params", "slim=Params,Meta", "params=a", "params=b", "Name=lj3", "reverse=true&slim=Meta"} {
 				same(raw)
 			}
 		}
@@ -214,6 +214,16 @@ func TestListJSON(t *testing.T) {
 		}
 		same("")
 		same("slim=Meta")
+		// Shaped encodings are kept by revision: the patched machine's
+		// new Params show through params=, which the first rounds cached.
+		same("params=b")
+		body, _, _, err = reader.Objects.ListJSON(ctx, "machines", backend.Query{Limit: -1, Params: []string{"b"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(body), `"b":"changed"`) || strings.Count(string(body), `"b":"x"`) != 4 {
+			t.Fatalf("params=b list after another service's write: %s", body)
+		}
 		// A caller whose tenant shows one machine gets that one only,
 		// though the cache holds all five from the unrestricted lists.
 		one := "00000003-1111-4000-8000-000000000000"
@@ -224,5 +234,116 @@ func TestListJSON(t *testing.T) {
 		if total != 1 || matched != 1 || strings.Count(string(body), `"Uuid":`) != 1 || !strings.Contains(string(body), one) {
 			t.Fatalf("restricted list from a warm cache: %d %d %s", total, matched, body)
 		}
+	})
+}
+
+// racingStore writes an object between a list's page query and its
+// documents' read.
+type racingStore struct {
+	*store.Store
+	between func()
+}
+
+func (r racingStore) GetMany(ctx context.Context, prefix string, keys []string) ([]backend.Record, error) {
+	if r.between != nil {
+		r.between()
+	}
+	return r.Store.GetMany(ctx, prefix, keys)
+}
+
+// TestListJSONChangedBetweenReads: an object written between the page
+// query (keys and revisions) and the read of its document is answered as
+// the page read again shows it, never as a document of another revision
+// under the listed one.
+func TestListJSONChangedBetweenReads(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := sys()
+		writer := New(e.st, Options{SecureKey: testKey})
+		for i := 0; i < 3; i++ {
+			mustCreate(t, e, "machines", fmt.Sprintf(`{"Name":"cb%d","Uuid":"%08x-2222-4000-8000-000000000000","Params":{"b":"x"}}`, i, i))
+		}
+		target := "00000001-2222-4000-8000-000000000000"
+		once := false
+		rs := racingStore{Store: e.st, between: func() {
+			if once {
+				return
+			}
+			once = true
+			if _, err := writer.Objects.Patch(ctx, "machines", target, []byte(`[{"op":"replace","path":"/Params/b","value":"new"}]`), false); err != nil {
+				t.Error(err)
+			}
+		}}
+		reader := New(rs, Options{ViewCacheSize: 64})
+		body, total, _, err := reader.Objects.ListJSON(ctx, "machines", backend.Query{Limit: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !once || total != 3 || !strings.Contains(string(body), `"b":"new"`) || strings.Count(string(body), `"Uuid":`) != 3 {
+			t.Fatalf("list across a write (written %v): %d %s", once, total, body)
+		}
+		want, _, _, err := reader.Objects.List(ctx, "machines", backend.Query{Limit: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSON, _ := json.Marshal(want)
+		if string(body) != string(wantJSON) {
+			t.Fatalf("ListJSON %s\nList %s", body, wantJSON)
+		}
+	})
+}
+
+// TestListJSONRestrictedFromCache: a restricted page in key order whose
+// objects the cache holds answers as the store would, and follows creates,
+// patches and deletes made through another service on the same store at
+// once.
+func TestListJSONRestrictedFromCache(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := sys()
+		reader := New(e.st, Options{ViewCacheSize: 64})
+		other := New(e.st, Options{SecureKey: testKey})
+		key := func(i int) string { return fmt.Sprintf("%08x-3333-4000-8000-000000000000", i) }
+		for i := 0; i < 8; i++ {
+			mustCreate(t, e, "machines", fmt.Sprintf(`{"Name":"rc%d","Uuid":"%s","Params":{"b":"x"}}`, i, key(i)))
+		}
+		vis := []string{key(1), key(2), key(4), key(5), key(6), key(9)}
+		same := func(q backend.Query, wantTotal int) string {
+			t.Helper()
+			want, wt, _, err := reader.Objects.List(ctx, "machines", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantJSON, _ := json.Marshal(want)
+			got, gt, gm, err := reader.Objects.ListJSON(ctx, "machines", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(wantJSON) || gt != wt || gm != wt || gt != wantTotal {
+				t.Fatalf("ListJSON %s (%d, %d)\nList %s (%d), want total %d", got, gt, gm, wantJSON, wt, wantTotal)
+			}
+			return string(got)
+		}
+		for _, q := range []backend.Query{
+			{Limit: 3, Visible: vis}, {Offset: 1, Limit: 2, Visible: vis}, {Limit: 2, Reverse: true, Visible: vis},
+			{Limit: 3, Slim: []string{"Params"}, Visible: vis},
+		} {
+			for range 2 { // the second from the cache
+				same(q, 5)
+			}
+		}
+		if _, err := other.Objects.Patch(ctx, "machines", key(2), []byte(`[{"op":"replace","path":"/Params/b","value":"new"}]`), false); err != nil {
+			t.Fatal(err)
+		}
+		if body := same(backend.Query{Limit: 3, Visible: vis}, 5); !strings.Contains(body, `"b":"new"`) {
+			t.Fatalf("page after a patch: %s", body)
+		}
+		if _, err := other.Objects.Delete(ctx, "machines", key(1)); err != nil {
+			t.Fatal(err)
+		}
+		if body := same(backend.Query{Limit: 3, Visible: vis}, 4); strings.Contains(body, key(1)) {
+			t.Fatalf("page after a delete: %s", body)
+		}
+		mustCreate(t, e, "machines", fmt.Sprintf(`{"Name":"rc9","Uuid":"%s"}`, key(9)))
+		same(backend.Query{Limit: 2, Reverse: true, Visible: vis}, 5)
+		same(backend.Query{Limit: 9, Visible: vis}, 5)
 	})
 }

@@ -649,11 +649,48 @@ func (s *Store) count(ctx context.Context, prefix string, where frag) (int, erro
 // number matching q's filters (before offset and limit). Filtering, sorting
 // and paging all run in SQL.
 func (s *Store) List(ctx context.Context, prefix string, q backend.Query) (recs []Record, total, matched int, err error) {
+	return s.list(ctx, prefix, q, true)
+}
+
+// ListRevs is List without the documents: each Record holds its key and
+// revision only, for a caller that keeps encoded objects by revision (the
+// read cache, docs/design.md §14.6) and reads the few it lacks with
+// GetMany.
+func (s *Store) ListRevs(ctx context.Context, prefix string, q backend.Query) (recs []Record, total, matched int, err error) {
+	return s.list(ctx, prefix, q, false)
+}
+
+// GetMany reads the objects of keys that exist, in key order.
+func (s *Store) GetMany(ctx context.Context, prefix string, keys []string) ([]Record, error) {
+	k, err := s.kind(prefix)
+	if err != nil {
+		return nil, err
+	}
+	vis, err := s.newBuilder(k).visible(keys)
+	if err != nil {
+		return nil, err
+	}
+	w := whereClause(vis)
+	return s.scanRecords(s.conn(ctx).Raw(`SELECT "key", rev, data FROM `+tableName(prefix)+w.sql+` ORDER BY "key"`, w.args...), prefix)
+}
+
+func (s *Store) list(ctx context.Context, prefix string, q backend.Query, data bool) (recs []Record, total, matched int, err error) {
 	k, err := s.kind(prefix)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	b := s.newBuilder(k)
+	if visiblePaged(k, q) {
+		if id, sorted := s.counts.id(prefix, q.Visible); sorted {
+			if recs, err = s.visiblePage(ctx, k, prefix, q, data); err != nil {
+				return nil, 0, 0, err
+			}
+			if total, err = s.visibleTotal(ctx, b, id, q.Visible); err != nil {
+				return nil, 0, 0, err
+			}
+			return recs, total, total, nil
+		}
+	}
 	filters, err := b.where(q)
 	if err != nil {
 		return nil, 0, 0, err
@@ -667,7 +704,7 @@ func (s *Store) List(ctx context.Context, prefix string, q backend.Query) (recs 
 		return nil, 0, 0, err
 	}
 	w := whereClause(and(vis, filters))
-	sql := `SELECT "key", rev, data FROM ` + tableName(prefix) + w.sql + order
+	sql := `SELECT ` + columns(data) + ` FROM ` + tableName(prefix) + w.sql + order
 	args := append([]any(nil), w.args...)
 	switch {
 	case q.Limit >= 0:
@@ -685,7 +722,7 @@ func (s *Store) List(ctx context.Context, prefix string, q backend.Query) (recs 
 		}
 		args = append(args, q.Offset)
 	}
-	recs, err = s.scanRecords(s.conn(ctx).Raw(sql, args...), prefix)
+	recs, err = s.scanRows(s.conn(ctx).Raw(sql, args...), prefix, data)
 	if err != nil {
 		return nil, 0, 0, err
 	}

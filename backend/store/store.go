@@ -14,11 +14,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	stdsql "database/sql"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	mrand "math/rand/v2"
 	"strings"
 	"sync"
 
@@ -61,6 +63,8 @@ type Store struct {
 	stats queryStats
 	// notifier sends committed transactions' notices (notify.go).
 	notifier notifier
+	// counts keeps restricted lists' totals on SQLite (visible.go).
+	counts *visibleCounts
 }
 
 const (
@@ -94,6 +98,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.db.Logger = timedLogger{Interface: s.db.Logger, stats: &s.stats}
+	s.counts = newVisibleCounts()
+	if !s.pg() {
+		s.OnCommittedWrite(s.counts.wrote)
+	}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -137,6 +145,9 @@ type txState struct {
 	written []objectRef
 	// notices are the event notices it sent, sent once it commits.
 	notices []string
+	// exist: the transaction created or deleted an object whose kind's
+	// existence generation moves (visible.go); bumped last, before commit.
+	exist bool
 }
 
 type objectRef struct{ prefix, key string }
@@ -209,8 +220,15 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context) error) er
 	st := &txState{owner: s}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		st.db = tx
-		fnErr = fn(context.WithValue(ctx, txKey{}, st))
-		return fnErr
+		if fnErr = fn(context.WithValue(ctx, txKey{}, st)); fnErr != nil {
+			return fnErr
+		}
+		if st.exist {
+			// Last, so that the row is held only for the commit and
+			// always after the revision row: no lock order cycle.
+			return tx.Exec(`UPDATE obj_exist SET gen = gen + 1 WHERE id = ?`, mrand.IntN(existStripes)).Error
+		}
+		return nil
 	})
 	if err == nil {
 		for _, w := range st.written {
@@ -302,15 +320,78 @@ func (s *Store) Changes(ctx context.Context, after, upto int64) ([]backend.Chang
 // write runs fn in a transaction that also bumps the revision counter when
 // prefix requires it; other kinds run fn directly.
 func (s *Store) write(ctx context.Context, prefix, key string, fn func(ctx context.Context) error) error {
-	if !bumpsRevision(prefix) {
+	return s.writeExist(ctx, prefix, key, false, fn)
+}
+
+// existInline says whether a create or delete of prefix outside a
+// transaction moves the existence generation in its own statement
+// (existBumped) rather than in a transaction around it: on PostgreSQL,
+// for the kinds without revision.
+func (s *Store) existInline(ctx context.Context, prefix string) bool {
+	return s.pg() && tracksExistence(prefix) && !bumpsRevision(prefix) && s.txFrom(ctx) == nil
+}
+
+// existBumped wraps a single-row INSERT or DELETE ... RETURNING cols so
+// that the same statement, and so its commit, moves the existence
+// generation when it wrote a row: one round trip, the stripe's row held
+// only until that statement commits.
+func existBumped(sql, cols string, args []any) (string, []any) {
+	return `WITH w AS (` + sql + `), b AS (UPDATE obj_exist SET gen = gen + 1 WHERE id = ? AND EXISTS (SELECT 1 FROM w)) SELECT ` + cols + ` FROM w`,
+		append(args, mrand.IntN(existStripes))
+}
+
+// writeExist is write for a create or delete (exist): on PostgreSQL, it
+// also moves the existence generation when the transaction commits
+// (visible.go).
+func (s *Store) writeExist(ctx context.Context, prefix, key string, exist bool, fn func(ctx context.Context) error) error {
+	exist = exist && s.pg() && tracksExistence(prefix)
+	if !bumpsRevision(prefix) && !exist {
 		return fn(ctx)
 	}
 	return s.InTx(ctx, func(ctx context.Context) error {
 		if err := fn(ctx); err != nil {
 			return err
 		}
+		if exist {
+			s.txFrom(ctx).exist = true
+		}
+		if !bumpsRevision(prefix) {
+			return nil
+		}
 		return s.bumpRevision(ctx, prefix, key)
 	})
+}
+
+// columns is the select list of a page: with or without the documents.
+func columns(data bool) string {
+	if data {
+		return `"key", rev, data`
+	}
+	return `"key", rev`
+}
+
+// scanRows scans the rows of a page selected with columns(data).
+func (s *Store) scanRows(db *gorm.DB, model string, data bool) ([]Record, error) {
+	if data {
+		return s.scanRecords(db, model)
+	}
+	rows, err := db.Rows()
+	if err != nil {
+		return nil, s.dbErr(backend.ReadOp, model, "", err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var r Record
+		if err := rows.Scan(&r.Key, &r.Rev); err != nil {
+			return nil, s.dbErr(backend.ReadOp, model, "", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr(backend.ReadOp, model, "", err)
+	}
+	return out, nil
 }
 
 func (s *Store) scanRecords(db *gorm.DB, model string) ([]Record, error) {
@@ -408,7 +489,8 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 	// without raising an error, which on PostgreSQL would abort a caller's
 	// surrounding transaction.
 	var rev int64
-	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
+	inline := s.existInline(ctx, prefix)
+	err := s.writeExist(ctx, prefix, key, !inline, func(ctx context.Context) error {
 		expr, revArgs, err := s.nextRev(ctx)
 		if err != nil {
 			return s.dbErr(backend.CreateOp, prefix, key, err)
@@ -416,6 +498,9 @@ func (s *Store) Create(ctx context.Context, prefix, key string, data []byte) (Re
 		sql := `INSERT INTO ` + tableName(prefix) + ` ("key", rev, data) VALUES (?, ` + expr + `, ` + s.jsonParam() +
 			`) ON CONFLICT DO NOTHING RETURNING rev`
 		args := append(append([]any{key}, revArgs...), string(data))
+		if inline {
+			sql, args = existBumped(sql, "rev", args)
+		}
 		found, err := s.scanRev(s.conn(ctx), sql, args, &rev)
 		if err != nil {
 			return s.dbErr(backend.CreateOp, prefix, key, err)
@@ -610,8 +695,13 @@ func (s *Store) Delete(ctx context.Context, prefix, key string) (Record, error) 
 		return Record{}, err
 	}
 	var rec Record
-	err := s.write(ctx, prefix, key, func(ctx context.Context) error {
-		recs, err := s.scanRecords(s.conn(ctx).Raw(`DELETE FROM `+tableName(prefix)+` WHERE "key" = ? RETURNING "key", rev, data`, key), prefix)
+	inline := s.existInline(ctx, prefix)
+	err := s.writeExist(ctx, prefix, key, !inline, func(ctx context.Context) error {
+		sql, args := `DELETE FROM `+tableName(prefix)+` WHERE "key" = ? RETURNING "key", rev, data`, []any{key}
+		if inline {
+			sql, args = existBumped(sql, `"key", rev, data`, args)
+		}
+		recs, err := s.scanRecords(s.conn(ctx).Raw(sql, args...), prefix)
 		if err != nil {
 			return err
 		}
@@ -703,4 +793,72 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 		return 0, s.dbErr(backend.ReadOp, "revision", "", err)
 	}
 	return v, nil
+}
+
+// CreateMany inserts objects of one kind in bulk: a few statements per
+// thousands of objects instead of one each, for loading a large fleet
+// (provgate-bench's fixtures). It fails, inserting none of them, when a
+// key or a unique index exists. The kinds whose writes move the
+// authorization revision (users, roles, tenants) are created one by one
+// with Create.
+func (s *Store) CreateMany(ctx context.Context, prefix string, keys []string, data [][]byte) error {
+	if _, err := s.kind(prefix); err != nil {
+		return err
+	}
+	if bumpsRevision(prefix) || len(keys) != len(data) {
+		return backend.OpError(backend.EBADREQUEST, backend.CreateOp, prefix, "", "CreateMany takes one document per key, of a kind without revision")
+	}
+	const batch = 5000
+	var pairs bytes.Buffer
+	return s.InTx(ctx, func(ctx context.Context) error {
+		for lo := 0; lo < len(keys); lo += batch {
+			hi := min(lo+batch, len(keys))
+			pairs.Reset()
+			pairs.WriteByte('[')
+			for i := lo; i < hi; i++ {
+				if keys[i] == "" {
+					return backend.OpError(backend.EBADREQUEST, backend.CreateOp, prefix, "", "Empty key not allowed")
+				}
+				if err := checkJSON(backend.CreateOp, prefix, keys[i], data[i]); err != nil {
+					return err
+				}
+				k, err := json.Marshal(keys[i])
+				if err != nil {
+					return err
+				}
+				if i > lo {
+					pairs.WriteByte(',')
+				}
+				pairs.WriteByte('[')
+				pairs.Write(k)
+				pairs.WriteByte(',')
+				pairs.Write(data[i])
+				pairs.WriteByte(']')
+			}
+			pairs.WriteByte(']')
+			var sql string
+			args := []any{pairs.String()}
+			if s.pg() {
+				sql = `INSERT INTO ` + tableName(prefix) + ` ("key", rev, data) SELECT e->>0, nextval('obj_rev_seq'), e->1 FROM jsonb_array_elements(CAST(? AS jsonb)) AS e`
+			} else {
+				// Revisions first+0...first+n-1, taken from the counter at once.
+				var last int64
+				if _, err := s.scanRev(s.conn(ctx), `UPDATE obj_rev SET value = value + ? WHERE id = 1 RETURNING value`, []any{hi - lo}, &last); err != nil {
+					return s.dbErr(backend.CreateOp, prefix, "", err)
+				}
+				sql = `INSERT INTO ` + tableName(prefix) + ` ("key", rev, data) SELECT json_extract(value, '$[0]'), ? + CAST("key" AS INTEGER), json_extract(value, '$[1]') FROM json_each(?)`
+				args = []any{last - int64(hi-lo) + 1, pairs.String()}
+			}
+			if err := s.conn(ctx).Exec(sql, args...).Error; err != nil {
+				return s.dbErr(backend.CreateOp, prefix, "", err)
+			}
+			for i := lo; i < hi; i++ {
+				s.wrote(ctx, prefix, keys[i])
+			}
+		}
+		if s.pg() && tracksExistence(prefix) {
+			s.txFrom(ctx).exist = true
+		}
+		return nil
+	})
 }

@@ -442,6 +442,21 @@ func TestListPaging(t *testing.T) {
 				return q
 			}(), "3", 3, 2},
 			{"visible empty", backend.Query{Limit: -1, Visible: []string{}}, "", 0, 0},
+			// Unfiltered restricted pages in key order are read from the
+			// first visible keys (visible.go); the rest as above.
+			{"visible limit", backend.Query{Limit: 2, Visible: vis}, "1,3", 3, 3},
+			{"visible offset limit", backend.Query{Offset: 1, Limit: 1, Visible: vis}, "3", 3, 3},
+			{"visible offset past end", backend.Query{Offset: 3, Limit: 5, Visible: vis}, "", 3, 3},
+			{"visible limit 0", backend.Query{Limit: 0, Visible: vis}, "", 3, 3},
+			{"visible reverse limit", backend.Query{Limit: 2, Reverse: true, Visible: vis}, "4,3", 3, 3},
+			{"visible reverse offset", backend.Query{Offset: 1, Limit: 9, Reverse: true, Visible: vis}, "3,1", 3, 3},
+			{"visible sorted by key", func() backend.Query {
+				q := parse(t, "machines", "sort=Uuid&limit=2")
+				q.Visible = vis
+				return q
+			}(), "1,3", 3, 3},
+			{"visible unsorted", backend.Query{Limit: 2, Visible: []string{uuidPrefix + "4", uuidPrefix + "1", uuidPrefix + "3"}}, "1,3", 3, 3},
+			{"visible empty limit", backend.Query{Limit: 2, Visible: []string{}}, "", 0, 0},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -1129,4 +1144,211 @@ func TestNotices(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// TestListVisibleTotalFresh: a restricted list's total, kept per visible set
+// where the store sees every write (visible.go), follows creates and deletes
+// of visible keys at once, inside and outside transactions, on a set read
+// from more chunks than one page query takes.
+func TestListVisibleTotalFresh(t *testing.T) {
+	each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		key := func(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+		var vis []string
+		for i := range 200 {
+			vis = append(vis, key(i))
+		}
+		create := func(ctx context.Context, i int) {
+			t.Helper()
+			if _, err := s.Create(ctx, "machines", key(i), mustJSON(t, map[string]any{"Uuid": key(i), "Name": fmt.Sprintf("m-%d", i)})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Every third visible key exists, and keys outside the set.
+		for i := 0; i < 260; i += 3 {
+			create(ctx, i)
+		}
+		check := func(q backend.Query, wantFirst string, wantLen, wantTotal int) {
+			t.Helper()
+			recs, total, matched, err := s.List(ctx, "machines", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if total != wantTotal || matched != wantTotal || len(recs) != wantLen || (wantLen > 0 && recs[0].Key != wantFirst) {
+				first := ""
+				if len(recs) > 0 {
+					first = recs[0].Key
+				}
+				t.Fatalf("got %d rows from %q, total %d matched %d; want %d from %q, total %d", len(recs), first, total, matched, wantLen, wantFirst, wantTotal)
+			}
+		}
+		page := backend.Query{Offset: 40, Limit: 50, Visible: vis}
+		for range 2 {
+			// key(120) is the 41st existing key: the page spans chunks.
+			check(page, key(120), 27, 67)
+		}
+		create(ctx, 1)
+		check(page, key(117), 28, 68)
+		if _, err := s.Delete(ctx, "machines", key(0)); err != nil {
+			t.Fatal(err)
+		}
+		check(page, key(120), 27, 67)
+		// A write outside the set changes nothing, inside one it counts
+		// from its commit.
+		create(ctx, 401)
+		check(page, key(120), 27, 67)
+		if err := s.InTx(ctx, func(ctx context.Context) error {
+			create(ctx, 2)
+			recs, total, _, err := s.List(ctx, "machines", page)
+			if err != nil {
+				return err
+			}
+			if total != 68 || len(recs) != 28 {
+				t.Errorf("inside the transaction: %d rows, total %d; want 28, 68", len(recs), total)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		check(page, key(117), 28, 68)
+		check(backend.Query{Limit: 3, Reverse: true, Visible: vis}, key(198), 3, 68)
+	})
+}
+
+// TestCreateMany: a bulk create stores every object with a revision of its
+// own, lists and reads back as Create's would, and inserts none when one
+// key exists.
+func TestCreateMany(t *testing.T) {
+	each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		if _, err := s.Create(ctx, "machines", "k-0", mustJSON(t, map[string]any{"Uuid": "k-0", "Name": "n-0"})); err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		var docs [][]byte
+		for i := 1; i <= 12000; i++ {
+			k := fmt.Sprintf("k-%05d", i)
+			keys = append(keys, k)
+			docs = append(docs, mustJSON(t, map[string]any{"Uuid": k, "Name": fmt.Sprintf("n-%d", i), "Params": map[string]any{"a/b": i}}))
+		}
+		if err := s.CreateMany(ctx, "machines", keys, docs); err != nil {
+			t.Fatal(err)
+		}
+		recs, total, _, err := s.List(ctx, "machines", backend.Query{Limit: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != 12001 || len(recs) != 12001 {
+			t.Fatalf("listed %d of total %d, want 12001", len(recs), total)
+		}
+		revs := map[int64]bool{}
+		for _, r := range recs {
+			revs[r.Rev] = true
+		}
+		if len(revs) != len(recs) {
+			t.Fatalf("%d revisions for %d objects", len(revs), len(recs))
+		}
+		r, err := s.Get(ctx, "machines", "k-11999")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(r.Data, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["Name"] != "n-11999" || got["Params"].(map[string]any)["a/b"] != float64(11999) {
+			t.Fatalf("read back %s", r.Data)
+		}
+		// One existing key: nothing of the batch is inserted.
+		err = s.CreateMany(ctx, "machines", []string{"k-new", "k-00007"}, [][]byte{[]byte(`{"Uuid":"k-new","Name":"x"}`), []byte(`{"Uuid":"k-00007","Name":"y"}`)})
+		if err == nil {
+			t.Fatal("CreateMany over an existing key succeeded")
+		}
+		wantCode(t, s.CreateMany(ctx, "users", []string{"u"}, [][]byte{[]byte(`{"Name":"u"}`)}), backend.EBADREQUEST)
+		if _, err := s.Get(ctx, "machines", "k-new"); !backend.IsCode(err, backend.ENOTFOUND) {
+			t.Fatalf("k-new after the failed batch: %v", err)
+		}
+	})
+}
+
+// TestListVisibleTotalReplicas: on PostgreSQL a restricted list's total,
+// kept per visible set, follows a create and a delete made through another
+// store on the same schema (another replica) on the very next list.
+func TestListVisibleTotalReplicas(t *testing.T) {
+	dsn := storetest.PostgresDSN(t)
+	if dsn == "" {
+		t.Skip("no PostgreSQL test database")
+	}
+	ctx := context.Background()
+	open := func() *store.Store {
+		s, err := store.Open(ctx, dsn, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	key := func(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+	var vis []string
+	for i := range 100 {
+		vis = append(vis, key(i))
+	}
+	for i := 0; i < 100; i += 2 {
+		if _, err := b.Create(ctx, "machines", key(i), mustJSON(t, map[string]any{"Uuid": key(i), "Name": fmt.Sprintf("m-%d", i)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := func() int {
+		t.Helper()
+		_, n, _, err := a.List(ctx, "machines", backend.Query{Limit: 10, Visible: vis})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for range 2 {
+		if n := total(); n != 50 {
+			t.Fatalf("total %d, want 50", n)
+		}
+	}
+	if _, err := b.Create(ctx, "machines", key(1), mustJSON(t, map[string]any{"Uuid": key(1), "Name": "m-1"})); err != nil {
+		t.Fatal(err)
+	}
+	if n := total(); n != 51 {
+		t.Fatalf("total after another replica's create %d, want 51", n)
+	}
+	if err := b.InTx(ctx, func(ctx context.Context) error {
+		for _, i := range []int{0, 2} {
+			if _, err := b.Delete(ctx, "machines", key(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := total(); n != 49 {
+		t.Fatalf("total after another replica's deletes %d, want 49", n)
+	}
+	if _, err := b.Delete(ctx, "machines", key(4)); err != nil {
+		t.Fatal(err)
+	}
+	if n := total(); n != 48 {
+		t.Fatalf("total after another replica's delete %d, want 48", n)
+	}
+	if err := b.CreateMany(ctx, "machines", []string{key(3), key(5)}, [][]byte{
+		mustJSON(t, map[string]any{"Uuid": key(3), "Name": "m-3"}), mustJSON(t, map[string]any{"Uuid": key(5), "Name": "m-5"})}); err != nil {
+		t.Fatal(err)
+	}
+	if n := total(); n != 50 {
+		t.Fatalf("total after another replica's bulk create %d, want 50", n)
+	}
+	// A create that conflicts writes nothing and moves nothing.
+	if _, err := b.Create(ctx, "machines", key(1), mustJSON(t, map[string]any{"Uuid": key(1), "Name": "m-1b"})); !backend.IsCode(err, backend.ECONFLICT) {
+		t.Fatalf("second create of %s: %v", key(1), err)
+	}
+	if n := total(); n != 50 {
+		t.Fatalf("total after a conflicting create %d, want 50", n)
+	}
 }

@@ -180,11 +180,12 @@ func TestParseStatus(t *testing.T) {
 }
 
 func TestMarkdownListsEveryFigure(t *testing.T) {
-	figs := append(gatewayFigures(nil, "x"), decideFigures(nil, "x")...)
+	figs := append(gatewayFigures(nil, "x", false), decideFigures(nil, "x")...)
 	figs = append(figs, poolFigures(nil, "PROVGATE_TEST_DATABASE not set")...)
 	figs = append(figs, memFigures(nil, nil, "x", "y")...)
 	figs = append(figs, eventFigures(nil, "z")...)
 	figs = append(figs, scaleFigures(nil, "w")...)
+	figs = append(figs, pgScaleFigures(nil, "u")...)
 	figs = append(figs, grantFigures(nil, "v")...)
 	r := &report{Config: config{Command: "make bench", Rounds: 5}, Figures: figs}
 	md := r.markdown()

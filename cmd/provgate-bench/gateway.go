@@ -146,22 +146,10 @@ func runGateway(ctx context.Context, cfg config, tmp, pub, lic string, logf func
 	res.Notes = append(res.Notes, fmt.Sprintf("tenant user sees %d of %d machines; both list legs (GET %s) return %d rows",
 		visible, cfg.Machines, list, limit))
 
-	pool := srv.Base + "/api/v3/pools/bench"
-	var seen refusals
-	authLegs := []legSpec{
-		{Name: legBenchRoute, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: srv.Base + "/bench/pools/bench", Want: 200})},
-		{Name: legBearer, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: pool, Auth: tenantTok, Want: 200})},
-		{Name: legBasic, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: pool, Auth: tenantBasic, Want: 200})},
-		{Name: legAttacked, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: pool, Auth: tenantTok, Want: 200}),
-			Background: &legSpec{Name: "wrong-basic", Clients: cfg.Attackers, Op: wrongBasicOp(newClient(cfg.Attackers), pool, &seen)}},
-	}
-	if cfg.wants("1", "2", "7") {
-		logf("figures 1, 2: %d rounds of %s per leg, %d clients", cfg.Rounds, cfg.Leg, cfg.Clients)
-		if res.Auth, err = interleave(ctx, authLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
+	if !cfg.ListOnly && cfg.wants("1", "2", "7") {
+		if err := runAuthLegs(ctx, cfg, res, srv, tenantTok, tenantBasic, logf); err != nil {
 			return nil, err
 		}
-		res.Notes = append(res.Notes, fmt.Sprintf("figure 2b: the %d wrong-password clients (one client IP, 127.0.0.1) were answered: %s",
-			cfg.Attackers, seen.String()))
 	}
 
 	listLegs := []legSpec{
@@ -178,12 +166,32 @@ func runGateway(ctx context.Context, cfg config, tmp, pub, lic string, logf func
 		}
 	}
 
-	if cfg.wants("6") {
+	if !cfg.ListOnly && cfg.wants("6") {
 		if res.Callback, err = runCallback(ctx, cfg, admin, uuids[0], &res.Notes, logf); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
+}
+
+// runAuthLegs times figures 1 and 2.
+func runAuthLegs(ctx context.Context, cfg config, res *gatewayResult, srv *server, tenantTok, tenantBasic string, logf func(string, ...any)) (err error) {
+	pool := srv.Base + "/api/v3/pools/bench"
+	var seen refusals
+	authLegs := []legSpec{
+		{Name: legBenchRoute, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: srv.Base + "/bench/pools/bench", Want: 200})},
+		{Name: legBearer, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: pool, Auth: tenantTok, Want: 200})},
+		{Name: legBasic, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: pool, Auth: tenantBasic, Want: 200})},
+		{Name: legAttacked, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "GET", URL: pool, Auth: tenantTok, Want: 200}),
+			Background: &legSpec{Name: "wrong-basic", Clients: cfg.Attackers, Op: wrongBasicOp(newClient(cfg.Attackers), pool, &seen)}},
+	}
+	logf("figures 1, 2: %d rounds of %s per leg, %d clients", cfg.Rounds, cfg.Leg, cfg.Clients)
+	if res.Auth, err = interleave(ctx, authLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
+		return err
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("figure 2b: the %d wrong-password clients (one client IP, 127.0.0.1) were answered: %s",
+		cfg.Attackers, seen.String()))
+	return nil
 }
 
 // refusals counts the answers to wrong passwords by status: 403 ran scrypt,

@@ -31,13 +31,10 @@ var limits = map[string]string{
 	"3 flatness": "Allocations per decision are identical for 10 and 10,000 roles and tenants, so the " +
 		"evaluation does not walk the data set; ns/op differences between sizes swing both ways from round " +
 		"to round with the machine's load (see the raw table), which is noise, not growth.",
-	"4": "The restricted list runs the same SQL plus \"key\" IN (the tenant's visible keys, passed as one JSON " +
-		"array and expanded with json_each, backend/store/query.go visible), on the page query and on the " +
-		"count query. The pure-Go SQLite driver spends about 1 µs per visible key on those index probes: " +
-		"with 100 visible keys, measured directly on the store, the page query takes about 200 µs against " +
-		"70 µs unrestricted and the count about 125 µs against 11 µs (an unrestricted count reads the " +
-		"b-tree's row count). Pushing a tenant id into SQL instead of its key list would make the cost " +
-		"independent of the tenant's size.",
+	"4": "A restricted list without filters reads its page from the first sorted visible keys and keeps its " +
+		"total per visible set (backend/store/visible.go); on SQLite a page the read cache holds whole is " +
+		"answered from it. What remains is the first list after a write to one of the tenant's keys, which " +
+		"counts the visible keys again (about 1 µs per key in the pure-Go SQLite driver).",
 	"5a": "On 2 CPUs a single caller already keeps about one core busy (TLS, the gateway, the claim and " +
 		"the writes in PostgreSQL), so 8 callers can at best add what the second core and lock waits " +
 		"leave. The claim (ClaimForUpdate, backend/store/query.go) walks the pool's keys from a random " +
@@ -77,10 +74,13 @@ var limits = map[string]string{
 		"route and claims derivation, the token cache, a decision-cache hit (JSON encoding and SHA-256 of " +
 		"the policy input), the access log line and the per-route metrics. /healthz skips all of them. " +
 		"The load generator's TLS work shares the 2 CPUs and pulls both legs together.",
-	"9h": "The restricted list runs the same SQL plus \"key\" IN (the tenant's visible keys, one JSON " +
-		"array expanded with json_each; backend/store/query.go), on the page query and on the count query; " +
-		"the pure-Go SQLite driver spends about 1 µs per visible key on those probes, a few hundred µs at " +
-		"100 visible machines. Pushing a tenant id into SQL instead of its key list would remove it.",
+	"9h": "As for 4: the page comes from the first sorted visible keys (or the read cache on SQLite) and " +
+		"the total is kept per visible set; the remaining cost is the first list after a write to one of the " +
+		"tenant's keys, which counts them again.",
+	"9o": "As for 9h, with 10,000 visible keys: per request the keys are still checked for order and " +
+		"hashed once (backend/store/visible.go) to find their kept total.",
+	"14a": "As for 9h, on PostgreSQL: the total is kept while the existence generation (obj_exist) does not move.",
+	"14b": "As for 14a; the unrestricted list it is compared with counts the whole table per request.",
 	"9i": "callbackDo minus the authorized GET of the same machine is still the whole action (see 6): the " +
 		"outbound POST through net/http, the machine encoded as the body and the batched attempt record. " +
 		"The direct leg is one POST on a kept-alive loopback connection (about 100 µs), so each millisecond " +

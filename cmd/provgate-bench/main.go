@@ -47,6 +47,15 @@ type config struct {
 	ScaleUsers    int
 	ScaleRoles    int
 	ScaleTenants  int
+	// PGScaleOnly runs figures 14 alone; StartupMachines sizes the fleet
+	// of 14c-14d (0 skips them).
+	PGScaleOnly bool
+	// ListOnly runs the list figures (4, 13) alone.
+	ListOnly bool
+	// GatewayOnly runs the SQLite server's figures (1, 2, 4, 6, 7, 13)
+	// alone.
+	GatewayOnly     bool
+	StartupMachines int
 	// GrantsOnly runs figures 10 alone; Baseline is the build figures
 	// 10c and 10d compare with.
 	GrantsOnly bool
@@ -102,6 +111,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.ScaleUsers, "scale-users", 10000, "users of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleRoles, "scale-roles", 1000, "roles of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleTenants, "scale-tenants", 500, "tenants of the large fleet (figures 9); tenant i lists users 10i.. and machines 100i..")
+	fs.BoolVar(&c.GatewayOnly, "gateway-only", false, "run only the SQLite server's figures (1, 2, 4, 6, 7, 13), its peak memory (7i) included")
+	fs.BoolVar(&c.ListOnly, "list-only", false, "run only the list figures (4, 13) on the SQLite server")
+	fs.BoolVar(&c.PGScaleOnly, "pg-scale-only", false, "run only the PostgreSQL large-fleet figures (14), with PROVGATE_TEST_DATABASE set")
+	fs.IntVar(&c.StartupMachines, "startup-machines", 1000000, "machines of the PostgreSQL start-up fleet (figures 14c-14d); 0 skips them")
 	fs.BoolVar(&c.GrantsOnly, "grants-only", false, "run only the grant-check figures (10), e.g. with -baseline-server")
 	fs.BoolVar(&c.ExplorerOnly, "explorer-only", false, "run only the access explorer's figures (12): the explain micro-benchmark and, on the large and small fleets, who can, a user's matrix and AuthZEN (with -out '' to leave docs/benchmarks.md as it is)")
 	fs.StringVar(&c.Baseline, "baseline-server", "", "another provgate binary (a build of main, say) that figures 10c and 10d compare this one with")
@@ -117,6 +130,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.ScaleMachines < 100 || c.ScaleUsers < 10 || c.ScaleRoles < 10 || c.ScaleTenants < 1 || c.ScaleTenants*10 > c.ScaleUsers || c.ScaleTenants*100 > c.ScaleMachines {
 		return c, errors.New("the large fleet must hold at least the small one (100 machines, 10 users, 10 roles, 1 tenant), with 10 users and 100 machines per tenant")
+	}
+	if c.StartupMachines != 0 && c.StartupMachines < c.ScaleTenants*100+bigTenantMachines {
+		return c, fmt.Errorf("-startup-machines must be 0 or at least %d (the tenants' machines and t-big's)", c.ScaleTenants*100+bigTenantMachines)
 	}
 	if c.Leg <= 0 || c.Clients < 1 || c.Attackers < 0 || c.Machines < 100 || c.PoolMachines < 1 || c.AllocCallers < 1 {
 		return c, errors.New("-leg, -clients, -alloc-callers and -pool-machines must be positive and -machines at least 100")
@@ -180,8 +196,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if cfg.SkipDecide && cfg.OnlyDecide {
 		return errors.New("-skip-decide and -only-decide exclude each other")
 	}
-	if n := btoi(cfg.ScaleOnly) + btoi(cfg.OnlyDecide) + btoi(cfg.GrantsOnly) + btoi(cfg.ExplorerOnly); n > 1 {
-		return errors.New("-scale-only, -only-decide, -grants-only and -explorer-only exclude each other")
+	if n := btoi(cfg.ScaleOnly) + btoi(cfg.OnlyDecide) + btoi(cfg.GrantsOnly) + btoi(cfg.ExplorerOnly) + btoi(cfg.PGScaleOnly) + btoi(cfg.ListOnly) + btoi(cfg.GatewayOnly); n > 1 {
+		return errors.New("-scale-only, -pg-scale-only, -list-only, -gateway-only, -only-decide, -grants-only and -explorer-only exclude each other")
 	}
 	if cfg.Baseline != "" {
 		if _, err := os.Stat(cfg.Baseline); err != nil {
@@ -195,6 +211,12 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	switch {
 	case cfg.ScaleOnly:
 		decSkip = "-scale-only"
+	case cfg.PGScaleOnly:
+		decSkip = "-pg-scale-only"
+	case cfg.ListOnly:
+		decSkip = "-list-only"
+	case cfg.GatewayOnly:
+		decSkip = "-gateway-only"
 	case cfg.GrantsOnly:
 		decSkip = "-grants-only"
 	case cfg.SkipDecide:
@@ -219,6 +241,12 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		only = "-only-decide"
 	} else if cfg.ScaleOnly {
 		only = "-scale-only"
+	} else if cfg.PGScaleOnly {
+		only = "-pg-scale-only"
+	} else if cfg.ListOnly {
+		only = "-list-only"
+	} else if cfg.GatewayOnly {
+		only = "-gateway-only"
 	} else if cfg.GrantsOnly {
 		only = "-grants-only"
 	}
@@ -232,6 +260,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var gw *gatewayResult
 	gwSkip := skip("1", "2", "4", "6", "7", "13")
+	if cfg.ListOnly || cfg.GatewayOnly {
+		gwSkip = ""
+	}
 	if gwSkip == "" {
 		if gw, err = runGateway(ctx, cfg, tmp, pub, lic, logf); err != nil {
 			if ctx.Err() != nil {
@@ -277,7 +308,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var sc *scaleResult
 	scSkip := ""
-	if cfg.OnlyDecide || cfg.GrantsOnly {
+	if cfg.OnlyDecide || cfg.GrantsOnly || cfg.PGScaleOnly || cfg.ListOnly || cfg.GatewayOnly {
 		scSkip = only
 	} else if !cfg.wants("9", "12") {
 		scSkip = "-only"
@@ -291,9 +322,25 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		sc = nil
 	}
 
+	var pgs *pgScaleResult
+	pgsSkip := ""
+	if only != "" && !cfg.PGScaleOnly {
+		pgsSkip = only
+	} else if cfg.Postgres == "" {
+		pgsSkip = "PROVGATE_TEST_DATABASE not set"
+	} else if pgs, err = runPGScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		pgsSkip = "failed: " + firstLine(err.Error())
+		rep.Failures = append(rep.Failures, "figures 14: "+err.Error())
+		logf("figures 14 failed: %v", err)
+		pgs = nil
+	}
+
 	var gr *grantsResult
 	grSkip := ""
-	if cfg.OnlyDecide || cfg.ScaleOnly || cfg.ExplorerOnly {
+	if cfg.OnlyDecide || cfg.ScaleOnly || cfg.ExplorerOnly || cfg.PGScaleOnly || cfg.ListOnly || cfg.GatewayOnly {
 		grSkip = only
 	} else if !cfg.wants("10") {
 		grSkip = "-only"
@@ -307,8 +354,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		gr = nil
 	}
 
-	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale, rep.Grants = gw, pools, dec, ev, sc, gr
-	gwFigs := gatewayFigures(gw, gwSkip)
+	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale, rep.PGScale, rep.Grants = gw, pools, dec, ev, sc, pgs, gr
+	gwFigs := gatewayFigures(gw, gwSkip, cfg.ListOnly)
 	for i, f := range gwFigs {
 		// A leg group -only left out measured nothing.
 		if gw != nil && f.Skipped == "" && math.IsNaN(f.Value) && len(cfg.Only) > 0 {
@@ -321,6 +368,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	rep.Figures = append(rep.Figures, memFigures(gw, pools, gwSkip, pgSkip)...)
 	rep.Figures = append(rep.Figures, eventFigures(ev, evSkip)...)
 	rep.Figures = append(rep.Figures, scaleFigures(sc, scSkip)...)
+	rep.Figures = append(rep.Figures, pgScaleFigures(pgs, pgsSkip)...)
 	rep.Figures = append(rep.Figures, grantFigures(gr, grSkip)...)
 	sort.SliceStable(rep.Figures, func(i, j int) bool { return figureLess(rep.Figures[i].ID, rep.Figures[j].ID) })
 	rep.Wall = time.Since(start)

@@ -21,6 +21,7 @@ type report struct {
 	Decide   *decideResult
 	Events   *eventsResult
 	Scale    *scaleResult
+	PGScale  *pgScaleResult
 	Grants   *grantsResult
 	Failures []string
 }
@@ -48,7 +49,7 @@ func (r *report) markdown() string {
 	p("| Load average at start | %s |\n", orDash(r.Machine.Load))
 	p("| Legs | %d rounds × %s per leg after a %s warm-up of each, %d keep-alive HTTP/1.1 clients over TLS (server's self-signed certificate) |\n",
 		c.Rounds, c.Leg, c.Warmup, c.Clients)
-	p("| Servers | `%s serve --bench-routes` on 127.0.0.1 with an rbac license, default log level (access log to a file); SQLite in a temp data dir; PostgreSQL on a fresh schema of `PROVGATE_TEST_DATABASE` for figure 5; for figures 9 two more SQLite servers, one holding %d machines, %d users, %d roles and %d tenants, one 100 machines, 10 users, 10 roles and 1 tenant |\n", c.Server, c.ScaleMachines, c.ScaleUsers, c.ScaleRoles, c.ScaleTenants)
+	p("| Servers | `%s serve --bench-routes` on 127.0.0.1 with an rbac license, default log level (access log to a file); SQLite in a temp data dir; PostgreSQL on a fresh schema of `PROVGATE_TEST_DATABASE` for figure 5; for figures 9 two more SQLite servers, one holding %d machines, %d users, %d roles and %d tenants, one 100 machines, 10 users, 10 roles and 1 tenant (the large fleet's last %d machines also form tenant t-big); for figures 14 two PostgreSQL servers on fresh schemas, one holding the large fleet, one %d machines |\n", c.Server, c.ScaleMachines, c.ScaleUsers, c.ScaleRoles, c.ScaleTenants, bigTenantMachines, c.StartupMachines)
 	p("\n")
 
 	p("## Figures\n\n")
@@ -188,6 +189,9 @@ func (r *report) writeDefinitions(p func(string, ...any)) {
 	if r.Scale != nil {
 		notes = append(notes, r.Scale.Notes...)
 	}
+	if r.PGScale != nil {
+		notes = append(notes, r.PGScale.Notes...)
+	}
 	if r.Grants != nil {
 		notes = append(notes, r.Grants.Notes...)
 	}
@@ -238,9 +242,12 @@ func (r *report) writeRaw(p func(string, ...any)) {
 			writes = append(writes, "large-"+w.Name, "small-"+w.Name)
 		}
 		groups = append(groups, rawGroup{"9a-9f", sc.Writes, writes},
-			rawGroup{"9g-9m", sc.Reads, []string{legGetObject, legHealthz, legScaleTenant, legScaleFree, legListLarge, legListSmall,
+			rawGroup{"9g-9m, 9o", sc.Reads, []string{legGetObject, legHealthz, legScaleTenant, legScaleFree, legScaleBig, legListLarge, legListSmall,
 				legStatusLarge, legStatusSmall, legCbDo, legCbGet, legCbDirect}},
 			rawGroup{"9n", sc.Allocs, []string{legAllocLarge, legAllocSmall}})
+	}
+	if pg := r.PGScale; pg != nil {
+		groups = append(groups, rawGroup{"14a-14b", pg.Reads, []string{legPGTenant, legPGBig, legPGFree}})
 	}
 	if gr := r.Grants; gr != nil {
 		ord := []string{legRoleCreate, legUserCreate}

@@ -19,6 +19,7 @@ const (
 	legHealthz     = "healthz"
 	legScaleTenant = "large-list-tenant"
 	legScaleFree   = "large-list-unrestricted"
+	legScaleBig    = "large-list-tenant-10000"
 	legCbDo        = "small-callbackDo"
 	legCbGet       = "small-get-machine"
 	legCbDirect    = "small-direct"
@@ -47,13 +48,31 @@ var writeKinds = []struct{ ID, Name string }{
 // machines in a fleet of any size.
 const benchPool = "bench-pool"
 
-// fleet is the size of a fixture.
+// fleet is the size of a fixture. BigTenant, when not 0, is how many
+// machines tenant t-big holds: the last ones of the fleet, in no other
+// tenant.
 type fleet struct {
-	Machines, Users, Roles, Tenants int
+	Machines, Users, Roles, Tenants, BigTenant int
+}
+
+// bigTenantMachines is the size of tenant t-big where the fleet has room.
+const bigTenantMachines = 10000
+
+// withBigTenant gives f a tenant t-big of bigTenantMachines machines when
+// enough machines are in no other tenant.
+func (f fleet) withBigTenant() fleet {
+	if f.Machines-100*f.Tenants >= bigTenantMachines {
+		f.BigTenant = bigTenantMachines
+	}
+	return f
 }
 
 func (f fleet) String() string {
-	return fmt.Sprintf("%d machines, %d users, %d roles, %d tenants", f.Machines, f.Users, f.Roles, f.Tenants)
+	s := fmt.Sprintf("%d machines, %d users, %d roles, %d tenants", f.Machines, f.Users, f.Roles, f.Tenants)
+	if f.BigTenant > 0 {
+		s += fmt.Sprintf(" and tenant t-big of %d machines", f.BigTenant)
+	}
+	return s
 }
 
 // scaleResult is everything measured for figures 9.
@@ -70,16 +89,21 @@ type scaleResult struct {
 	Notes        []string
 }
 
-// buildFleet writes a fixture straight into a stopped server's SQLite file
-// through the store, in bulk (one transaction per kind): machine m-<i>
+// buildFleet writes a fixture straight into a stopped server's database
+// (its SQLite file in dataDir, or dsn) through the store, in bulk (one
+// transaction per kind, machines with CreateMany): machine m-<i>
 // (m-0...m-99 in benchPool, the others in the default pool), user u-<i> holding role r-<i mod roles>, role
 // r-<i> (read machines, read one profile), tenant t-<i> listing users
-// u-<10i>...u-<10i+9> and machines m-<100i>...m-<100i+99>.
-func buildFleet(ctx context.Context, dataDir string, f fleet) (uuids []string, err error) {
+// u-<10i>...u-<10i+9> and machines m-<100i>...m-<100i+99>, and tenant t-big
+// listing the last f.BigTenant machines.
+func buildFleet(ctx context.Context, dataDir, dsn string, f fleet) (uuids []string, err error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, filepath.Join(dataDir, "provgate.db"), store.Options{})
+	if dsn == "" {
+		dsn = filepath.Join(dataDir, "provgate.db")
+	}
+	st, err := store.Open(ctx, dsn, store.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -100,13 +124,25 @@ func buildFleet(ctx context.Context, dataDir string, f fleet) (uuids []string, e
 	}
 	steps := []func(ctx context.Context) error{
 		func(ctx context.Context) error {
+			const batch = 20000
+			keys, docs := make([]string, 0, batch), make([][]byte, 0, batch)
 			for i, u := range uuids {
 				m := &backend.Machine{Uuid: u, Name: fmt.Sprintf("m-%d", i), Secret: randomSecret(), Runnable: true}
 				if i < 100 {
 					m.Pool = benchPool
 				}
-				if err := put(ctx, m); err != nil {
+				m.Fill()
+				m.Env().SetValid(nil)
+				b, err := json.Marshal(m)
+				if err != nil {
 					return err
+				}
+				keys, docs = append(keys, m.Key()), append(docs, b)
+				if len(keys) == batch || i == len(uuids)-1 {
+					if err := st.CreateMany(ctx, m.Prefix(), keys, docs); err != nil {
+						return err
+					}
+					keys, docs = keys[:0], docs[:0]
 				}
 			}
 			return nil
@@ -144,7 +180,11 @@ func buildFleet(ctx context.Context, dataDir string, f fleet) (uuids []string, e
 					return err
 				}
 			}
-			return nil
+			if f.BigTenant == 0 {
+				return nil
+			}
+			t := &backend.Tenant{Name: "t-big", Members: map[string][]string{"machines": uuids[len(uuids)-f.BigTenant:]}}
+			return put(ctx, t)
 		},
 	}
 	for _, step := range steps {
@@ -161,32 +201,33 @@ type scaleServer struct {
 	admin api
 	uuids []string
 	// reader holds bench-reader (machines get/list): the caller of the
-	// reads; tenantReader is in tenant t-0.
-	reader, tenantReader string
+	// reads; tenantReader is in tenant t-0, bigReader (when the fleet has
+	// t-big) in t-big.
+	reader, tenantReader, bigReader string
 }
 
 // startScale starts a server on an empty data dir (its first start makes
 // the admin user and built-in content) and stops it, writes the fixture
 // into its database through the store, and starts it again: that second
 // start is the start-up time of a server holding the fleet.
-func startScale(ctx context.Context, cfg config, name, dir, pub, lic string, f fleet, logf func(string, ...any)) (*scaleServer, time.Duration, error) {
+func startScale(ctx context.Context, cfg config, name, dir, dsn, pub, lic string, f fleet, logf func(string, ...any)) (*scaleServer, time.Duration, error) {
 	adminPW := randomSecret()
 	// The callback receiver listens on this host's loopback address,
 	// which callbacks may reach only when allowed.
 	args := []string{"--license-public-key", pub, "--license", lic, "--callback-allow", "127.0.0.1/32"}
-	first, err := startServer(ctx, name, cfg.Server, dir, "", adminPW, args...)
+	first, err := startServer(ctx, name, cfg.Server, dir, dsn, adminPW, args...)
 	if err != nil {
 		return nil, 0, err
 	}
 	first.Stop()
 	t0 := time.Now()
-	uuids, err := buildFleet(ctx, dir, f)
+	uuids, err := buildFleet(ctx, dir, dsn, f)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s fixture: %w", name, err)
 	}
 	logf("%s fixture (%s) written through the store in %.1f s", name, f, time.Since(t0).Seconds())
 	t1 := time.Now()
-	srv, err := startServer(ctx, name, cfg.Server, dir, "", adminPW, args...)
+	srv, err := startServer(ctx, name, cfg.Server, dir, dsn, adminPW, args...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -207,7 +248,7 @@ func startScale(ctx context.Context, cfg config, name, dir, pub, lic string, f f
 		return fail(err)
 	}
 	pw := randomSecret()
-	for _, u := range []string{"scale-reader", "scale-tenant-reader"} {
+	for _, u := range []string{"scale-reader", "scale-tenant-reader", "scale-big-reader"} {
 		if _, err := s.admin.do(ctx, "POST", "/api/v3/users", map[string]any{"Name": u, "Password": pw, "Roles": []string{"bench-reader"}}, 201, nil); err != nil {
 			return fail(err)
 		}
@@ -216,6 +257,15 @@ func startScale(ctx context.Context, cfg config, name, dir, pub, lic string, f f
 		[]byte(`[{"op":"add","path":"/Users/-","value":"scale-tenant-reader"}]`), 200, nil); err != nil {
 		return fail(err)
 	}
+	if f.BigTenant > 0 {
+		if _, err := s.admin.do(ctx, "PATCH", "/api/v3/tenants/t-big",
+			[]byte(`[{"op":"add","path":"/Users","value":["scale-big-reader"]}]`), 200, nil); err != nil {
+			return fail(err)
+		}
+		if s.bigReader, err = a.as(basicAuth("scale-big-reader", pw)).token(ctx, "scale-big-reader", 2*time.Hour); err != nil {
+			return fail(err)
+		}
+	}
 	if s.reader, err = a.as(basicAuth("scale-reader", pw)).token(ctx, "scale-reader", 2*time.Hour); err != nil {
 		return fail(err)
 	}
@@ -223,6 +273,27 @@ func startScale(ctx context.Context, cfg config, name, dir, pub, lic string, f f
 		return fail(err)
 	}
 	return s, startup, nil
+}
+
+// checkTenants checks that the tenant readers see their tenants' machines.
+func (s *scaleServer) checkTenants(ctx context.Context) error {
+	n, err := s.admin.as(s.tenantReader).count(ctx, "/api/v3/machines")
+	if err != nil {
+		return err
+	}
+	if want := min(100, len(s.uuids)); n != want {
+		return fmt.Errorf("tenant reader sees %d machines, want %d", n, want)
+	}
+	if s.bigReader == "" {
+		return nil
+	}
+	if n, err = s.admin.as(s.bigReader).count(ctx, "/api/v3/machines"); err != nil {
+		return err
+	}
+	if n != bigTenantMachines {
+		return fmt.Errorf("t-big reader sees %d machines, want %d", n, bigTenantMachines)
+	}
+	return nil
 }
 
 // writeOp is one write of kind k on s: creates make a new object each
@@ -262,16 +333,16 @@ func (s *scaleServer) writeOp(kind string, seq *atomic.Int64) op {
 // running at once so that their legs interleave.
 func runScale(ctx context.Context, cfg config, tmp, pub, lic string, logf func(string, ...any)) (*scaleResult, error) {
 	res := &scaleResult{
-		Large: fleet{Machines: cfg.ScaleMachines, Users: cfg.ScaleUsers, Roles: cfg.ScaleRoles, Tenants: cfg.ScaleTenants},
+		Large: cfg.largeFleet(),
 		Small: fleet{Machines: 100, Users: 10, Roles: 10, Tenants: 1},
 	}
-	large, startup, err := startScale(ctx, cfg, "large", filepath.Join(tmp, "scale-large"), pub, lic, res.Large, logf)
+	large, startup, err := startScale(ctx, cfg, "large", filepath.Join(tmp, "scale-large"), "", pub, lic, res.Large, logf)
 	if err != nil {
 		return nil, err
 	}
 	res.Startup = startup
 	defer func() { res.Mem = large.srv.Stop() }()
-	small, _, err := startScale(ctx, cfg, "small", filepath.Join(tmp, "scale-small"), pub, lic, res.Small, logf)
+	small, _, err := startScale(ctx, cfg, "small", filepath.Join(tmp, "scale-small"), "", pub, lic, res.Small, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -279,12 +350,8 @@ func runScale(ctx context.Context, cfg config, tmp, pub, lic string, logf func(s
 
 	// Check what the legs claim before timing them.
 	for _, s := range []*scaleServer{large, small} {
-		n, err := s.admin.as(s.tenantReader).count(ctx, "/api/v3/machines")
-		if err != nil {
+		if err := s.checkTenants(ctx); err != nil {
 			return nil, err
-		}
-		if want := min(100, len(s.uuids)); n != want {
-			return nil, fmt.Errorf("tenant reader sees %d machines, want %d", n, want)
 		}
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("figures 9: large server %s, small server %s, each written straight into its stopped server's SQLite file through backend/store after a first start on an empty data dir; start-up is the start after that",
@@ -398,6 +465,11 @@ func runScaleLegs(ctx context.Context, cfg config, res *scaleResult, large, smal
 		{Name: legHealthz, Clients: cfg.Clients, Op: get(large, "/healthz", "")},
 		{Name: legScaleTenant, Clients: cfg.Clients, Op: get(large, "/api/v3/machines?limit=50", large.tenantReader)},
 		{Name: legScaleFree, Clients: cfg.Clients, Op: get(large, "/api/v3/machines?limit=50", large.reader)},
+	}
+	if large.bigReader != "" {
+		readLegs = append(readLegs, legSpec{Name: legScaleBig, Clients: cfg.Clients, Op: get(large, "/api/v3/machines?limit=50", large.bigReader)})
+	}
+	readLegs = append(readLegs, []legSpec{
 		{Name: legListLarge, Clients: 1, Op: get(large, filtered, large.reader)},
 		{Name: legListSmall, Clients: 1, Op: get(small, filtered, small.reader)},
 		{Name: legStatusLarge, Clients: 1, Op: get(large, status, large.reader)},
@@ -407,7 +479,7 @@ func runScaleLegs(ctx context.Context, cfg config, res *scaleResult, large, smal
 		{Name: legCbGet, Clients: cfg.Clients, Op: get(small, "/api/v3/machines/"+small.uuids[0], small.admin.auth)},
 		{Name: legCbDirect, Clients: cfg.Clients, Op: httpOp(newClient(cfg.Clients), request{Method: "POST", URL: rcv.url,
 			ContentType: cbType, Body: cbBody, Want: 200})},
-	}
+	}...)
 	logf("figures 9g-9m: %d rounds of %s per leg", cfg.Rounds, cfg.Leg)
 	if res.Reads, err = interleave(ctx, readLegs, cfg.Rounds, cfg.Leg, cfg.Warmup, func(s string) { logf("%s", s) }); err != nil {
 		return err
@@ -447,7 +519,17 @@ func (s *scaleServer) allocOp(pool string) op {
 	}
 }
 
-var scaleIDs = []string{"9a", "9b", "9c", "9d", "9e", "9f", "9g", "9h", "9i", "9j", "9k", "9l", "9m", "9n", "12b", "12c", "12d"}
+var scaleIDs = []string{"9a", "9b", "9c", "9d", "9e", "9f", "9g", "9h", "9o", "9i", "9j", "9k", "9l", "9m", "9n", "12b", "12c", "12d"}
+
+// bigTenantFigure is figure id: the list of t-big's reader against the
+// unrestricted one, skipped when the fleet has no room for t-big.
+func bigTenantFigure(id string, f fleet, big, free []legResult) figure {
+	if f.BigTenant == 0 {
+		return skippedFigures(fmt.Sprintf("the large fleet has fewer than %d machines in no tenant", bigTenantMachines), id)[0]
+	}
+	return fromRounds(id, costRatios(big, free),
+		fmt.Sprintf("GET /api/v3/machines?limit=50 on the large server by a user of tenant t-big (%d visible machines) vs a user in no tenant", f.BigTenant))
+}
 
 // p50Ratios is, per round, the p50 latency of a over that of b.
 func p50Ratios(a, b []legResult) []float64 {
@@ -505,6 +587,7 @@ func scaleFigures(r *scaleResult, skipped string) []figure {
 			"GET /api/v3/machines/<uuid> by a non-superuser Bearer on the large server vs GET /healthz, both with the configured clients"),
 		fromRounds("9h", costRatios(rd[legScaleTenant], rd[legScaleFree]),
 			"GET /api/v3/machines?limit=50 on the large server by a user of tenant t-0 (100 visible machines) vs a user in no tenant"),
+		bigTenantFigure("9o", r.Large, rd[legScaleBig], rd[legScaleFree]),
 		fromRounds("9i", cb,
 			"(time per callbackDo − time per authorized GET of the same machine) / time per direct POST of the same body to the same receiver, small server"),
 		start, mem,

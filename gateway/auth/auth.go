@@ -67,9 +67,11 @@ type Options struct {
 	BasicCacheSize int
 	// BasicCacheTTL is how long a verified credential skips scrypt (5m).
 	BasicCacheTTL time.Duration
-	// ScryptConcurrency bounds concurrent scrypt runs (max(1,
-	// GOMAXPROCS/2)), so password guessing cannot starve request handling
-	// of CPU and memory.
+	// ScryptConcurrency bounds concurrent scrypt runs, so password
+	// guessing cannot starve request handling of CPU and memory: by
+	// default half the cores, but no more than ScryptMemory allows at 32
+	// MiB per default hash (2), so that the server's peak memory does not
+	// grow with its cores.
 	ScryptConcurrency int
 	// ScryptWait is how long a login waits for a scrypt slot before it is
 	// refused with 503 (2s).
@@ -154,7 +156,7 @@ func New(secrets Secrets, opts Options) *Authenticator {
 	// who reads memory dumps of another process, and restarts flush them.
 	a.cacheKey = make([]byte, 32)
 	_, _ = rand.Read(a.cacheKey) // crypto/rand.Read never fails on supported platforms
-	a.scrypt = make(chan struct{}, orInt(opts.ScryptConcurrency, max(1, runtime.GOMAXPROCS(0)/2)))
+	a.scrypt = make(chan struct{}, orInt(opts.ScryptConcurrency, defaultScryptConcurrency(runtime.GOMAXPROCS(0))))
 	a.fails = &failLimits{
 		log:     opts.Failures,
 		userMax: max(orInt(opts.FailLimitUser, 10), 0),
@@ -269,4 +271,16 @@ func internal(err error) error {
 		return err
 	}
 	return &backend.Error{Code: backend.EINTERNAL, Type: "AUTH", Messages: []string{"cannot authenticate"}, Err: err}
+}
+
+// ScryptMemory is the memory concurrent scrypt runs may hold by default:
+// each default hash allocates 128*N*r bytes (32 MiB), freed only by the next
+// garbage collection, so the slots, not the cores, bound that memory.
+const ScryptMemory = 64 << 20
+
+// defaultScryptConcurrency is half of procs cores, at least one slot, and
+// at most what ScryptMemory holds of default hashes.
+func defaultScryptConcurrency(procs int) int {
+	perHash := 128 * defaultParams.n * defaultParams.r
+	return max(1, min(procs/2, ScryptMemory/perHash))
 }

@@ -158,3 +158,13 @@ func TestNewSecret(t *testing.T) {
 		seen[s] = true
 	}
 }
+
+// TestDefaultScryptConcurrency: half the cores, at least one, and no more
+// than ScryptMemory holds of default hashes, however many cores.
+func TestDefaultScryptConcurrency(t *testing.T) {
+	for _, c := range []struct{ procs, want int }{{1, 1}, {2, 1}, {4, 2}, {16, 2}, {128, 2}} {
+		if got := defaultScryptConcurrency(c.procs); got != c.want {
+			t.Errorf("defaultScryptConcurrency(%d) = %d, want %d", c.procs, got, c.want)
+		}
+	}
+}
