@@ -34,8 +34,14 @@ tenant_names contains data.provgate.user_tenant[input.principal.name] if {
 tenant_names contains name if {
 	input.principal.kind == "machine"
 	input.principal.machine_token == "operations"
-	some name in data.provgate.machine_tenants[input.principal.name]
+	some name in data.provgate.machine_tenants[shard(input.principal.name)][input.principal.name]
 }
+
+# shard(key): the shard of machine_tenants holding a machine's entry, the
+# first two hex digits of the SHA-256 of its key (policies.MachineShard):
+# a write to one machine's entry then costs a shard, not the fleet
+# (docs/design.md §14.4).
+shard(key) := substring(crypto.sha256(key), 0, 2)
 
 # A job token asked for by a user is also restricted by that user's
 # tenant: the token never reaches what its creator's tenant hides
