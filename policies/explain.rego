@@ -92,20 +92,21 @@ license_step := {"licensed": true, "failures": []} if {
 # claims, the claims of its roles (each with the role), or its machine
 # token's set. A token restricted to roles or by claims must also cover
 # it there; granted_by names every role whose claims would cover it.
-# A token that is not restricted has no token steps to work out: they are
-# written as the step functions would answer them.
+# A token that is not restricted has no token steps to work out, and a
+# claim it holds no granting roles: they are written as the step
+# functions would answer them.
 claim_step(c) := {
 	"claim": {"scope": c.scope, "action": c.action, "specific": c.specific},
-	"held": h,
+	"held": true,
 	"licensed": licensed_for(c),
 	"covered_by": covered_by(c),
 	"token_roles": {"restricted": false, "covered_by": []},
 	"restriction": {"restricted": false, "covered": true},
 	"own_credential": false,
-	"granted_by": granted_by_if(c, h),
+	"granted_by": [],
 } if {
 	not grants.restricted
-	h := held(c)
+	authz.held(c)
 } else := {
 	"claim": {"scope": c.scope, "action": c.action, "specific": c.specific},
 	"held": h,
