@@ -209,9 +209,7 @@ wanted_in(n, w) if {
 	w.all
 } else if {
 	w.specific == ""
-} else if {
-	n.keys[w.specific]
-} else := false
+} else := object.get(n.keys, w.specific, false)
 
 # atoms(g): a compiled claim broken into its atomic parts, each in the
 # wanted form covers_one reads: one scope, one action key, and either one
