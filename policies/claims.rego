@@ -190,32 +190,26 @@ known_one(w) if w.base in data.provgate.scopes[w.scope]
 # scope when w.all: only a node granting every object contains it. The
 # grant check (grants.ungranted) uses exactly this function, so granting
 # and requesting share one containment (docs/design.md §5.9).
-covers_one(a, w) if {
+covers_one(a, w) := wanted_in(n, w) if {
+	n := a[w.scope][w.action]
+} else := wanted_in(n, w) if {
+	# The exact key is absent: the first fallback key present (matched).
 	actions := a[w.scope]
-	n := match_one(actions, w)
-	wanted_in(n, w)
+	n := [x | some k in w.fallback; x := actions[k]][0]
 }
 
-# wanted_in(n, w): the node n holds w's specific. Written as one chain
-# rather than with "not w.all", which costs a sub-evaluation per atom.
+# wanted_in(n, w): the node n holds w's specific; false otherwise, so that
+# an exact key whose specifics fail never falls back (see matched). One
+# chain of lookups rather than separate rules or "not w.all", each of
+# which costs a sub-evaluation per lookup. List and create derive an empty
+# specific (see node_covers).
 wanted_in(n, w) if {
 	n.all
 } else := false if {
 	w.all
 } else if {
-	specific_in(n, w.specific)
-}
-
-match_one(actions, w) := n if {
-	n := actions[w.action]
-} else := first_present(actions, w.fallback)
-
-specific_in(n, _) if n.all
-
-# List and create derive an empty specific (see node_covers).
-specific_in(_, "")
-
-specific_in(n, s) if n.keys[s]
+	w.specific == ""
+} else := object.get(n.keys, w.specific, false)
 
 # atoms(g): a compiled claim broken into its atomic parts, each in the
 # wanted form covers_one reads: one scope, one action key, and either one

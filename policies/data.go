@@ -1,6 +1,8 @@
 package policies
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"slices"
 	"strings"
@@ -254,11 +256,17 @@ func (d Data) Normalized() Data {
 		}
 	}
 	if out.MachineTenants == nil {
-		out.MachineTenants = map[string][]string{}
+		// Every shard is there, empty or not, so that a write adds or
+		// removes an entry of its shard and never the shard itself.
+		out.MachineTenants = make(map[string]map[string][]string, MachineShards)
+		for i := range MachineShards {
+			out.MachineTenants[hex.EncodeToString([]byte{byte(i)})] = map[string][]string{}
+		}
 		for _, name := range slices.Sorted(maps.Keys(d.Tenants)) {
 			for _, m := range d.Tenants[name].Members["machines"] {
-				if !slices.Contains(out.MachineTenants[m], name) {
-					out.MachineTenants[m] = append(out.MachineTenants[m], name)
+				shard := MachineShard(m)
+				if !slices.Contains(out.MachineTenants[shard][m], name) {
+					out.MachineTenants[shard][m] = append(out.MachineTenants[shard][m], name)
 				}
 			}
 		}
@@ -268,6 +276,22 @@ func (d Data) Normalized() Data {
 	}
 	return out
 }
+
+// MachineShard names the shard of data.provgate.machine_tenants holding a
+// machine's entry: the first two hex digits of the SHA-256 of its key, so
+// that the machines spread evenly over 256 shards whatever their keys look
+// like. OPA's in-memory store rehashes a whole object when one of its keys
+// is replaced, so a write changing one machine's tenants costs a shard,
+// not the fleet (docs/design.md §14.4). It must agree with
+// data.provgate.tenancy.shard; a test checks that.
+func MachineShard(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:1])
+}
+
+// MachineShards is how many shards machine_tenants has: the values of the
+// one byte MachineShard takes from the hash.
+const MachineShards = 256
 
 // Clone returns a copy of d that shares no memory with it but the visible
 // keys, which no holder changes (Visible): a tenant's thousands of keys are

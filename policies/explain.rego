@@ -92,25 +92,26 @@ license_step := {"licensed": true, "failures": []} if {
 # claims, the claims of its roles (each with the role), or its machine
 # token's set. A token restricted to roles or by claims must also cover
 # it there; granted_by names every role whose claims would cover it.
-# A token that is not restricted has no token steps to work out: they are
-# written as the step functions would answer them.
+# A token that is not restricted has no token steps to work out, and a
+# claim it holds no granting roles: they are written as the step
+# functions would answer them.
 claim_step(c) := {
 	"claim": {"scope": c.scope, "action": c.action, "specific": c.specific},
-	"held": h,
+	"held": true,
 	"licensed": licensed_for(c),
-	"covered_by": sort(covered_by(c)),
+	"covered_by": covered_by(c),
 	"token_roles": {"restricted": false, "covered_by": []},
 	"restriction": {"restricted": false, "covered": true},
 	"own_credential": false,
-	"granted_by": granted_by_if(c, h),
+	"granted_by": [],
 } if {
 	not grants.restricted
-	h := held(c)
+	authz.held(c)
 } else := {
 	"claim": {"scope": c.scope, "action": c.action, "specific": c.specific},
 	"held": h,
 	"licensed": licensed_for(c),
-	"covered_by": sort(covered_by(c)),
+	"covered_by": covered_by(c),
 	"token_roles": token_roles_step(c),
 	"restriction": restriction_step(c),
 	"own_credential": own_credential(c),
@@ -125,7 +126,9 @@ granted_by_if(_, true) := []
 
 granted_by_if(c, false) := sort(granting(c))
 
-# covered_by(c): the grants of the principal covering c. The self claims
+# covered_by(c): the grants of the principal covering c, each naming the
+# covering claim as it is written (policies/opa formats and orders them
+# for the explorer: the trail spends nothing on text). The self claims
 # are looked up as the decision does (grants.self_holds_one), without
 # building them; so are the other grants of a single-valued claim
 # (grant_covers_one).
@@ -142,11 +145,11 @@ self_cover(c) := {{"source": "self", "role": "", "claim": ""}} if {
 	claims.covers(g, b)
 }
 
-grant_covers(b) := ({{"source": "claim", "role": "", "claim": text(dc)} |
+grant_covers(b) := ({{"source": "claim", "role": "", "claim": dc} |
 	input.principal.kind == "user"
 	some dc in input.principal.claims
 	claims.covers(claims.compile(dc), b)
-} | {{"source": "role", "role": name, "claim": role_claim_text(name, i)} |
+} | {{"source": "role", "role": name, "claim": role_claim(name, i)} |
 	input.principal.kind == "user"
 	some name in input.principal.roles
 	some i, g in grants.role(name)
@@ -158,17 +161,15 @@ grant_covers(b) := ({{"source": "claim", "role": "", "claim": text(dc)} |
 }
 
 # grant_covers_one(w): grant_covers for a wanted claim, with the decision's
-# own containment (claims.covers_one, key lookups only): a role is first
-# looked up in its index, as grants.holds_one does, and only the claims of
-# a role that covers w are visited to name the one that does.
-grant_covers_one(w) := ({{"source": "claim", "role": "", "claim": text(dc)} |
+# own containment (claims.covers_one, key lookups only), claim by claim of
+# each role of the principal, to name the claims that cover w.
+grant_covers_one(w) := ({{"source": "claim", "role": "", "claim": dc} |
 	input.principal.kind == "user"
 	some dc in input.principal.claims
 	claims.covers_one(claims.compile(dc), w)
-} | {{"source": "role", "role": name, "claim": role_claim_text(name, i)} |
+} | {{"source": "role", "role": name, "claim": role_claim(name, i)} |
 	input.principal.kind == "user"
 	some name in input.principal.roles
-	role_covers_one(name, data.provgate.roles[name], w)
 	some i, g in grants.role(name)
 	claims.covers_one(g, w)
 }) | {{"source": "machine_token", "role": input.principal.machine_token, "claim": ""} |
@@ -177,11 +178,9 @@ grant_covers_one(w) := ({{"source": "claim", "role": "", "claim": text(dc)} |
 	claims.covers_one(g, w)
 }
 
-role_claim_text(name, i) := text(data.provgate.roles[name].claims[i]) if {
-	data.provgate.roles[name].claims[i]
-} else := ""
-
-text(c) := sprintf("%s %s %s", [c.scope, c.action, c.specific])
+# role_claim(name, i): the role's i-th claim as the role lists it (its
+# compiled form has the same position); "" should the data lack it.
+role_claim(name, i) := object.get(data.provgate.roles[name], ["claims", i], "")
 
 # token_roles_step(c): for a token minted for named roles, which of them
 # cover c (the claim must be held by one of them too).
@@ -218,8 +217,8 @@ own_credential(c) if {
 
 granting(c) := {name |
 	w := claims.wanted(c)
-	some name, r in data.provgate.roles
-	role_covers_one(name, r, w)
+	some name, _ in data.provgate.roles
+	role_covers_one(name, w)
 } if {
 	claims.wanted(c)
 } else := {name |
@@ -229,10 +228,11 @@ granting(c) := {name |
 	claims.covers(g, b)
 }
 
-role_covers_one(_, r, w) if claims.covers_one(r.index, w)
-
-role_covers_one(name, r, w) if {
-	not r.index
+# role_covers_one(name, w): the role's claims cover w, looked up in its
+# index where it has one (as grants.holds_one does).
+role_covers_one(name, w) := claims.covers_one(index, w) if {
+	index := data.provgate.roles[name].index
+} else if {
 	some g in grants.role(name)
 	claims.covers_one(g, w)
 }

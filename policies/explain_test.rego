@@ -23,7 +23,7 @@ test_role_claim_covered_names_role_and_claim if {
 	x.decision.allow
 	step := x.trail.claims[0]
 	step.held
-	step.covered_by == [{"source": "role", "role": "operator", "claim": "machines get,list,action:callbackDo *"}]
+	step.covered_by == {{"source": "role", "role": "operator", "claim": {"scope": "machines", "action": "get,list,action:callbackDo", "specific": "*"}}}
 	x.trail.vetoes_consulted
 }
 
@@ -32,7 +32,7 @@ test_missing_claim_not_covered_lists_granting_roles if {
 	not x.decision.allow
 	step := x.trail.claims[0]
 	not step.held
-	step.covered_by == []
+	step.covered_by == set()
 	step.granted_by == ["superuser"]
 	not x.trail.vetoes_consulted
 }
@@ -40,7 +40,7 @@ test_missing_claim_not_covered_lists_granting_roles if {
 test_self_claim_covered_by_self if {
 	x := explain(fixtures.data_licensed, fixtures.request(fixtures.user("nobody", []), [c("users", "password", "nobody")]))
 	x.decision.allow
-	x.trail.claims[0].covered_by == [{"source": "self", "role": "", "claim": ""}]
+	x.trail.claims[0].covered_by == {{"source": "self", "role": "", "claim": ""}}
 }
 
 test_tenant_hidden_names_hiding_tenant if {
@@ -69,7 +69,7 @@ test_machine_token_covers_own_machine if {
 	req := on_object(fixtures.request(fixtures.machine("mt2", "operations"), [c("machines", "get", "mt2")]), "machines", "mt2")
 	x := explain(fixtures.data_licensed, req)
 	x.decision.allow
-	x.trail.claims[0].covered_by == [{"source": "machine_token", "role": "operations", "claim": ""}]
+	x.trail.claims[0].covered_by == {{"source": "machine_token", "role": "operations", "claim": ""}}
 }
 
 test_unlicensed_role_change_reports_license_failure if {

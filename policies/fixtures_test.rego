@@ -3,6 +3,8 @@
 # and, for a few entries, in the compiled form policies.NewData produces.
 package provgate.fixtures
 
+import data.provgate.tenancy
+
 scopes := {
 	"bootenvs": ["action", "actions", "create", "delete", "get", "list", "update"],
 	"catalog_items": ["action", "actions", "create", "delete", "get", "list", "update"],
@@ -80,7 +82,7 @@ data_licensed := {
 	"roles": roles,
 	"tenants": tenants,
 	"user_tenant": {"tina": "t1", "tom": "t2"},
-	"machine_tenants": {"mt1": ["t3", "t4"], "mt2": ["t4"]},
+	"machine_tenants": sharded({"mt1": ["t3", "t4"], "mt2": ["t4"]}),
 	"license": {"valid": true, "features": ["rbac", "secure-params"]},
 	"scopes": scopes,
 }
@@ -128,4 +130,11 @@ ungranted(world, principal, grants) := out if {
 		with data.provgate.machine_tenants as world.machine_tenants
 		with data.provgate.license as world.license
 		with data.provgate.scopes as world.scopes
+}
+
+# sharded(entries): machine_tenants entries (machine → tenants) in the
+# shards the data keeps them in (tenancy.shard).
+sharded(entries) := {s: {m: ts | some m, ts in entries; tenancy.shard(m) == s} |
+	some m, _ in entries
+	s := tenancy.shard(m)
 }

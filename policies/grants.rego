@@ -23,9 +23,9 @@ import data.provgate.tenancy
 # does not depend on how many roles exist. A name that is no role grants
 # nothing. Data from policies.NewData carries the compiled form; plain data
 # is compiled here.
-role(name) := data.provgate.roles[name].compiled
-
-role(name) := plain_role[name] if not data.provgate.roles[name].compiled
+role(name) := compiled if {
+	compiled := data.provgate.roles[name].compiled
+} else := plain_role[name]
 
 # plain_role[name]: a role of data without compiled forms, compiled once per
 # evaluation (a rule's value is kept for the evaluation; a function's is

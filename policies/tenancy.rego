@@ -28,28 +28,37 @@ tenant_names contains data.provgate.user_tenant[input.principal.name] if {
 	input.principal.kind == "user"
 }
 
+# The rules for a machine's operations token name its kind and token as
+# equalities on the input, so that OPA's rule index passes them over for
+# every other principal.
 tenant_names contains name if {
-	operations_machine
-	some name in data.provgate.machine_tenants[input.principal.name]
+	input.principal.kind == "machine"
+	input.principal.machine_token == "operations"
+	some name in data.provgate.machine_tenants[shard(input.principal.name)][input.principal.name]
 }
+
+# shard(key): the shard of machine_tenants holding a machine's entry, the
+# first two hex digits of the SHA-256 of its key (policies.MachineShard):
+# a write to one machine's entry then costs a shard, not the fleet
+# (docs/design.md §14.4).
+shard(key) := substring(crypto.sha256(key), 0, 2)
 
 # A job token asked for by a user is also restricted by that user's
 # tenant: the token never reaches what its creator's tenant hides
 # (docs/design.md §8.7).
-tenant_names contains data.provgate.user_tenant[input.principal.grantor] if operations_machine
+tenant_names contains data.provgate.user_tenant[input.principal.grantor] if {
+	input.principal.kind == "machine"
+	input.principal.machine_token == "operations"
+}
 
 # Data without machine_tenants (written by hand rather than by
 # policies.NewData) is searched instead.
 tenant_names contains name if {
-	operations_machine
+	input.principal.kind == "machine"
+	input.principal.machine_token == "operations"
 	not data.provgate.machine_tenants
 	some name, t in data.provgate.tenants
 	input.principal.name in object.get(t.members, "machines", [])
-}
-
-operations_machine if {
-	input.principal.kind == "machine"
-	input.principal.machine_token == "operations"
 }
 
 # restricting(name, scope): tenant name (of the principal) lists scope in
@@ -89,7 +98,8 @@ tenant_hides(name, scope, key) if {
 # nor its message tells another machine's UUID from a missing one
 # (docs/design.md §6.1).
 other_machine if {
-	operations_machine
+	input.principal.kind == "machine"
+	input.principal.machine_token == "operations"
 	input.object.scope == "machines"
 	input.object.key != input.principal.name
 }

@@ -156,9 +156,11 @@ type Data struct {
 	UserTenant map[string]string `json:"user_tenant"`
 	// MachineTenants maps each machine UUID a tenant lists in
 	// Members["machines"] to those tenants, sorted: they all restrict what
-	// the machine's operations token sees.
-	MachineTenants map[string][]string `json:"machine_tenants"`
-	License        LicenseData         `json:"license"`
+	// the machine's operations token sees. The machines are spread over
+	// shards (MachineShard → UUID → tenants) so that changing one machine's
+	// entry costs the same in a fleet of any size (docs/design.md §14.4).
+	MachineTenants map[string]map[string][]string `json:"machine_tenants"`
+	License        LicenseData                    `json:"license"`
 	// Scopes are the actions valid in each scope
 	// (backend.Catalog.ScopeActions).
 	Scopes map[string][]string `json:"scopes"`

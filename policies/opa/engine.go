@@ -86,7 +86,7 @@ type Engine struct {
 	policy  atomic.Pointer[policy]
 	policyN atomic.Uint64 // source of policy revisions
 	dataRev atomic.Uint64
-	// dataSeq is odd while SetData writes: Questions checks that its
+	// dataSeq is odd while SetData or PatchData writes: Questions checks that its
 	// batch saw one data revision throughout.
 	dataSeq  atomic.Uint64
 	reloadMu sync.Mutex // one Reload at a time
@@ -258,6 +258,16 @@ func (e *Engine) SetData(ctx context.Context, d policies.Data) error {
 	if err := util.UnmarshalJSON(raw, &value); err != nil {
 		return internal("decode policy data", err)
 	}
+	return e.writeData(ctx, func(txn storage.Transaction) error {
+		return e.store.Write(ctx, txn, storage.ReplaceOp, storage.Path{"provgate"}, value)
+	})
+}
+
+// writeData runs write on data.provgate in one store transaction, one
+// writer at a time, with dataSeq odd meanwhile (Questions notices the
+// write), then bumps the data revision and clears the caches. On error
+// nothing is changed.
+func (e *Engine) writeData(ctx context.Context, write func(storage.Transaction) error) error {
 	e.dataMu.Lock()
 	defer e.dataMu.Unlock()
 	e.dataSeq.Add(1)
@@ -266,7 +276,7 @@ func (e *Engine) SetData(ctx context.Context, d policies.Data) error {
 	if err != nil {
 		return internal("open policy data transaction", err)
 	}
-	if err := e.store.Write(ctx, txn, storage.ReplaceOp, storage.Path{"provgate"}, value); err != nil {
+	if err := write(txn); err != nil {
 		e.store.Abort(ctx, txn)
 		return internal("write policy data", err)
 	}

@@ -599,7 +599,13 @@ func TestNewData(t *testing.T) {
 	if got := d.Roles["r"].Compiled; !reflect.DeepEqual(got, []policies.CompiledClaim{want}) {
 		t.Errorf("compiled %v", got)
 	}
-	if !reflect.DeepEqual(d.MachineTenants, map[string][]string{"m1": {"b"}, "m2": {"b", "c"}}) {
+	wantMT := map[string]map[string][]string{}
+	for shard := range d.MachineTenants {
+		wantMT[shard] = map[string][]string{}
+	}
+	wantMT[policies.MachineShard("m1")]["m1"] = []string{"b"}
+	wantMT[policies.MachineShard("m2")]["m2"] = []string{"b", "c"}
+	if len(d.MachineTenants) != policies.MachineShards || !reflect.DeepEqual(d.MachineTenants, wantMT) {
 		t.Errorf("machine tenants %v", d.MachineTenants)
 	}
 	if !reflect.DeepEqual(d.Tenants["b"].MemberSet, map[string]map[string]bool{"machines": {"m1": true, "m2": true}}) {

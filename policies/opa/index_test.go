@@ -34,6 +34,18 @@ func TestActionFallbackMatchesRego(t *testing.T) {
 	}
 }
 
+// TestMachineShardMatchesRego: Go writes a machine's tenants into the shard
+// the policy reads them from.
+func TestMachineShardMatchesRego(t *testing.T) {
+	for _, key := range []string{"", "m", "00000000-0000-4000-8000-000000000042", "3f2c1b7e-9a4d-4c2e-8f1a-6b5d4c3b2a19",
+		"Grüße", "a,b", " spaced "} {
+		got := evalTest(t, fmt.Sprintf("data.provgate.tenancy.shard(%q)", key))
+		if want := policies.MachineShard(key); got != want {
+			t.Errorf("%q: rego %v, go %s", key, got, want)
+		}
+	}
+}
+
 // plainData is d without the forms policies.NewData derives for roles, so
 // that the policy walks each role's claims one by one.
 func plainData(d policies.Data) map[string]any {

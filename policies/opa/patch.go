@@ -31,31 +31,20 @@ func (e *Engine) PatchData(ctx context.Context, patches []policies.DataPatch) er
 			return internal("decode policy data", err)
 		}
 	}
-	e.dataMu.Lock()
-	defer e.dataMu.Unlock()
-	txn, err := e.store.NewTransaction(ctx, storage.WriteParams)
-	if err != nil {
-		return internal("open policy data transaction", err)
-	}
-	for i, p := range patches {
-		path := append(storage.Path{"provgate"}, p.Path...)
-		op := storage.AddOp
-		if p.Remove {
-			op = storage.RemoveOp
+	return e.writeData(ctx, func(txn storage.Transaction) error {
+		for i, p := range patches {
+			path := append(storage.Path{"provgate"}, p.Path...)
+			op := storage.AddOp
+			if p.Remove {
+				op = storage.RemoveOp
+			}
+			err := e.store.Write(ctx, txn, op, path, values[i])
+			if err != nil && !(p.Remove && storage.IsNotFound(err)) {
+				return err
+			}
 		}
-		err := e.store.Write(ctx, txn, op, path, values[i])
-		if err != nil && !(p.Remove && storage.IsNotFound(err)) {
-			e.store.Abort(ctx, txn)
-			return internal("write policy data", err)
-		}
-	}
-	if err := e.store.Commit(ctx, txn); err != nil {
-		return internal("commit policy data", err)
-	}
-	e.dataRev.Add(1)
-	e.cache.clear()
-	e.grants.clear()
-	return nil
+		return nil
+	})
 }
 
 // Document returns data.provgate as plain JSON values, for comparing the

@@ -1,7 +1,9 @@
 package opa
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -60,11 +62,12 @@ func trailFrom(v any) (*policies.Trail, error) {
 		if !r.each(r.field(c, "covered_by"), "covered_by", func(v ast.Value) {
 			if cv := r.object(v, "covered_by[]"); cv != nil {
 				st.CoveredBy = append(st.CoveredBy, policies.Cover{Source: r.string(r.field(cv, "source"), "source"),
-					Role: r.string(r.field(cv, "role"), "role"), Claim: r.string(r.field(cv, "claim"), "claim")})
+					Role: r.string(r.field(cv, "role"), "role"), Claim: r.claimText(r.field(cv, "claim"), "claim")})
 			}
 		}) {
 			st.CoveredBy = nil
 		}
+		st.CoveredBy = sortCovers(st.CoveredBy)
 		if tr := r.object(r.field(c, "token_roles"), "token_roles"); tr != nil {
 			st.TokenRoles = policies.TokenRolesStep{Restricted: r.bool(r.field(tr, "restricted"), "token_roles.restricted"),
 				CoveredBy: r.strings(r.field(tr, "covered_by"), "token_roles.covered_by")}
@@ -93,6 +96,29 @@ func trailFrom(v any) (*policies.Trail, error) {
 	return &out, nil
 }
 
+// claimText reads the claim that covers a required claim: the claim
+// itself ({scope, action, specific}, as a role or the principal lists it),
+// written "scope action specific", or a string as it is ("" where no
+// single claim covers it: the self claims, a machine token's set).
+func (r *astReader) claimText(v ast.Value, what string) string {
+	o, ok := v.(ast.Object)
+	if !ok {
+		return r.string(v, what)
+	}
+	return r.string(r.field(o, "scope"), what+".scope") + " " + r.string(r.field(o, "action"), what+".action") +
+		" " + r.string(r.field(o, "specific"), what+".specific")
+}
+
+// sortCovers orders covers as the policy's sort would order them with
+// their claims written out (by claim, role, then source) and drops
+// repeats: two claims written alike name one cover.
+func sortCovers(cs []policies.Cover) []policies.Cover {
+	slices.SortFunc(cs, func(a, b policies.Cover) int {
+		return cmp.Or(cmp.Compare(a.Claim, b.Claim), cmp.Compare(a.Role, b.Role), cmp.Compare(a.Source, b.Source))
+	})
+	return slices.Compact(cs)
+}
+
 // astReader reads OPA values into Go, keeping the first type error.
 type astReader struct{ err error }
 
@@ -102,12 +128,29 @@ func (r *astReader) fail(what string, v ast.Value, want string) {
 	}
 }
 
+// trailKeys are the field names of the trail as terms, made once: a term
+// made per lookup would cost every explanation an allocation per field.
+var trailKeys = func() map[string]*ast.Term {
+	out := map[string]*ast.Term{}
+	for _, k := range []string{"action", "claim", "claims", "covered", "covered_by", "failures", "granted_by", "held",
+		"hidden", "hidden_by", "license", "licensed", "message", "other_machine", "own_credential", "package",
+		"restricted", "restriction", "role", "scope", "source", "specific", "tenant", "tenants", "token_roles",
+		"vetoes", "vetoes_consulted"} {
+		out[k] = ast.StringTerm(k)
+	}
+	return out
+}()
+
 // field is o's value under key, nil when o is nil or lacks it.
 func (r *astReader) field(o ast.Object, key string) ast.Value {
 	if o == nil {
 		return nil
 	}
-	if t := o.Get(ast.InternedTerm(key)); t != nil {
+	k, ok := trailKeys[key]
+	if !ok {
+		k = ast.StringTerm(key)
+	}
+	if t := o.Get(k); t != nil {
 		return t.Value
 	}
 	return nil

@@ -184,7 +184,8 @@ func (p *Sync) Apply(ctx context.Context, changes []backend.Change) error {
 	// that keeps its users and machines (a Description, another scope's
 	// members) patches only the tenant. OPA's store rehashes a whole
 	// object when one of its keys is replaced, so each entry patched here
-	// costs in proportion to the size of user_tenant or machine_tenants.
+	// costs in proportion to the size of user_tenant, or of its shard of
+	// machine_tenants (policies.MachineShard).
 	for u, in := range userIn {
 		if slices.Equal(in, p.userIn[u]) {
 			delete(userIn, u)
@@ -208,9 +209,9 @@ func (p *Sync) Apply(ctx context.Context, changes []backend.Change) error {
 	}
 	for _, m := range slices.Sorted(maps.Keys(machineIn)) {
 		if in := machineIn[m]; len(in) > 0 {
-			patches = append(patches, policies.DataPatch{Path: []string{"machine_tenants", m}, Value: in})
+			patches = append(patches, policies.DataPatch{Path: []string{"machine_tenants", policies.MachineShard(m), m}, Value: in})
 		} else {
-			patches = append(patches, policies.DataPatch{Path: []string{"machine_tenants", m}, Remove: true})
+			patches = append(patches, policies.DataPatch{Path: []string{"machine_tenants", policies.MachineShard(m), m}, Remove: true})
 		}
 	}
 	if license {
