@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -181,10 +183,7 @@ func loadDir(dir string) (*source, error) {
 			return err
 		}
 		if d.IsDir() {
-			if path != dir && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			return nil
+			return enterDir(dir, path, d)
 		}
 		if !strings.HasSuffix(path, ".rego") {
 			return nil
@@ -217,6 +216,15 @@ func loadDir(dir string) (*source, error) {
 		src.sums[path] = sum
 	}
 	return src, nil
+}
+
+// enterDir answers filepath.WalkDir for directory d of policy directory
+// root: hidden directories below root (.git and the like) are skipped.
+func enterDir(root, path string, d fs.DirEntry) error {
+	if path != root && strings.HasPrefix(d.Name(), ".") {
+		return filepath.SkipDir
+	}
+	return nil
 }
 
 // classify tells extensions from a replacement and checks the extensions'
@@ -355,41 +363,28 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 		}
 		*q.into = pq
 	}
-	// The explain trail is optional too: without it the access explorer
-	// shows the decision alone.
-	if len(compiler.GetRulesExact(ast.MustParseRef(policies.ExplainPath))) > 0 {
-		pq, err := rego.New(rego.Query(explainQuery), rego.Compiler(compiler), rego.Store(e.store)).PrepareForEval(ctx)
-		if err != nil {
-			return nil, policyError("prepare "+policies.ExplainPath, err)
+	// The other entry points are optional. Without the explain trail the
+	// access explorer shows the decision alone; without claim_contains a
+	// custom policy cannot narrow restricted tokens further (ClaimContains
+	// answers false); without the grant check every grant-bearing write is
+	// refused (Ungranted).
+	for _, q := range []struct {
+		path, query string
+		into        **rego.PreparedEvalQuery
+	}{
+		{policies.ExplainPath, explainQuery, &p.explain},
+		{RoleDiffPath, RoleDiffPath + "(input.a, input.b)", &p.roleDiff},
+		{ClaimContainsPath, ClaimContainsPath + "(input.a, input.b)", &p.claimContains},
+		{UngrantedPath, UngrantedPath, &p.ungranted},
+	} {
+		if len(compiler.GetRulesExact(ast.MustParseRef(q.path))) == 0 {
+			continue
 		}
-		p.explain = &pq
-	}
-	if len(compiler.GetRulesExact(ast.MustParseRef(RoleDiffPath))) > 0 {
-		pq, err := rego.New(rego.Query(RoleDiffPath+"(input.a, input.b)"), rego.Compiler(compiler),
-			rego.Store(e.store)).PrepareForEval(ctx)
+		pq, err := rego.New(rego.Query(q.query), rego.Compiler(compiler), rego.Store(e.store)).PrepareForEval(ctx)
 		if err != nil {
-			return nil, policyError("prepare "+RoleDiffPath, err)
+			return nil, policyError("prepare "+q.path, err)
 		}
-		p.roleDiff = &pq
-	}
-	// claim_contains is optional: a custom policy without it simply cannot
-	// narrow restricted tokens further (ClaimContains answers false).
-	if len(compiler.GetRulesExact(ast.MustParseRef(ClaimContainsPath))) > 0 {
-		pq, err := rego.New(rego.Query(ClaimContainsPath+"(input.a, input.b)"), rego.Compiler(compiler),
-			rego.Store(e.store)).PrepareForEval(ctx)
-		if err != nil {
-			return nil, policyError("prepare "+ClaimContainsPath, err)
-		}
-		p.claimContains = &pq
-	}
-	// The grant check is optional too: without it every grant-bearing
-	// write is refused (Ungranted).
-	if len(compiler.GetRulesExact(ast.MustParseRef(UngrantedPath))) > 0 {
-		pq, err := rego.New(rego.Query(UngrantedPath), rego.Compiler(compiler), rego.Store(e.store)).PrepareForEval(ctx)
-		if err != nil {
-			return nil, policyError("prepare "+UngrantedPath, err)
-		}
-		p.ungranted = &pq
+		*q.into = &pq
 	}
 	return p, nil
 }
@@ -499,12 +494,7 @@ func inputNeeds(c *ast.Compiler) policies.Needs {
 // serving the same files report the same revision.
 func contentRevision(sources map[string]string, extData map[string]any) string {
 	h := sha256.New()
-	names := make([]string, 0, len(sources))
-	for name := range sources {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(sources)) {
 		fmt.Fprintf(h, "%d:%s%d:%s", len(filepath.Base(name)), filepath.Base(name), len(sources[name]), sources[name])
 	}
 	if len(extData) > 0 {

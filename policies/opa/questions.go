@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,27 +239,24 @@ func nameBlindRef(r ast.Ref) bool {
 		s, ok := r[i].Value.(ast.String)
 		return string(s), ok
 	}
-	switch {
-	case r[0].Equal(ast.InputRootDocument):
+	// under: below the root's key, a ref to one of reading (or one too
+	// short to tell) may read the name; any other ref does not.
+	under := func(key string, reading ...string) bool {
 		k, ok := str(1)
 		if !ok {
 			return false
 		}
-		if k != "principal" {
+		if k != key {
 			return true
 		}
 		f, ok := str(2)
-		return ok && f != "name" && f != "grantor"
+		return ok && !slices.Contains(reading, f)
+	}
+	switch {
+	case r[0].Equal(ast.InputRootDocument):
+		return under("principal", "name", "grantor")
 	case r[0].Equal(ast.DefaultRootDocument):
-		k, ok := str(1)
-		if !ok {
-			return false
-		}
-		if k != "provgate" {
-			return true
-		}
-		pkg, ok := str(2)
-		return ok && pkg != "grants" && pkg != "authz" && pkg != "explain"
+		return under("provgate", "grants", "authz", "explain")
 	}
 	return true
 }

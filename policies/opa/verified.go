@@ -3,7 +3,8 @@ package opa
 import (
 	"crypto/sha256"
 	"encoding/json"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -84,12 +85,7 @@ func (v *Verified) finish(key [sha256.Size]byte, e *verifiedEntry, passed bool) 
 // and layout are one policy to its tests.
 func suiteKey(mods map[string]*ast.Module, tests map[string]string, extData map[string]any) ([sha256.Size]byte, error) {
 	h := sha256.New()
-	names := make([]string, 0, len(mods))
-	for n := range mods {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(mods)) {
 		_, test := tests[n]
 		src := mods[n].String()
 		// Lengths first, so that no two different sets of files hash

@@ -130,10 +130,7 @@ func snapshotDir(dir string) map[string][sha256.Size]byte {
 			return nil
 		}
 		if d.IsDir() {
-			if path != dir && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			return nil
+			return enterDir(dir, path, d)
 		}
 		if !strings.HasSuffix(path, ".rego") && !isDataFile(d.Name()) {
 			return nil
