@@ -388,16 +388,13 @@ func (e *Engine) decideKeyed(ctx context.Context, in policies.Input, dlog *decis
 // contained by one single role of the user. The order of requested is kept.
 func (e *Engine) TokenRoles(ctx context.Context, userRoles, requested []string) ([]string, error) {
 	p := e.policy.Load()
-	rs, err := p.tokenRoles.Eval(ctx, rego.EvalParsedInput(tokenRolesInput(userRoles, requested)))
+	v, err := evalOne(ctx, &p.tokenRoles, "evaluate token roles", rego.EvalParsedInput(tokenRolesInput(userRoles, requested)))
 	if err != nil {
-		return nil, internal("evaluate token roles", err)
+		return nil, err
 	}
-	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
-		return nil, internal("evaluate token roles", errUndefined)
-	}
-	list, ok := rs[0].Expressions[0].Value.([]any)
+	list, ok := v.([]any)
 	if !ok {
-		return nil, internal("evaluate token roles", fmt.Errorf("result is %T, not a list", rs[0].Expressions[0].Value))
+		return nil, internal("evaluate token roles", fmt.Errorf("result is %T, not a list", v))
 	}
 	out := make([]string, 0, len(list))
 	for _, v := range list {
@@ -423,11 +420,11 @@ func (e *Engine) ClaimContains(ctx context.Context, have, want backend.Claim) bo
 		"a": map[string]any{"scope": have.Scope, "action": have.Action, "specific": have.Specific},
 		"b": map[string]any{"scope": want.Scope, "action": want.Action, "specific": want.Specific},
 	}
-	rs, err := p.claimContains.Eval(ctx, rego.EvalInput(in))
-	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != 1 {
+	v, err := evalOne(ctx, p.claimContains, "claim contains", rego.EvalInput(in))
+	if err != nil {
 		return false
 	}
-	ok, _ := rs[0].Expressions[0].Value.(bool)
+	ok, _ := v.(bool)
 	return ok
 }
 
@@ -467,16 +464,13 @@ func (e *Engine) Ungranted(ctx context.Context, in policies.Input) ([]backend.Cl
 	if e.now != nil {
 		opts = append(opts, rego.EvalTime(e.now()))
 	}
-	rs, err := p.ungranted.Eval(ctx, opts...)
+	v, err := evalOne(ctx, p.ungranted, "evaluate grants", opts...)
 	if err != nil {
-		return nil, internal("evaluate grants", err)
+		return nil, err
 	}
-	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
-		return nil, internal("evaluate grants", errUndefined)
-	}
-	list, ok := rs[0].Expressions[0].Value.([]any)
+	list, ok := v.([]any)
 	if !ok {
-		return nil, malformed("ungranted is %T, not a list", rs[0].Expressions[0].Value)
+		return nil, malformed("ungranted is %T, not a list", v)
 	}
 	out := make([]backend.Claim, 0, len(list))
 	for _, v := range list {
@@ -540,3 +534,16 @@ func internal(what string, err error) error {
 // Loaded reports whether the engine holds a compiled policy (readiness,
 // docs/design.md §15.4).
 func (e *Engine) Loaded() bool { return e.policy.Load() != nil }
+
+// evalOne evaluates pq and returns the value of its one result, as an
+// internal error of what when evaluation fails or the query is undefined.
+func evalOne(ctx context.Context, pq *rego.PreparedEvalQuery, what string, opts ...rego.EvalOption) (any, error) {
+	rs, err := pq.Eval(ctx, opts...)
+	if err != nil {
+		return nil, internal(what, err)
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, internal(what, errUndefined)
+	}
+	return rs[0].Expressions[0].Value, nil
+}

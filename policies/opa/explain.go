@@ -101,18 +101,15 @@ func (e *Engine) RoleDiff(ctx context.Context, a, b []backend.Claim) (onlyA, onl
 		return nil, nil, internal("role diff", fmt.Errorf("the served policy defines no %s", RoleDiffPath))
 	}
 	in := map[string]any{"a": claimList(a), "b": claimList(b)}
-	rs, err := p.roleDiff.Eval(ctx, rego.EvalInput(in))
+	v, err := evalOne(ctx, p.roleDiff, "role diff", rego.EvalInput(in))
 	if err != nil {
-		return nil, nil, internal("role diff", err)
-	}
-	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
-		return nil, nil, internal("role diff", errUndefined)
+		return nil, nil, err
 	}
 	var out struct {
 		OnlyA []string `json:"only_a"`
 		OnlyB []string `json:"only_b"`
 	}
-	raw, err := json.Marshal(rs[0].Expressions[0].Value)
+	raw, err := json.Marshal(v)
 	if err == nil {
 		err = json.Unmarshal(raw, &out)
 	}
