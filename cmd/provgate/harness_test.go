@@ -123,7 +123,7 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	s := &tserver{t: t, Name: db.Name, DSN: db.DSN, DataDir: dir, Stdout: &logBuffer{}, Stderr: &logBuffer{},
 		Clock: &testClock{}, Reload: make(chan os.Signal, 1), cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
-	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, verified: e2eVerified}
+	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, verified: e2eVerified, scryptN: testScryptN}
 	go func() { s.done <- runWith(ctx, args, getenv, s.Stdout, s.Stderr, h) }()
 	select {
 	case addr := <-ready:
@@ -204,6 +204,16 @@ func (s *tserver) Stop() {
 // process: a policy content whose Rego suites passed for one server (the
 // same extension on SQLite and PostgreSQL, a restart) is not tested again.
 var e2eVerified = opa.NewVerified()
+
+// testScryptN is the scrypt cost of the passwords test servers hash
+// (hooks.scryptN): the lowest the server accepts, as fixtureHash. At the
+// default cost the admin password's hash and first check took about two
+// seconds of each server's start under the race detector, and logins
+// waiting for the one scrypt slot were refused on a busy machine. The
+// default cost is covered by gateway/auth's tests and, end to end, by
+// TestE2EAdminResetPassword (the admin command hashes as the server does
+// by default; the server checks those logins).
+const testScryptN = 1 << 10
 
 // receiverArgs let a server's callbacks reach receivers on this host
 // (httptest servers listen on 127.0.0.1), which it refuses by default.

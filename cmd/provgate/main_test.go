@@ -87,7 +87,9 @@ func tryStartCLI(t *testing.T, env map[string]string, args ...string) (*cliServe
 	s := &cliServer{stdout: &cliOutput{}, stderr: &cliOutput{}}
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- runWith(ctx, args, envMap(env), s.stdout, s.stderr, hooks{ready: ready}) }()
+	go func() {
+		done <- runWith(ctx, args, envMap(env), s.stdout, s.stderr, hooks{ready: ready, scryptN: testScryptN})
+	}()
 	var once sync.Once
 	var result error
 	s.stop = func() error {

@@ -103,8 +103,12 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	// The object service validates plugins with the callback service, which
 	// in turn reads machines and plugins through the object service.
 	var cb *callback.Service
+	hashPassword := auth.HashPassword
+	if h.scryptN != 0 {
+		hashPassword = auth.HashPasswordN(h.scryptN)
+	}
 	obj := objects.New(st, objects.Options{
-		Bus: bus, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
+		Bus: bus, Logger: logger, HashPassword: hashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
 		Providers: []string{callback.ProviderName}, ValidatePlugin: func(p *backend.Plugin) []string { return cb.Configure(p) },
 		PluginGrants: callback.Grants,
 		OnJobChange:  func(ctx context.Context, old, job *backend.Job) error { return cb.JobChanged(ctx, old, job) },
@@ -117,7 +121,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	secrets := auth.NewSecretCache(st)
 	// Failed logins are counted in the store, so replicas sharing it share
 	// the limits and a restart forgets none.
-	authn := auth.New(secrets, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL, Failures: st, Now: h.now,
+	authn := auth.New(secrets, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL, Failures: st, Now: h.now, ScryptN: h.scryptN,
 		ClaimContains: func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
 	tokens := auth.NewTokenCache(authn, tokenCacheSize, tokenCacheTTL)
 	policy := policydata.NewSync(st, lic, engine)
