@@ -123,7 +123,7 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	s := &tserver{t: t, Name: db.Name, DSN: db.DSN, DataDir: dir, Stdout: &logBuffer{}, Stderr: &logBuffer{},
 		Clock: &testClock{}, Reload: make(chan os.Signal, 1), cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
-	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, verified: e2eVerified, scryptN: testScryptN}
+	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, verified: e2eVerified, compiled: e2eCompiled, scryptN: testScryptN}
 	go func() { s.done <- runWith(ctx, args, getenv, s.Stdout, s.Stderr, h) }()
 	select {
 	case addr := <-ready:
@@ -204,6 +204,11 @@ func (s *tserver) Stop() {
 // process: a policy content whose Rego suites passed for one server (the
 // same extension on SQLite and PostgreSQL, a restart) is not tested again.
 var e2eVerified = opa.NewVerified()
+
+// e2eCompiled is shared by the test servers too: most of them serve the
+// embedded policy, compiled once for the process instead of at every
+// start.
+var e2eCompiled = opa.NewCompiled()
 
 // testScryptN is the scrypt cost of the passwords test servers hash
 // (hooks.scryptN): the lowest the server accepts, as fixtureHash. At the

@@ -88,7 +88,7 @@ func tryStartCLI(t *testing.T, env map[string]string, args ...string) (*cliServe
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- runWith(ctx, args, envMap(env), s.stdout, s.stderr, hooks{ready: ready, scryptN: testScryptN})
+		done <- runWith(ctx, args, envMap(env), s.stdout, s.stderr, hooks{ready: ready, compiled: e2eCompiled, scryptN: testScryptN})
 	}()
 	var once sync.Once
 	var result error

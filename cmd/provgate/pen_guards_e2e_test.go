@@ -352,7 +352,7 @@ func serveErr(t *testing.T, db dbCase, dir string, extra ...string) error {
 		return ""
 	}
 	go func() {
-		done <- runWith(ctx, args, getenv, &logBuffer{}, &logBuffer{}, hooks{ready: ready, scryptN: testScryptN})
+		done <- runWith(ctx, args, getenv, &logBuffer{}, &logBuffer{}, hooks{ready: ready, compiled: e2eCompiled, scryptN: testScryptN})
 	}()
 	select {
 	case err := <-done:

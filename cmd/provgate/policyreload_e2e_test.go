@@ -499,7 +499,7 @@ func TestE2EPolicyDirStartRefused(t *testing.T) {
 			defer cancel()
 			ready := make(chan string, 1)
 			var stdout, stderr logBuffer
-			err := runWith(ctx, args, func(k string) string { return env[k] }, &stdout, &stderr, hooks{ready: ready, scryptN: testScryptN})
+			err := runWith(ctx, args, func(k string) string { return env[k] }, &stdout, &stderr, hooks{ready: ready, compiled: e2eCompiled, scryptN: testScryptN})
 			select {
 			case addr := <-ready:
 				t.Fatalf("server listened on %s with a bad policy dir", addr)

@@ -287,7 +287,7 @@ func newEngine(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, st
 		pubKey = string(b)
 	}
 	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog,
-		Verified: h.verified, Now: h.now,
+		Verified: h.verified, Compiled: h.compiled, Now: h.now,
 		Bundle: opa.BundleOptions{Location: cfg.PolicyBundle, PublicKey: pubKey, AllowHTTP: cfg.PolicyBundleAllowHTTP,
 			Sequences: opa.SettingsSequences(st)}})
 	if err != nil {
