@@ -131,9 +131,9 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	case err := <-s.done:
 		cancel()
 		t.Fatalf("server did not start: %v\nstderr:\n%s", err, s.Stderr.String())
-	case <-time.After(60 * time.Second):
+	case <-time.After(startLimit):
 		cancel()
-		t.Fatalf("server did not start within 60s\nstderr:\n%s", s.Stderr.String())
+		t.Fatalf("server did not start within %s\nstderr:\n%s", startLimit, s.Stderr.String())
 	}
 	s.client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed test server
@@ -209,6 +209,12 @@ var e2eVerified = opa.NewVerified()
 // embedded policy, compiled once for the process instead of at every
 // start.
 var e2eCompiled = opa.NewCompiled()
+
+// startLimit bounds a test server's start. It only tells a hung start from
+// a slow one: a start returns as soon as the server listens, and on a
+// machine running two test suites at once a start that compiles and tests
+// a policy directory took close to a minute.
+const startLimit = 3 * time.Minute
 
 // testScryptN is the scrypt cost of the passwords test servers hash
 // (hooks.scryptN): the lowest the server accepts, as fixtureHash. At the

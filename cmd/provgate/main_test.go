@@ -114,8 +114,8 @@ func tryStartCLI(t *testing.T, env map[string]string, args ...string) (*cliServe
 			err = errors.New("run returned nil before listening")
 		}
 		return nil, err
-	case <-time.After(20 * time.Second):
-		return nil, fmt.Errorf("server not ready after 20s; stderr:\n%s", s.stderr.String())
+	case <-time.After(startLimit):
+		return nil, fmt.Errorf("server not ready after %s; stderr:\n%s", startLimit, s.stderr.String())
 	}
 }
 
