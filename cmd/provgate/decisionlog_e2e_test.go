@@ -298,7 +298,8 @@ func TestE2EDecisionLogReopen(t *testing.T) {
 // waitFileHas waits until file contains s.
 func waitFileHas(t *testing.T, file, s string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	// Generous: a loaded machine writes late; a pass returns at once.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		b, _ := os.ReadFile(file)
 		if bytes.Contains(b, []byte(s)) {

@@ -123,7 +123,7 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	s := &tserver{t: t, Name: db.Name, DSN: db.DSN, DataDir: dir, Stdout: &logBuffer{}, Stderr: &logBuffer{},
 		Clock: &testClock{}, Reload: make(chan os.Signal, 1), cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
-	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, verified: e2eVerified}
+	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, verified: e2eVerified, compiled: e2eCompiled, scryptN: testScryptN}
 	go func() { s.done <- runWith(ctx, args, getenv, s.Stdout, s.Stderr, h) }()
 	select {
 	case addr := <-ready:
@@ -131,9 +131,9 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	case err := <-s.done:
 		cancel()
 		t.Fatalf("server did not start: %v\nstderr:\n%s", err, s.Stderr.String())
-	case <-time.After(60 * time.Second):
+	case <-time.After(startLimit):
 		cancel()
-		t.Fatalf("server did not start within 60s\nstderr:\n%s", s.Stderr.String())
+		t.Fatalf("server did not start within %s\nstderr:\n%s", startLimit, s.Stderr.String())
 	}
 	s.client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed test server
@@ -204,6 +204,27 @@ func (s *tserver) Stop() {
 // process: a policy content whose Rego suites passed for one server (the
 // same extension on SQLite and PostgreSQL, a restart) is not tested again.
 var e2eVerified = opa.NewVerified()
+
+// e2eCompiled is shared by the test servers too: most of them serve the
+// embedded policy, compiled once for the process instead of at every
+// start.
+var e2eCompiled = opa.NewCompiled()
+
+// startLimit bounds a test server's start. It only tells a hung start from
+// a slow one: a start returns as soon as the server listens, and on a
+// machine running two test suites at once a start that compiles and tests
+// a policy directory took close to a minute.
+const startLimit = 3 * time.Minute
+
+// testScryptN is the scrypt cost of the passwords test servers hash
+// (hooks.scryptN): the lowest the server accepts, as fixtureHash. At the
+// default cost the admin password's hash and first check took about two
+// seconds of each server's start under the race detector, and logins
+// waiting for the one scrypt slot were refused on a busy machine. The
+// default cost is covered by gateway/auth's tests and, end to end, by
+// TestE2EAdminResetPassword (the admin command hashes as the server does
+// by default; the server checks those logins).
+const testScryptN = 1 << 10
 
 // receiverArgs let a server's callbacks reach receivers on this host
 // (httptest servers listen on 127.0.0.1), which it refuses by default.

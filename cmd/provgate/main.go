@@ -56,6 +56,15 @@ type hooks struct {
 	// verified, when set, remembers the policies whose suites passed
 	// across the servers of the process (opa.Options.Verified).
 	verified *opa.Verified
+	// compiled, when set, shares compiled policies across the servers of
+	// the process (opa.Options.Compiled).
+	compiled *opa.Compiled
+	// scryptN, when not 0, is the scrypt cost N of the passwords the
+	// server hashes (auth.HashPasswordN) and of its unknown-user decoy;
+	// 0 is the default. Tests lower it: at the default cost the admin
+	// password's hash and first check are most of a test server's start
+	// under the race detector.
+	scryptN int
 }
 
 // usageError marks mistakes in the command line, which exit with status 2.

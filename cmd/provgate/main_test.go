@@ -87,7 +87,9 @@ func tryStartCLI(t *testing.T, env map[string]string, args ...string) (*cliServe
 	s := &cliServer{stdout: &cliOutput{}, stderr: &cliOutput{}}
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- runWith(ctx, args, envMap(env), s.stdout, s.stderr, hooks{ready: ready}) }()
+	go func() {
+		done <- runWith(ctx, args, envMap(env), s.stdout, s.stderr, hooks{ready: ready, compiled: e2eCompiled, scryptN: testScryptN})
+	}()
 	var once sync.Once
 	var result error
 	s.stop = func() error {
@@ -112,8 +114,8 @@ func tryStartCLI(t *testing.T, env map[string]string, args ...string) (*cliServe
 			err = errors.New("run returned nil before listening")
 		}
 		return nil, err
-	case <-time.After(20 * time.Second):
-		return nil, fmt.Errorf("server not ready after 20s; stderr:\n%s", s.stderr.String())
+	case <-time.After(startLimit):
+		return nil, fmt.Errorf("server not ready after %s; stderr:\n%s", startLimit, s.stderr.String())
 	}
 }
 

@@ -351,7 +351,9 @@ func serveErr(t *testing.T, db dbCase, dir string, extra ...string) error {
 		}
 		return ""
 	}
-	go func() { done <- runWith(ctx, args, getenv, &logBuffer{}, &logBuffer{}, hooks{ready: ready}) }()
+	go func() {
+		done <- runWith(ctx, args, getenv, &logBuffer{}, &logBuffer{}, hooks{ready: ready, compiled: e2eCompiled, scryptN: testScryptN})
+	}()
 	select {
 	case err := <-done:
 		return err

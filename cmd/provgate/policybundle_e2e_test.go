@@ -222,7 +222,7 @@ func TestE2EPolicyBundleTamperedRefusedAtStart(t *testing.T) {
 					return e2eAdminPassword
 				}
 				return ""
-			}, &logBuffer{}, &stderr, hooks{})
+			}, &logBuffer{}, &stderr, hooks{compiled: e2eCompiled, scryptN: testScryptN})
 			if err == nil || !strings.Contains(err.Error(), "digest mismatch") {
 				t.Fatalf("server start with a tampered bundle: %v", err)
 			}

@@ -51,19 +51,25 @@ func TestE2EPolicyDiff(t *testing.T) {
 	for _, db := range databases(t) {
 		t.Run(db.Name, func(t *testing.T) {
 			t.Parallel()
-			s := startE2E(t, db, append(licenseArgs(t), "--decision-log", filepath.Join(t.TempDir(), "decisions.jsonl"))...)
-			policyDiffCase(t, s)
+			decisions := filepath.Join(t.TempDir(), "decisions.jsonl")
+			s := startE2E(t, db, append(licenseArgs(t), "--decision-log", decisions)...)
+			policyDiffCase(t, s, decisions)
 		})
 	}
 }
 
-func policyDiffCase(t *testing.T, s *tserver) {
+func policyDiffCase(t *testing.T, s *tserver, decisions string) {
 	{
 		s.AddRole("d-writer", [3]string{"machines", "get,list,update", "*"})
 		s.AddUser("carol", "carol-pw-1", "d-writer")
 		s.AddUser("dave", "dave-pw-1", "d-writer")
 		m := s.AddMachine("d-m", nil)
-		s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Description", "x"), basic("carol", "carol-pw-1"))
+		s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Description", "x"), basic("carol", "carol-pw-1"),
+			"X-Request-Id", "d-carol-patch")
+		// The log is written in the background: the diff replays it once
+		// carol's PATCH is there, instead of building the candidate again
+		// and again until it is.
+		waitFileHas(t, decisions, `"request_id":"d-carol-patch"`)
 		archive := tarGz(t, filepath.Join("..", "..", "testdata", "policy", "extensions", "freeze"))
 		s.Must(403, "POST", "/access/policy/diff", map[string]any{"Archive": archive}, basic("dave", "dave-pw-1"))
 
@@ -82,7 +88,7 @@ func policyDiffCase(t *testing.T, s *tserver) {
 			if len(d.Changed) > 0 || time.Now().After(deadline) {
 				break
 			}
-			time.Sleep(100 * time.Millisecond) // the log is written in the background
+			time.Sleep(100 * time.Millisecond)
 		}
 		if d.Candidate == "" || d.Candidate == d.Revision {
 			t.Errorf("revisions %q → %q", d.Revision, d.Candidate)

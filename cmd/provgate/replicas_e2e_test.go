@@ -37,7 +37,9 @@ const childEnv = "PROVGATE_E2E_CHILD"
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+		// Passwords at the test cost, as the in-process servers
+		// (testScryptN); the process is the server's, signals and all.
+		err := runWith(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, hooks{scryptN: testScryptN})
 		stop()
 		os.Exit(report(err, os.Stderr))
 	}

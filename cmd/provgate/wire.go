@@ -107,8 +107,12 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	// The object service validates plugins with the callback service, which
 	// in turn reads machines and plugins through the object service.
 	var cb *callback.Service
+	hashPassword := auth.HashPassword
+	if h.scryptN != 0 {
+		hashPassword = auth.HashPasswordN(h.scryptN)
+	}
 	obj := objects.New(st, objects.Options{
-		Kinds: kinds, Bus: bus, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
+		Kinds: kinds, Bus: bus, Logger: logger, HashPassword: hashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
 		Providers: []string{callback.ProviderName}, ValidatePlugin: func(p *backend.Plugin) []string { return cb.Configure(p) },
 		PluginGrants: callback.Grants,
 		OnJobChange:  func(ctx context.Context, old, job *backend.Job) error { return cb.JobChanged(ctx, old, job) },
@@ -121,7 +125,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	secrets := auth.NewSecretCache(st)
 	// Failed logins are counted in the store, so replicas sharing it share
 	// the limits and a restart forgets none.
-	authn := auth.New(secrets, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL, Failures: st, Now: h.now,
+	authn := auth.New(secrets, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL, Failures: st, Now: h.now, ScryptN: h.scryptN,
 		ClaimContains: func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
 	tokens := auth.NewTokenCache(authn, tokenCacheSize, tokenCacheTTL)
 	policy := policydata.NewSync(st, lic, engine, kinds)
@@ -288,7 +292,7 @@ func newEngine(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, st
 		pubKey = string(b)
 	}
 	engine, err = opa.New(ctx, opa.Options{PolicyDir: cfg.PolicyDir, Logger: logger, DecisionLog: decisionLog,
-		Verified: h.verified, Now: h.now,
+		Verified: h.verified, Compiled: h.compiled, Now: h.now,
 		Bundle: opa.BundleOptions{Location: cfg.PolicyBundle, PublicKey: pubKey, AllowHTTP: cfg.PolicyBundleAllowHTTP,
 			Sequences: opa.SettingsSequences(st)}})
 	if err != nil {

@@ -91,6 +91,11 @@ type Options struct {
 	FailTrackMax int
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// ScryptN is the scrypt cost of the decoy hash checked for unknown
+	// users, which should cost what the stored hashes do: 0 is
+	// HashPassword's; a server whose passwords are hashed with
+	// HashPasswordN(n) (its tests) gives n.
+	ScryptN int
 	// ClaimContains reports whether claim have contains claim want (docs/design.md
 	// §5.2). When set, a restricted grantor may mint a token
 	// narrowed further; without it such a token simply keeps the grantor's
@@ -129,7 +134,7 @@ func New(secrets Secrets, opts Options) *Authenticator {
 		defTTL:  orDuration(opts.DefaultTTL, time.Hour),
 		maxTTL:  orDuration(opts.MaxTTL, 365*24*time.Hour),
 		wait:    orDuration(opts.ScryptWait, 2*time.Second),
-		params:  defaultParams,
+		params:  paramsN(opts.ScryptN),
 
 		contains: opts.ClaimContains,
 	}

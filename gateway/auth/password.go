@@ -59,6 +59,29 @@ func HashPassword(pw string) ([]byte, error) {
 	return hashPassword(pw, defaultParams)
 }
 
+// HashPasswordN returns HashPassword at scrypt cost N=n instead of the
+// default (r and p unchanged); n must be a power of two within the bounds
+// CheckPassword accepts, or it panics. Only a server's tests lower it: at
+// the default cost, hashing the admin password and checking its first
+// login are most of a test server's start under the race detector.
+func HashPasswordN(n int) func(pw string) ([]byte, error) {
+	sp := paramsN(n)
+	return func(pw string) ([]byte, error) { return hashPassword(pw, sp) }
+}
+
+// paramsN is defaultParams at N=n (0: the default).
+func paramsN(n int) scryptParams {
+	sp := defaultParams
+	if n == 0 {
+		return sp
+	}
+	if n < minN || n > maxN || n&(n-1) != 0 {
+		panic(fmt.Sprintf("auth: scrypt N %d is not a power of two in [%d, %d]", n, minN, maxN))
+	}
+	sp.n = n
+	return sp
+}
+
 func hashPassword(pw string, sp scryptParams) ([]byte, error) {
 	if err := validatePassword(pw); err != nil {
 		return nil, err

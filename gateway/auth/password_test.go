@@ -35,6 +35,39 @@ func TestHashPasswordDefaults(t *testing.T) {
 	}
 }
 
+// TestHashPasswordN: the lowered cost changes N alone, and the input
+// rules are HashPassword's.
+func TestHashPasswordN(t *testing.T) {
+	hash := HashPasswordN(minN)
+	h, err := hash("r0cketsk8ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parts := strings.Split(string(h), "$"); len(parts) != 5 || parts[0] != "1024" || parts[1] != "8" || parts[2] != "1" ||
+		len(parts[3]) != 32 || len(parts[4]) != 64 {
+		t.Fatalf("got hash %q, want 1024$8$1$<16-byte salt>$<32-byte key>", h)
+	}
+	if !CheckPassword(h, "r0cketsk8ts") || CheckPassword(h, "r0cketsk8tz") {
+		t.Error("the lowered hash does not check as it should")
+	}
+	if _, err := hash(""); !backend.IsCode(err, backend.EBADREQUEST) {
+		t.Errorf("empty password: %v, want EBADREQUEST", err)
+	}
+	if got := paramsN(0); got != defaultParams {
+		t.Errorf("paramsN(0) = %+v, want the defaults", got)
+	}
+	for _, n := range []int{minN / 2, maxN * 2, 3000} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("HashPasswordN(%d) did not panic", n)
+				}
+			}()
+			HashPasswordN(n)
+		}()
+	}
+}
+
 func TestCheckPassword(t *testing.T) {
 	cheap, err := hashPassword("s3cret", testParams)
 	if err != nil {

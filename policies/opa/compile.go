@@ -339,15 +339,11 @@ func parse(sources map[string]string) (map[string]*ast.Module, error) {
 // extData is the data served with them under data.provgate_ext; with the
 // modules it makes the policy's revision.
 func (e *Engine) build(ctx context.Context, sources map[string]string, extData map[string]any) (*policy, error) {
-	mods, err := parse(sources)
-	if err != nil {
-		return nil, policyError("parse policy", err)
-	}
 	compileMu.Lock()
 	defer compileMu.Unlock()
-	compiler := ast.NewCompiler()
-	if compiler.Compile(mods); compiler.Failed() {
-		return nil, policyError("compile policy", compiler.Errors)
+	compiler, err := e.compiled.compile(sources)
+	if err != nil {
+		return nil, err
 	}
 	p := &policy{needs: inputNeeds(compiler), nameBlind: principalNameBlind(compiler, sources), revision: contentRevision(sources, extData)}
 	for _, q := range []struct {

@@ -73,6 +73,9 @@ type Options struct {
 	// Verified remembers the policies whose suites passed; engines of one
 	// process may share one. Nil gives the engine its own.
 	Verified *Verified
+	// Compiled, when set, shares compiled policies with the other engines
+	// given it (a test process's servers); nil compiles at every load.
+	Compiled *Compiled
 }
 
 // Engine decides requests with the compiled policy. It is safe for
@@ -109,6 +112,7 @@ type Engine struct {
 	lookups  struct{ hits, misses atomic.Uint64 }
 	now      func() time.Time // nil: OPA's own clock
 	verified *Verified
+	compiled *Compiled // nil: compile at every load
 }
 
 // policy is one compiled policy with its prepared queries.
@@ -158,6 +162,7 @@ func newEngine(ctx context.Context, opts Options, modules map[string]string) (*E
 		dir:      opts.PolicyDir,
 		now:      opts.Now,
 		verified: opts.Verified,
+		compiled: opts.Compiled,
 		store: inmem.NewFromObjectWithOpts(map[string]any{"provgate": map[string]any{}, ExtDataKey: map[string]any{}},
 			inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true)),
 	}

@@ -37,8 +37,16 @@ func testData() policies.Data {
 	)
 }
 
+// testCompiled shares the compiled embedded policy between the engines of
+// the package's tests, as a test process's servers share it (Compiled);
+// engines on a policy directory or bundle compile their own.
+var testCompiled = NewCompiled()
+
 func newTestEngine(t testing.TB, opts Options) *Engine {
 	t.Helper()
+	if opts.Compiled == nil && opts.PolicyDir == "" && opts.Bundle.Location == "" {
+		opts.Compiled = testCompiled
+	}
 	e, err := New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)

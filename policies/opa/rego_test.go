@@ -3,8 +3,10 @@ package opa
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,15 +76,44 @@ func TestEmbeddedPolicyStrict(t *testing.T) {
 
 func evalTest(t *testing.T, query string, opts ...func(*rego.Rego)) any {
 	t.Helper()
-	c := ast.NewCompiler()
-	if c.Compile(embeddedModules(t)); c.Failed() {
-		t.Fatal(c.Errors)
-	}
+	c := embeddedCompiler(t)
 	rs, err := rego.New(append([]func(*rego.Rego){rego.Query(query), rego.Compiler(c)}, opts...)...).Eval(context.Background())
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("eval %s: %v %v", query, rs, err)
 	}
 	return rs[0].Expressions[0].Value
+}
+
+// embedded is the embedded policy with its tests, compiled once for the
+// package's tests: evalTest's queries only read it, as the queries of an
+// engine read its compiled policy.
+var embedded struct {
+	once sync.Once
+	c    *ast.Compiler
+	err  error
+}
+
+func embeddedCompiler(t testing.TB) *ast.Compiler {
+	t.Helper()
+	embedded.once.Do(func() {
+		// Should parsing fail, embeddedModules fails the first caller;
+		// the later ones fail on this.
+		embedded.err = errors.New("the embedded policy does not parse")
+		mods := embeddedModules(t)
+		embedded.err = nil
+		c := ast.NewCompiler()
+		compileMu.Lock()
+		defer compileMu.Unlock()
+		if c.Compile(mods); c.Failed() {
+			embedded.err = c.Errors
+			return
+		}
+		embedded.c = c
+	})
+	if embedded.err != nil {
+		t.Fatal(embedded.err)
+	}
+	return embedded.c
 }
 
 // The Rego fixtures carry their own scope table; it must stay the one the
