@@ -680,7 +680,7 @@ func (s *Store) list(ctx context.Context, prefix string, q backend.Query, data b
 		return nil, 0, 0, err
 	}
 	b := s.newBuilder(k)
-	if visiblePaged(k, q) {
+	if q.KeyPaged(k) {
 		if id, sorted := s.counts.id(prefix, q.Visible); sorted {
 			if recs, err = s.visiblePage(ctx, k, prefix, q, data); err != nil {
 				return nil, 0, 0, err
