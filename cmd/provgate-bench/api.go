@@ -170,6 +170,16 @@ func httpOp(c *http.Client, r request) op {
 	}
 }
 
+// sendJSON sends r with body encoded as JSON, discarding the answer.
+func sendJSON(ctx context.Context, c *http.Client, r request, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	r.Body = b
+	return send(ctx, c, r, nil)
+}
+
 func send(ctx context.Context, c *http.Client, r request, out *[]byte) error {
 	var rd io.Reader
 	if r.Body != nil {

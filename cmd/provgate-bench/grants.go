@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
@@ -91,12 +90,7 @@ func (g *grantServer) createOp(kind string, seq *atomic.Int64) op {
 			r.URL += "/api/v3/users"
 			body = map[string]any{"Name": fmt.Sprintf("g-u-%d", n), "Roles": []string{"g-role-1", "g-role-2", "g-role-3", "g-role-4", "g-role-5"}}
 		}
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r.Body = b
-		return send(ctx, c, r, nil)
+		return sendJSON(ctx, c, r, body)
 	}
 }
 

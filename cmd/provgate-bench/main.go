@@ -258,100 +258,72 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return only
 	}
 
-	var gw *gatewayResult
 	gwSkip := skip("1", "2", "4", "6", "7", "13")
 	if cfg.ListOnly || cfg.GatewayOnly {
 		gwSkip = ""
 	}
-	if gwSkip == "" {
-		if gw, err = runGateway(ctx, cfg, tmp, pub, lic, logf); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			gwSkip = "failed: " + firstLine(err.Error())
-			rep.Failures = append(rep.Failures, "SQLite server figures: "+err.Error())
-			logf("SQLite figures failed: %v", err)
-			gw = nil
-		}
+	gw, gwSkip, err := runPart(ctx, rep, logf, "SQLite server figures", "SQLite figures", gwSkip, func() (*gatewayResult, error) {
+		return runGateway(ctx, cfg, tmp, pub, lic, logf)
+	})
+	if err != nil {
+		return err
 	}
 
-	var ev *eventsResult
-	evSkip := skip("8")
-	if evSkip == "" {
-		if ev, err = runEvents(ctx, cfg, tmp, pub, lic, logf); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			evSkip = "failed: " + firstLine(err.Error())
-			rep.Failures = append(rep.Failures, "figure 8: "+err.Error())
-			logf("figure 8 failed: %v", err)
-			ev = nil
-		}
+	ev, evSkip, err := runPart(ctx, rep, logf, "figure 8", "figure 8", skip("8"), func() (*eventsResult, error) {
+		return runEvents(ctx, cfg, tmp, pub, lic, logf)
+	})
+	if err != nil {
+		return err
 	}
 
-	var pools *poolResult
 	pgSkip := skip("5", "7")
 	if pgSkip == "" && cfg.Postgres == "" {
 		pgSkip = "PROVGATE_TEST_DATABASE not set"
 	}
-	if pgSkip == "" {
-		if pools, err = runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			pgSkip = "failed: " + firstLine(err.Error())
-			rep.Failures = append(rep.Failures, "figure 5: "+err.Error())
-			logf("figure 5 failed: %v", err)
-			pools = nil
-		}
+	pools, pgSkip, err := runPart(ctx, rep, logf, "figure 5", "figure 5", pgSkip, func() (*poolResult, error) {
+		return runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf)
+	})
+	if err != nil {
+		return err
 	}
 
-	var sc *scaleResult
 	scSkip := ""
 	if cfg.OnlyDecide || cfg.GrantsOnly || cfg.PGScaleOnly || cfg.ListOnly || cfg.GatewayOnly {
 		scSkip = only
 	} else if !cfg.wants("9", "12") {
 		scSkip = "-only"
-	} else if sc, err = runScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		scSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figures 9: "+err.Error())
-		logf("figures 9 failed: %v", err)
-		sc = nil
+	}
+	sc, scSkip, err := runPart(ctx, rep, logf, "figures 9", "figures 9", scSkip, func() (*scaleResult, error) {
+		return runScale(ctx, cfg, tmp, pub, lic, logf)
+	})
+	if err != nil {
+		return err
 	}
 
-	var pgs *pgScaleResult
 	pgsSkip := ""
 	if only != "" && !cfg.PGScaleOnly {
 		pgsSkip = only
 	} else if cfg.Postgres == "" {
 		pgsSkip = "PROVGATE_TEST_DATABASE not set"
-	} else if pgs, err = runPGScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		pgsSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figures 14: "+err.Error())
-		logf("figures 14 failed: %v", err)
-		pgs = nil
+	}
+	pgs, pgsSkip, err := runPart(ctx, rep, logf, "figures 14", "figures 14", pgsSkip, func() (*pgScaleResult, error) {
+		return runPGScale(ctx, cfg, tmp, pub, lic, logf)
+	})
+	if err != nil {
+		return err
 	}
 
-	var gr *grantsResult
 	grSkip := ""
 	if cfg.OnlyDecide || cfg.ScaleOnly || cfg.ExplorerOnly || cfg.PGScaleOnly || cfg.ListOnly || cfg.GatewayOnly {
 		grSkip = only
 	} else if !cfg.wants("10") {
 		grSkip = "-only"
-	} else if gr, err = runGrants(ctx, cfg, tmp, pub, lic, logf); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		grSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figures 10: "+err.Error())
-		logf("figures 10 failed: %v", err)
-		gr = nil
+	}
+	gr, grSkip, err := runPart(ctx, rep, logf, "figures 10", "figures 10", grSkip, func() (*grantsResult, error) {
+		return runGrants(ctx, cfg, tmp, pub, lic, logf)
+	})
+	if err != nil {
+		return err
 	}
 
 	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale, rep.PGScale, rep.Grants = gw, pools, dec, ev, sc, pgs, gr
@@ -418,4 +390,23 @@ func btoi(b bool) int {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// runPart runs one part of the bench unless skip names why not. A failure is
+// recorded in rep under label (and logged under logLabel) and becomes the
+// part's skip reason; only a cancelled ctx ends the whole run.
+func runPart[T any](ctx context.Context, rep *report, logf func(string, ...any), label, logLabel, skip string, run func() (*T, error)) (*T, string, error) {
+	if skip != "" {
+		return nil, skip, nil
+	}
+	res, err := run()
+	if err == nil {
+		return res, "", nil
+	}
+	if ctx.Err() != nil {
+		return nil, "", ctx.Err()
+	}
+	rep.Failures = append(rep.Failures, label+": "+err.Error())
+	logf("%s failed: %v", logLabel, err)
+	return nil, "failed: " + firstLine(err.Error()), nil
 }

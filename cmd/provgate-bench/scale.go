@@ -319,12 +319,7 @@ func (s *scaleServer) writeOp(kind string, seq *atomic.Int64) op {
 			r.Method, r.Want, r.URL = "PATCH", 200, r.URL+"/api/v3/"+target
 			body = []map[string]any{{"op": "replace", "path": "/Description", "value": fmt.Sprintf("d-%d", n)}}
 		}
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r.Body = b
-		return send(ctx, c, r, nil)
+		return sendJSON(ctx, c, r, body)
 	}
 }
 
