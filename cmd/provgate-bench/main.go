@@ -258,20 +258,17 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return only
 	}
 
+	part := partEnv{ctx: ctx, cfg: cfg, tmp: tmp, pub: pub, lic: lic, logf: logf, rep: rep}
 	gwSkip := skip("1", "2", "4", "6", "7", "13")
 	if cfg.ListOnly || cfg.GatewayOnly {
 		gwSkip = ""
 	}
-	gw, gwSkip, err := runPart(ctx, rep, logf, "SQLite server figures", "SQLite figures", gwSkip, func() (*gatewayResult, error) {
-		return runGateway(ctx, cfg, tmp, pub, lic, logf)
-	})
+	gw, gwSkip, err := runPart(part, "SQLite server figures", gwSkip, runGateway)
 	if err != nil {
 		return err
 	}
 
-	ev, evSkip, err := runPart(ctx, rep, logf, "figure 8", "figure 8", skip("8"), func() (*eventsResult, error) {
-		return runEvents(ctx, cfg, tmp, pub, lic, logf)
-	})
+	ev, evSkip, err := runPart(part, "figure 8", skip("8"), runEvents)
 	if err != nil {
 		return err
 	}
@@ -280,9 +277,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if pgSkip == "" && cfg.Postgres == "" {
 		pgSkip = "PROVGATE_TEST_DATABASE not set"
 	}
-	pools, pgSkip, err := runPart(ctx, rep, logf, "figure 5", "figure 5", pgSkip, func() (*poolResult, error) {
-		return runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf)
-	})
+	pools, pgSkip, err := runPart(part, "figure 5", pgSkip, runPools)
 	if err != nil {
 		return err
 	}
@@ -293,9 +288,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	} else if !cfg.wants("9", "12") {
 		scSkip = "-only"
 	}
-	sc, scSkip, err := runPart(ctx, rep, logf, "figures 9", "figures 9", scSkip, func() (*scaleResult, error) {
-		return runScale(ctx, cfg, tmp, pub, lic, logf)
-	})
+	sc, scSkip, err := runPart(part, "figures 9", scSkip, runScale)
 	if err != nil {
 		return err
 	}
@@ -306,9 +299,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	} else if cfg.Postgres == "" {
 		pgsSkip = "PROVGATE_TEST_DATABASE not set"
 	}
-	pgs, pgsSkip, err := runPart(ctx, rep, logf, "figures 14", "figures 14", pgsSkip, func() (*pgScaleResult, error) {
-		return runPGScale(ctx, cfg, tmp, pub, lic, logf)
-	})
+	pgs, pgsSkip, err := runPart(part, "figures 14", pgsSkip, runPGScale)
 	if err != nil {
 		return err
 	}
@@ -319,9 +310,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	} else if !cfg.wants("10") {
 		grSkip = "-only"
 	}
-	gr, grSkip, err := runPart(ctx, rep, logf, "figures 10", "figures 10", grSkip, func() (*grantsResult, error) {
-		return runGrants(ctx, cfg, tmp, pub, lic, logf)
-	})
+	gr, grSkip, err := runPart(part, "figures 10", grSkip, runGrants)
 	if err != nil {
 		return err
 	}
@@ -392,21 +381,30 @@ func firstLine(s string) string {
 	return line
 }
 
+// partEnv is what every server part of the bench is run with.
+type partEnv struct {
+	ctx           context.Context
+	cfg           config
+	tmp, pub, lic string
+	logf          func(string, ...any)
+	rep           *report
+}
+
 // runPart runs one part of the bench unless skip names why not. A failure is
-// recorded in rep under label (and logged under logLabel) and becomes the
-// part's skip reason; only a cancelled ctx ends the whole run.
-func runPart[T any](ctx context.Context, rep *report, logf func(string, ...any), label, logLabel, skip string, run func() (*T, error)) (*T, string, error) {
+// recorded in the report under label and becomes the part's skip reason;
+// only a cancelled ctx ends the whole run.
+func runPart[T any](e partEnv, label, skip string, run func(context.Context, config, string, string, string, func(string, ...any)) (*T, error)) (*T, string, error) {
 	if skip != "" {
 		return nil, skip, nil
 	}
-	res, err := run()
+	res, err := run(e.ctx, e.cfg, e.tmp, e.pub, e.lic, e.logf)
 	if err == nil {
 		return res, "", nil
 	}
-	if ctx.Err() != nil {
-		return nil, "", ctx.Err()
+	if e.ctx.Err() != nil {
+		return nil, "", e.ctx.Err()
 	}
-	rep.Failures = append(rep.Failures, label+": "+err.Error())
-	logf("%s failed: %v", logLabel, err)
+	e.rep.Failures = append(e.rep.Failures, label+": "+err.Error())
+	e.logf("%s failed: %v", label, err)
 	return nil, "failed: " + firstLine(err.Error()), nil
 }
