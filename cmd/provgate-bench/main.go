@@ -204,21 +204,29 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			return fmt.Errorf("baseline server binary: %w", err)
 		}
 	}
+	// only names the -*-only flag given (they exclude each other), or "".
+	// The server figures other than 9 are left out by any of them.
+	only := ""
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{
+		{cfg.ExplorerOnly, "-explorer-only"}, {cfg.OnlyDecide, "-only-decide"}, {cfg.ScaleOnly, "-scale-only"},
+		{cfg.PGScaleOnly, "-pg-scale-only"}, {cfg.ListOnly, "-list-only"}, {cfg.GatewayOnly, "-gateway-only"},
+		{cfg.GrantsOnly, "-grants-only"},
+	} {
+		if f.set {
+			only = f.name
+			break
+		}
+	}
 	// Figure 3 first: the test binary compiles before any server runs, so
 	// compilation never competes with a timed leg.
 	var dec *decideResult
 	decSkip := ""
 	switch {
-	case cfg.ScaleOnly:
-		decSkip = "-scale-only"
-	case cfg.PGScaleOnly:
-		decSkip = "-pg-scale-only"
-	case cfg.ListOnly:
-		decSkip = "-list-only"
-	case cfg.GatewayOnly:
-		decSkip = "-gateway-only"
-	case cfg.GrantsOnly:
-		decSkip = "-grants-only"
+	case only != "" && !cfg.ExplorerOnly && !cfg.OnlyDecide:
+		decSkip = only
 	case cfg.SkipDecide:
 		decSkip = "-skip-decide"
 	case !cfg.wants("3", "12"):
@@ -232,23 +240,6 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
-	}
-	// The server figures other than 9 are left out by either -only flag.
-	only := ""
-	if cfg.ExplorerOnly {
-		only = "-explorer-only"
-	} else if cfg.OnlyDecide {
-		only = "-only-decide"
-	} else if cfg.ScaleOnly {
-		only = "-scale-only"
-	} else if cfg.PGScaleOnly {
-		only = "-pg-scale-only"
-	} else if cfg.ListOnly {
-		only = "-list-only"
-	} else if cfg.GatewayOnly {
-		only = "-gateway-only"
-	} else if cfg.GrantsOnly {
-		only = "-grants-only"
 	}
 	// skip is only, or "-only" for a part -only leaves out.
 	skip := func(figs ...string) string {
