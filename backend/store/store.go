@@ -27,6 +27,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/internal/writebehind"
 )
 
 // Options tune a Store.
@@ -62,7 +63,7 @@ type Store struct {
 	// stats times the statements (QueryStats).
 	stats queryStats
 	// notifier sends committed transactions' notices (notify.go).
-	notifier notifier
+	notifier *writebehind.Queue[string]
 	// counts keeps restricted lists' totals on SQLite (visible.go).
 	counts *visibleCounts
 }
@@ -84,7 +85,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if s.kinds == nil {
 		s.kinds = backend.NewCatalog()
 	}
-	s.notifier.idle.L = &s.notifier.mu
+	s.notifier = writebehind.New(maxQueuedNotices, 0, s.writeNotices)
 	var err error
 	if isPostgresDSN(dsn) {
 		s.dialect = dialectPostgres
