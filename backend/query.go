@@ -286,3 +286,19 @@ func checkIndexValue(idx Index, op, v string) error {
 	}
 	return nil
 }
+
+// KeyPaged reports whether q is a restricted list without filters, in key
+// order, with a limit: its page is the first existing objects of its sorted
+// visible keys (read from the read cache by backend/objects and from the
+// first visible keys by backend/store).
+func (q Query) KeyPaged(k *Kind) bool {
+	if q.Visible == nil || len(q.Filters) > 0 || q.Limit < 0 {
+		return false
+	}
+	for _, name := range q.Sort {
+		if idx, ok := k.Indexes[name]; !ok || idx.Field != k.KeyField {
+			return false
+		}
+	}
+	return true
+}

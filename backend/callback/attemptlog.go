@@ -3,10 +3,10 @@ package callback
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/internal/writebehind"
 )
 
 // maxQueuedAttempts bounds the attempt records waiting to be written; an
@@ -30,76 +30,19 @@ const attemptBatchDelay = 50 * time.Millisecond
 // worker's stop wait for the queue to drain first, so what this replica
 // did is always readable through it.
 type attemptLog struct {
-	st  Store
-	log *slog.Logger
-
-	mu    sync.Mutex
-	idle  *sync.Cond // signalled when the queue is empty and no batch is being written
-	queue []backend.CallbackAttempt
-	busy  bool
-	// flushing counts the flushes waiting: the drainer then writes what
-	// is queued without waiting for more.
-	flushing int
-	// now ends the drainer's wait for more records at once (flush).
-	now chan struct{}
+	st    Store
+	log   *slog.Logger
+	queue *writebehind.Queue[backend.CallbackAttempt]
 }
 
 func newAttemptLog(st Store, log *slog.Logger) *attemptLog {
-	l := &attemptLog{st: st, log: log, now: make(chan struct{}, 1)}
-	l.idle = sync.NewCond(&l.mu)
+	l := &attemptLog{st: st, log: log}
+	l.queue = writebehind.New(maxQueuedAttempts, attemptBatchDelay, l.write)
 	return l
 }
 
 // add queues a for writing.
-func (l *attemptLog) add(a backend.CallbackAttempt) {
-	l.mu.Lock()
-	if len(l.queue) >= maxQueuedAttempts {
-		l.mu.Unlock()
-		l.write([]backend.CallbackAttempt{a})
-		return
-	}
-	l.queue = append(l.queue, a)
-	start := !l.busy
-	l.busy = true
-	l.mu.Unlock()
-	if start {
-		go l.drain()
-	}
-}
-
-// drain writes batches until the queue is empty, each after waiting
-// attemptBatchDelay for more records unless a flush is waiting.
-func (l *attemptLog) drain() {
-	t := time.NewTimer(attemptBatchDelay)
-	defer t.Stop()
-	for {
-		l.mu.Lock()
-		wait := l.flushing == 0
-		l.mu.Unlock()
-		if wait {
-			select {
-			case <-t.C:
-			case <-l.now:
-			}
-		}
-		l.mu.Lock()
-		batch := l.queue
-		l.queue = nil
-		l.mu.Unlock()
-		if len(batch) > 0 {
-			l.write(batch)
-		}
-		l.mu.Lock()
-		if len(l.queue) == 0 {
-			l.busy = false
-			l.idle.Broadcast()
-			l.mu.Unlock()
-			return
-		}
-		l.mu.Unlock()
-		t.Reset(attemptBatchDelay)
-	}
-}
+func (l *attemptLog) add(a backend.CallbackAttempt) { l.queue.Add(a) }
 
 func (l *attemptLog) write(batch []backend.CallbackAttempt) {
 	if err := l.st.RecordAttempts(context.Background(), batch); err != nil {
@@ -108,18 +51,4 @@ func (l *attemptLog) write(batch []backend.CallbackAttempt) {
 }
 
 // flush returns once every attempt queued before it is written.
-func (l *attemptLog) flush() {
-	l.mu.Lock()
-	l.flushing++
-	if l.busy {
-		select {
-		case l.now <- struct{}{}:
-		default:
-		}
-	}
-	for l.busy {
-		l.idle.Wait()
-	}
-	l.flushing--
-	l.mu.Unlock()
-}
+func (l *attemptLog) flush() { l.queue.Flush() }

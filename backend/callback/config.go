@@ -9,11 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/provgate/provgate/backend/render"
@@ -117,7 +118,7 @@ func Parse(params map[string]any, opts ValidateOptions) (*Config, []string) {
 		if !ok {
 			p.add("%s must be an object of named auths", ParamAuths)
 		}
-		for _, name := range sortedKeys(m) {
+		for _, name := range slices.Sorted(maps.Keys(m)) {
 			a := &Auth{}
 			if decodeStrict(&p, fmt.Sprintf("%s %q", ParamAuths, name), m[name], a) {
 				cfg.Auths[name] = a
@@ -135,7 +136,7 @@ func Parse(params map[string]any, opts ValidateOptions) (*Config, []string) {
 		p.add("%s must be an object of named callbacks", ParamCallbacks)
 		return cfg, p.list
 	}
-	for _, name := range sortedKeys(m) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		c := &Callback{}
 		if decodeStrict(&p, fmt.Sprintf("%s %q", ParamCallbacks, name), m[name], c) {
 			cfg.Callbacks[name] = c
@@ -155,15 +156,6 @@ type problems struct{ list []string }
 
 func (p *problems) add(format string, args ...any) {
 	p.list = append(p.list, fmt.Sprintf(format, args...))
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // decodeStrict decodes v into the struct dst with field names matched
@@ -186,7 +178,7 @@ func decodeStrict(p *problems, where string, v any, dst any) bool {
 		fields[name] = i
 		names = append(names, name)
 	}
-	for _, key := range sortedKeys(obj) {
+	for _, key := range slices.Sorted(maps.Keys(obj)) {
 		i, ok := fields[key]
 		if !ok {
 			if s := suggest(key, names); s != "" {

@@ -107,41 +107,43 @@ func Content() (tasks []*backend.Task, params []*backend.Param, stages []*backen
 }
 
 func callbacksSchema() map[string]any {
-	str, boolean, integer := map[string]any{"type": "string"}, map[string]any{"type": "boolean"}, map[string]any{"type": "integer", "minimum": 0}
+	str, boolean, integer := schemaTypes()
 	strList := map[string]any{"type": "array", "items": str}
-	return map[string]any{
-		"type":    "object",
-		"default": map[string]any{},
-		"additionalProperties": map[string]any{
-			"type":     "object",
-			"required": []any{"Url"},
-			"properties": map[string]any{
-				"Url": str, "Method": map[string]any{"type": "string", "enum": []any{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}},
-				"Headers": map[string]any{"type": "object", "additionalProperties": str},
-				"Retry":   integer, "Timeout": integer, "Delay": integer,
-				"NoBody": boolean, "JsonResponse": boolean, "StringResponse": boolean, "RawBody": boolean,
-				"Debug": boolean, "Auth": str, "Auths": strList, "Aggregate": boolean, "Decode": boolean,
-				"ExcludeParams": strList, "InsecureSkipVerify": boolean,
-			},
-			"additionalProperties": false,
-		},
-	}
+	return namedObjectsSchema("Url", map[string]any{
+		"Url": str, "Method": map[string]any{"type": "string", "enum": []any{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}},
+		"Headers": map[string]any{"type": "object", "additionalProperties": str},
+		"Retry":   integer, "Timeout": integer, "Delay": integer,
+		"NoBody": boolean, "JsonResponse": boolean, "StringResponse": boolean, "RawBody": boolean,
+		"Debug": boolean, "Auth": str, "Auths": strList, "Aggregate": boolean, "Decode": boolean,
+		"ExcludeParams": strList, "InsecureSkipVerify": boolean,
+	})
 }
 
 func authsSchema() map[string]any {
-	str, boolean, integer := map[string]any{"type": "string"}, map[string]any{"type": "boolean"}, map[string]any{"type": "integer", "minimum": 0}
+	str, boolean, integer := schemaTypes()
+	return namedObjectsSchema("AuthType", map[string]any{
+		"AuthType": map[string]any{"type": "string", "enum": []any{AuthBasic, AuthJSONToken, AuthExec}},
+		"Debug":    boolean, "Path": str, "Username": str, "Password": str,
+		"Url": str, "Method": str, "Data": str, "Query": str, "TokenField": str, "DurationField": str,
+		"Retry": integer, "Timeout": integer, "Delay": integer, "InsecureSkipVerify": boolean,
+	})
+}
+
+// schemaTypes are the JSON schemas of a string, a boolean and a count.
+func schemaTypes() (str, boolean, integer map[string]any) {
+	return map[string]any{"type": "string"}, map[string]any{"type": "boolean"}, map[string]any{"type": "integer", "minimum": 0}
+}
+
+// namedObjectsSchema is the JSON schema of a param holding objects by name
+// (empty by default), each with exactly properties, required among them.
+func namedObjectsSchema(required string, properties map[string]any) map[string]any {
 	return map[string]any{
 		"type":    "object",
 		"default": map[string]any{},
 		"additionalProperties": map[string]any{
-			"type":     "object",
-			"required": []any{"AuthType"},
-			"properties": map[string]any{
-				"AuthType": map[string]any{"type": "string", "enum": []any{AuthBasic, AuthJSONToken, AuthExec}},
-				"Debug":    boolean, "Path": str, "Username": str, "Password": str,
-				"Url": str, "Method": str, "Data": str, "Query": str, "TokenField": str, "DurationField": str,
-				"Retry": integer, "Timeout": integer, "Delay": integer, "InsecureSkipVerify": boolean,
-			},
+			"type":                 "object",
+			"required":             []any{required},
+			"properties":           properties,
 			"additionalProperties": false,
 		},
 	}

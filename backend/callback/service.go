@@ -110,32 +110,30 @@ type pluginState struct {
 	redact []string // secrets of the configuration, masked wherever text leaves the service
 }
 
+// positiveOr returns v, or def when v is not positive (an option left
+// unset).
+func positiveOr[T ~int | ~int64](v, def T) T {
+	var zero T
+	if v <= zero {
+		return def
+	}
+	return v
+}
+
 // New builds a Service.
 func New(opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if opts.ExecTimeout <= 0 {
-		opts.ExecTimeout = DefaultExecTimeout
-	}
-	if opts.MaxResponseBytes <= 0 {
-		opts.MaxResponseBytes = DefaultMaxResponseBytes
-	}
-	if opts.MaxRedirects <= 0 {
-		opts.MaxRedirects = DefaultMaxRedirects
-	}
+	opts.ExecTimeout = positiveOr(opts.ExecTimeout, DefaultExecTimeout)
+	opts.MaxResponseBytes = positiveOr(opts.MaxResponseBytes, DefaultMaxResponseBytes)
+	opts.MaxRedirects = positiveOr(opts.MaxRedirects, DefaultMaxRedirects)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.DeliveryLease <= 0 {
-		opts.DeliveryLease = DefaultDeliveryLease
-	}
-	if opts.MaxDeliveryAttempts <= 0 {
-		opts.MaxDeliveryAttempts = DefaultMaxDeliveryAttempts
-	}
-	if opts.WorkerBatch <= 0 {
-		opts.WorkerBatch = DefaultWorkerBatch
-	}
+	opts.DeliveryLease = positiveOr(opts.DeliveryLease, DefaultDeliveryLease)
+	opts.MaxDeliveryAttempts = positiveOr(opts.MaxDeliveryAttempts, DefaultMaxDeliveryAttempts)
+	opts.WorkerBatch = positiveOr(opts.WorkerBatch, DefaultWorkerBatch)
 	if opts.Objects != nil {
 		src := objectSource{o: opts.Objects, p: opts.Params}
 		if opts.Machines == nil {

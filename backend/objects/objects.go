@@ -20,16 +20,12 @@ import (
 	"github.com/provgate/provgate/backend/eventbus"
 )
 
-// Store is the part of backend/store the service needs. Transactions travel
-// in ctx: calls made with the ctx InTx hands to fn join that transaction.
+// Store is the part of backend/store the service needs: reads and updates,
+// creates and deletes.
 type Store interface {
-	Get(ctx context.Context, prefix, key string) (backend.Record, error)
-	GetBy(ctx context.Context, prefix, index, value string) (backend.Record, error)
+	backend.RecordStore
 	Create(ctx context.Context, prefix, key string, data []byte) (backend.Record, error)
-	Update(ctx context.Context, prefix, key string, rev int64, data []byte) (backend.Record, error)
 	Delete(ctx context.Context, prefix, key string) (backend.Record, error)
-	List(ctx context.Context, prefix string, q backend.Query) ([]backend.Record, int, int, error)
-	InTx(ctx context.Context, fn func(ctx context.Context) error) error
 }
 
 // JobLogStore keeps job logs. It is optional: a Store that also implements it

@@ -235,7 +235,7 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 	if c != nil {
 		pure = pureShape(q)
 	}
-	if c != nil && c.local && c.counter != nil && keyPaged(k, q) {
+	if c != nil && c.local && c.counter != nil && q.KeyPaged(k) {
 		if body, total, ok, err := s.listFromCache(ctx, c, k, q, pure); err != nil || ok {
 			return body, total, total, err
 		}
@@ -267,22 +267,7 @@ func (s *CRUD) ListJSON(ctx context.Context, prefix string, q backend.Query) ([]
 	return body, total, matched, err
 }
 
-// keyPaged reports whether q is a restricted list without filters in key
-// order with a limit: its page is the first existing objects of its sorted
-// visible keys.
-func keyPaged(k *backend.Kind, q backend.Query) bool {
-	if q.Visible == nil || len(q.Filters) > 0 || q.Limit < 0 {
-		return false
-	}
-	for _, name := range q.Sort {
-		if idx, ok := k.Indexes[name]; !ok || idx.Field != k.KeyField {
-			return false
-		}
-	}
-	return true
-}
-
-// listFromCache answers a restricted page (keyPaged) from the read cache
+// listFromCache answers a restricted page (Query.KeyPaged) from the read cache
 // where this process is the only writer: each cached object is current
 // there (every committed write drops its entry before the write returns),
 // so when the cache holds every one of the first offset+limit visible

@@ -165,11 +165,9 @@ func (s *Service) route(ctx context.Context, v backend.PoolVerb, pool string, op
 	case backend.PoolAdd:
 		from = opts.SourcePool
 		if from == "" {
-			p, err := s.poolObject(ctx, pool)
-			if err != nil {
+			if from, err = s.parentOf(ctx, pool); err != nil {
 				return "", "", err
 			}
-			from = parentOf(p)
 		}
 		if from == pool {
 			return "", "", badRequest(pool, "source pool and target pool are both %s", pool)
@@ -179,11 +177,9 @@ func (s *Service) route(ctx context.Context, v backend.PoolVerb, pool string, op
 		if pool == backend.DefaultPool {
 			return "", "", badRequest(pool, "cannot remove machines from the default pool")
 		}
-		p, err := s.poolObject(ctx, pool)
-		if err != nil {
+		if to, err = s.parentOf(ctx, pool); err != nil {
 			return "", "", err
 		}
-		to = parentOf(p)
 		if to == pool {
 			return "", "", badRequest(pool, "pool %s is its own parent", pool)
 		}
@@ -192,11 +188,16 @@ func (s *Service) route(ctx context.Context, v backend.PoolVerb, pool string, op
 	return pool, pool, nil
 }
 
-func parentOf(p *backend.Pool) string {
-	if p != nil && p.ParentPool != "" {
-		return p.ParentPool
+// parentOf is the parent of pool: its ParentPool, or the default pool.
+func (s *Service) parentOf(ctx context.Context, pool string) (string, error) {
+	p, err := s.poolObject(ctx, pool)
+	if err != nil {
+		return "", err
 	}
-	return backend.DefaultPool
+	if p != nil && p.ParentPool != "" {
+		return p.ParentPool, nil
+	}
+	return backend.DefaultPool, nil
 }
 
 // eligible is the claim condition for a verb's candidates (docs/design.md §11.4):

@@ -23,11 +23,7 @@ import (
 
 // Store is what the pool service needs from storage; the store satisfies it.
 type Store interface {
-	Get(ctx context.Context, prefix, key string) (backend.Record, error)
-	GetBy(ctx context.Context, prefix, index, value string) (backend.Record, error)
-	Update(ctx context.Context, prefix, key string, rev int64, data []byte) (backend.Record, error)
-	List(ctx context.Context, prefix string, q backend.Query) (recs []backend.Record, total, matched int, err error)
-	InTx(ctx context.Context, fn func(ctx context.Context) error) error
+	backend.RecordStore
 	ClaimForUpdate(ctx context.Context, prefix string, q backend.Query, n int) ([]backend.Record, error)
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	stdsql "database/sql"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,22 +105,12 @@ func (s *Store) EnqueueDelivery(ctx context.Context, d backend.Delivery) (int64,
 	if d.CreatedAt.IsZero() {
 		d.CreatedAt = now
 	}
-	rows, err := s.conn(ctx).Raw(`INSERT INTO callback_deliveries
+	id, err := queryValue[int64](s.conn(ctx).Raw(`INSERT INTO callback_deliveries
 	(plugin, callback, machine, job, payload, attempts, state, last_error, next_at_us, lease_until_us, created_at_us, updated_at_us)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		d.Plugin, d.Callback, d.Machine, d.Job, nonNilBytes(d.Payload), d.Attempts, string(d.State), d.LastError,
-		micros(d.NextAt), micros(d.LeaseUntil), micros(d.CreatedAt), micros(now)).Rows()
+		micros(d.NextAt), micros(d.LeaseUntil), micros(d.CreatedAt), micros(now)))
 	if err != nil {
-		return 0, s.dbErr(backend.CreateOp, "deliveries", "", err)
-	}
-	defer rows.Close()
-	var id int64
-	if rows.Next() {
-		if err := rows.Scan(&id); err != nil {
-			return 0, s.dbErr(backend.CreateOp, "deliveries", "", err)
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return 0, s.dbErr(backend.CreateOp, "deliveries", "", err)
 	}
 	return id, nil
@@ -143,23 +134,16 @@ func checkState(st backend.DeliveryState) error {
 const deliveryCols = `id, plugin, callback, machine, job, payload, attempts, state, last_error, next_at_us, lease_until_us, created_at_us, updated_at_us`
 
 func (s *Store) scanDeliveries(db *gorm.DB) ([]backend.Delivery, error) {
-	rows, err := db.Rows()
-	if err != nil {
-		return nil, s.dbErr(backend.ReadOp, "deliveries", "", err)
-	}
-	defer rows.Close()
-	var out []backend.Delivery
-	for rows.Next() {
-		var d backend.Delivery
+	out, err := queryRows(db, func(rows *stdsql.Rows, d *backend.Delivery) error {
 		var next, lease, created, updated int64
 		if err := rows.Scan(&d.ID, &d.Plugin, &d.Callback, &d.Machine, &d.Job, &d.Payload, &d.Attempts, &d.State,
 			&d.LastError, &next, &lease, &created, &updated); err != nil {
-			return nil, s.dbErr(backend.ReadOp, "deliveries", "", err)
+			return err
 		}
 		d.NextAt, d.LeaseUntil, d.CreatedAt, d.UpdatedAt = fromMicros(next), fromMicros(lease), fromMicros(created), fromMicros(updated)
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, s.dbErr(backend.ReadOp, "deliveries", "", err)
 	}
 	return out, nil
@@ -329,22 +313,15 @@ func (s *Store) ListAttempts(ctx context.Context, q backend.AttemptQuery) ([]bac
 		sql += ` LIMIT ?`
 		args = append(args, q.Limit)
 	}
-	rows, err := s.conn(ctx).Raw(sql, args...).Rows()
-	if err != nil {
-		return nil, s.dbErr(backend.ReadOp, "attempts", "", err)
-	}
-	defer rows.Close()
-	var out []backend.CallbackAttempt
-	for rows.Next() {
-		var a backend.CallbackAttempt
+	out, err := queryRows(s.conn(ctx).Raw(sql, args...), func(rows *stdsql.Rows, a *backend.CallbackAttempt) error {
 		var at int64
 		if err := rows.Scan(&a.ID, &a.Plugin, &a.Callback, &a.Machine, &a.Source, &a.Attempt, &a.Status, &a.DurationMs, &a.Error, &at); err != nil {
-			return nil, s.dbErr(backend.ReadOp, "attempts", "", err)
+			return err
 		}
 		a.At = fromMicros(at)
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, s.dbErr(backend.ReadOp, "attempts", "", err)
 	}
 	return out, nil

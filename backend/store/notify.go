@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,7 +77,7 @@ func (s *Store) sendNotices(ctx context.Context, db *gorm.DB, payloads []string)
 	return nil
 }
 
-// notifier sends the event notices of committed transactions, off their
+// The store's notifier sends the event notices of committed transactions, off their
 // commit. PostgreSQL serializes the commits of transactions that sent a
 // NOTIFY (one lock on the notification queue, held through the commit's
 // WAL flush), so notices sent inside every writing transaction made
@@ -89,12 +88,6 @@ func (s *Store) sendNotices(ctx context.Context, db *gorm.DB, payloads []string)
 // like a full relay queue, that only leaves other replicas' subscribers
 // to re-read or time out (docs/design.md §13.4); Close sends what is
 // queued first.
-type notifier struct {
-	mu    sync.Mutex
-	idle  sync.Cond
-	queue []string
-	busy  bool
-}
 
 // maxQueuedNotices bounds the notices waiting; beyond it the committing
 // caller sends its own.
@@ -105,39 +98,7 @@ const maxNoticeBatch = 256
 
 // queueNotices hands the notices of a committed transaction to the
 // notifier.
-func (s *Store) queueNotices(payloads []string) {
-	n := &s.notifier
-	n.mu.Lock()
-	if len(n.queue)+len(payloads) > maxQueuedNotices {
-		n.mu.Unlock()
-		s.writeNotices(payloads)
-		return
-	}
-	n.queue = append(n.queue, payloads...)
-	start := !n.busy
-	n.busy = true
-	n.mu.Unlock()
-	if start {
-		go s.drainNotices()
-	}
-}
-
-func (s *Store) drainNotices() {
-	n := &s.notifier
-	for {
-		n.mu.Lock()
-		batch := n.queue
-		n.queue = nil
-		if len(batch) == 0 {
-			n.busy = false
-			n.idle.Broadcast()
-			n.mu.Unlock()
-			return
-		}
-		n.mu.Unlock()
-		s.writeNotices(batch)
-	}
-}
+func (s *Store) queueNotices(payloads []string) { s.notifier.Add(payloads...) }
 
 func (s *Store) writeNotices(payloads []string) {
 	for len(payloads) > 0 {
@@ -154,14 +115,7 @@ func (s *Store) writeNotices(payloads []string) {
 
 // FlushNotices returns once every notice of a transaction committed before
 // it has been sent.
-func (s *Store) FlushNotices() {
-	n := &s.notifier
-	n.mu.Lock()
-	for n.busy {
-		n.idle.Wait()
-	}
-	n.mu.Unlock()
-}
+func (s *Store) FlushNotices() { s.notifier.Flush() }
 
 // Listen receives every payload sent with Notify, by any process, and hands
 // it to handle, until ctx ends. It keeps its own connection and makes it

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	stdsql "database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -42,7 +43,21 @@ func openPostgres(ctx context.Context, dsn string, opts Options, log *slog.Logge
 		// can carry the password further.
 		return fmt.Errorf("store: cannot connect to PostgreSQL %s: %s", where, msg)
 	}
-	db, err := gorm.Open(postgres.Open(dsn), gormConfig(log))
+	n := opts.MaxOpenConns
+	if n <= 0 {
+		n = 20
+	}
+	return connect(ctx, postgres.Open(dsn), log, fail, func(sqlDB *stdsql.DB) {
+		sqlDB.SetMaxOpenConns(n)
+		sqlDB.SetMaxIdleConns(n / 2)
+		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	})
+}
+
+// connect opens d, sets up its connection pool with pool and pings it
+// (within connectTimeout unless ctx has a deadline); fail words every error.
+func connect(ctx context.Context, d gorm.Dialector, log *slog.Logger, fail func(error) error, pool func(*stdsql.DB)) (*gorm.DB, error) {
+	db, err := gorm.Open(d, gormConfig(log))
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -50,13 +65,7 @@ func openPostgres(ctx context.Context, dsn string, opts Options, log *slog.Logge
 	if err != nil {
 		return nil, fail(err)
 	}
-	n := opts.MaxOpenConns
-	if n <= 0 {
-		n = 20
-	}
-	sqlDB.SetMaxOpenConns(n)
-	sqlDB.SetMaxIdleConns(n / 2)
-	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	pool(sqlDB)
 	pctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
 	if err := sqlDB.PingContext(pctx); err != nil {
@@ -115,27 +124,15 @@ func openSQLite(ctx context.Context, path string, log *slog.Logger) (*gorm.DB, e
 	if strings.TrimSpace(name) == "" {
 		return nil, fail(errors.New("empty path"))
 	}
-	db, err := gorm.Open(sqlite.Open(sqliteDSN(path)), gormConfig(log))
-	if err != nil {
-		return nil, fail(err)
-	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, fail(err)
-	}
-	// One connection serializes every transaction: SQLite has no row locks,
-	// so this is what keeps ClaimForUpdate and ClaimDeliveries exclusive.
-	sqlDB.SetMaxOpenConns(1)
-	sqlDB.SetMaxIdleConns(1)
-	sqlDB.SetConnMaxLifetime(0)
-	sqlDB.SetConnMaxIdleTime(0)
-	pctx, cancel := withDefaultTimeout(ctx)
-	defer cancel()
-	if err := sqlDB.PingContext(pctx); err != nil {
-		_ = sqlDB.Close()
-		return nil, fail(err)
-	}
-	return db, nil
+	return connect(ctx, sqlite.Open(sqliteDSN(path)), log, fail, func(sqlDB *stdsql.DB) {
+		// One connection serializes every transaction: SQLite has no row
+		// locks, so this is what keeps ClaimForUpdate and ClaimDeliveries
+		// exclusive.
+		sqlDB.SetMaxOpenConns(1)
+		sqlDB.SetMaxIdleConns(1)
+		sqlDB.SetConnMaxLifetime(0)
+		sqlDB.SetConnMaxIdleTime(0)
+	})
 }
 
 var sqliteFuncsOnce sync.Once

@@ -221,25 +221,24 @@ func (b *builder) indexValue(idx backend.Index, name, v string) (any, error) {
 		}
 		return int64(0), nil
 	case vIP:
-		k, ok := ipKey(v)
-		if !ok {
-			return nil, notAcceptable(b.kind.Prefix, "%s must be an IP address, not %q", name, v)
-		}
-		if b.s.pg() {
-			return cat("CAST(", arg{v}, " AS inet)"), nil
-		}
-		return k, nil
+		return b.castOrKey(name, v, ipKey, "an IP address", "inet")
 	case vTime:
-		k, ok := timeKey(v)
-		if !ok {
-			return nil, notAcceptable(b.kind.Prefix, "%s must be an RFC 3339 time, not %q", name, v)
-		}
-		if b.s.pg() {
-			return cat("CAST(", arg{v}, " AS timestamptz)"), nil
-		}
-		return k, nil
+		return b.castOrKey(name, v, timeKey, "an RFC 3339 time", "timestamptz")
 	}
 	return v, nil
+}
+
+// castOrKey is v cast to pgType on PostgreSQL, elsewhere its sortable key
+// (made by key); what names the form v must have.
+func (b *builder) castOrKey(name, v string, key func(string) (string, bool), what, pgType string) (any, error) {
+	k, ok := key(v)
+	if !ok {
+		return nil, notAcceptable(b.kind.Prefix, "%s must be %s, not %q", name, what, v)
+	}
+	if b.s.pg() {
+		return cat("CAST(", arg{v}, " AS "+pgType+")"), nil
+	}
+	return k, nil
 }
 
 // scalar builds op over expression e with already-typed values.
@@ -680,7 +679,7 @@ func (s *Store) list(ctx context.Context, prefix string, q backend.Query, data b
 		return nil, 0, 0, err
 	}
 	b := s.newBuilder(k)
-	if visiblePaged(k, q) {
+	if q.KeyPaged(k) {
 		if id, sorted := s.counts.id(prefix, q.Visible); sorted {
 			if recs, err = s.visiblePage(ctx, k, prefix, q, data); err != nil {
 				return nil, 0, 0, err

@@ -27,6 +27,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/provgate/provgate/backend"
+	"github.com/provgate/provgate/backend/internal/writebehind"
 )
 
 // Options tune a Store.
@@ -62,7 +63,7 @@ type Store struct {
 	// stats times the statements (QueryStats).
 	stats queryStats
 	// notifier sends committed transactions' notices (notify.go).
-	notifier notifier
+	notifier *writebehind.Queue[string]
 	// counts keeps restricted lists' totals on SQLite (visible.go).
 	counts *visibleCounts
 }
@@ -84,7 +85,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if s.kinds == nil {
 		s.kinds = backend.NewCatalog()
 	}
-	s.notifier.idle.L = &s.notifier.mu
+	s.notifier = writebehind.New(maxQueuedNotices, 0, s.writeNotices)
 	var err error
 	if isPostgresDSN(dsn) {
 		s.dialect = dialectPostgres
@@ -372,46 +373,21 @@ func columns(data bool) string {
 
 // scanRows scans the rows of a page selected with columns(data).
 func (s *Store) scanRows(db *gorm.DB, model string, data bool) ([]Record, error) {
-	if data {
-		return s.scanRecords(db, model)
-	}
-	rows, err := db.Rows()
-	if err != nil {
-		return nil, s.dbErr(backend.ReadOp, model, "", err)
-	}
-	defer rows.Close()
-	var out []Record
-	for rows.Next() {
-		var r Record
-		if err := rows.Scan(&r.Key, &r.Rev); err != nil {
-			return nil, s.dbErr(backend.ReadOp, model, "", err)
+	out, err := queryRows(db, func(rows *stdsql.Rows, r *Record) error {
+		if data {
+			return rows.Scan(&r.Key, &r.Rev, &r.Data)
 		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Scan(&r.Key, &r.Rev)
+	})
+	if err != nil {
 		return nil, s.dbErr(backend.ReadOp, model, "", err)
 	}
 	return out, nil
 }
 
+// scanRecords scans the rows of a select of "key", rev, data.
 func (s *Store) scanRecords(db *gorm.DB, model string) ([]Record, error) {
-	rows, err := db.Rows()
-	if err != nil {
-		return nil, s.dbErr(backend.ReadOp, model, "", err)
-	}
-	defer rows.Close()
-	var out []Record
-	for rows.Next() {
-		var r Record
-		if err := rows.Scan(&r.Key, &r.Rev, &r.Data); err != nil {
-			return nil, s.dbErr(backend.ReadOp, model, "", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.dbErr(backend.ReadOp, model, "", err)
-	}
-	return out, nil
+	return s.scanRows(db, model, true)
 }
 
 // Get reads one object by native key. ENOTFOUND when absent.
@@ -778,18 +754,8 @@ func (s *Store) EnsureSetting(ctx context.Context, name string, mk func() string
 // Revision is a counter bumped by every write to users, roles, tenants and
 // settings; replicas compare it to know when their caches are stale.
 func (s *Store) Revision(ctx context.Context) (int64, error) {
-	var v int64
-	rows, err := s.conn(ctx).Raw(`SELECT value FROM revision WHERE id = 1`).Rows()
+	v, err := queryValue[int64](s.conn(ctx).Raw(`SELECT value FROM revision WHERE id = 1`))
 	if err != nil {
-		return 0, s.dbErr(backend.ReadOp, "revision", "", err)
-	}
-	defer rows.Close()
-	if rows.Next() {
-		if err := rows.Scan(&v); err != nil {
-			return 0, s.dbErr(backend.ReadOp, "revision", "", err)
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return 0, s.dbErr(backend.ReadOp, "revision", "", err)
 	}
 	return v, nil

@@ -130,22 +130,7 @@ func (c *visibleCounts) wrote(prefix, key string) {
 	}
 }
 
-// visiblePaged reports whether q's page can be read from its first visible
-// keys: a restricted list without filters, in key order, with a limit, its
-// visible keys strictly sorted (checked by the caller).
-func visiblePaged(k *backend.Kind, q backend.Query) bool {
-	if q.Visible == nil || len(q.Filters) > 0 || q.Limit < 0 {
-		return false
-	}
-	for _, name := range q.Sort {
-		if idx, ok := k.Indexes[name]; !ok || idx.Field != k.KeyField {
-			return false
-		}
-	}
-	return true
-}
-
-// visiblePage reads the page of q (see visiblePaged): the first
+// visiblePage reads the page of q (see Query.KeyPaged): the first
 // offset+limit existing objects among the sorted visible keys, taken a
 // chunk of keys at a time.
 func (s *Store) visiblePage(ctx context.Context, k *backend.Kind, prefix string, q backend.Query, data bool) ([]Record, error) {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -166,6 +167,23 @@ type request struct {
 // the end so the connection is reused.
 func httpOp(c *http.Client, r request) op {
 	return func(ctx context.Context, _, _ int) error {
+		return send(ctx, c, r, nil)
+	}
+}
+
+// jsonWriteOp is an op that sends, each time, the JSON body build makes for
+// the next number of seq: a POST to base with auth, wanting 201, unless build
+// changes r (it adds the path to r.URL).
+func jsonWriteOp(base, auth string, seq *atomic.Int64, build func(n int64, r *request) any) op {
+	c := newClient(1)
+	return func(ctx context.Context, _, _ int) error {
+		r := request{Method: "POST", URL: base, Auth: auth, ContentType: "application/json", Want: 201}
+		body := build(seq.Add(1), &r)
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r.Body = b
 		return send(ctx, c, r, nil)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
@@ -79,25 +78,14 @@ func startGrantServer(ctx context.Context, cfg config, name, bin, dir, pub, lic 
 // createOp creates a new role with 10 claims, or a new user with 5 roles,
 // each time.
 func (g *grantServer) createOp(kind string, seq *atomic.Int64) op {
-	c := newClient(1)
-	return func(ctx context.Context, _, _ int) error {
-		n := seq.Add(1)
-		r := request{Method: "POST", URL: g.srv.Base, Auth: g.admin.auth, ContentType: "application/json", Want: 201}
-		var body any
+	return jsonWriteOp(g.srv.Base, g.admin.auth, seq, func(n int64, r *request) any {
 		if kind == legRoleCreate {
 			r.URL += "/api/v3/roles"
-			body = map[string]any{"Name": fmt.Sprintf("g-r-%d", n), "Claims": grantClaims}
-		} else {
-			r.URL += "/api/v3/users"
-			body = map[string]any{"Name": fmt.Sprintf("g-u-%d", n), "Roles": []string{"g-role-1", "g-role-2", "g-role-3", "g-role-4", "g-role-5"}}
+			return map[string]any{"Name": fmt.Sprintf("g-r-%d", n), "Claims": grantClaims}
 		}
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r.Body = b
-		return send(ctx, c, r, nil)
-	}
+		r.URL += "/api/v3/users"
+		return map[string]any{"Name": fmt.Sprintf("g-u-%d", n), "Roles": []string{"g-role-1", "g-role-2", "g-role-3", "g-role-4", "g-role-5"}}
+	})
 }
 
 // runGrants measures figures 10.

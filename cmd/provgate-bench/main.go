@@ -204,21 +204,29 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			return fmt.Errorf("baseline server binary: %w", err)
 		}
 	}
+	// only names the -*-only flag given (they exclude each other), or "".
+	// The server figures other than 9 are left out by any of them.
+	only := ""
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{
+		{cfg.ExplorerOnly, "-explorer-only"}, {cfg.OnlyDecide, "-only-decide"}, {cfg.ScaleOnly, "-scale-only"},
+		{cfg.PGScaleOnly, "-pg-scale-only"}, {cfg.ListOnly, "-list-only"}, {cfg.GatewayOnly, "-gateway-only"},
+		{cfg.GrantsOnly, "-grants-only"},
+	} {
+		if f.set {
+			only = f.name
+			break
+		}
+	}
 	// Figure 3 first: the test binary compiles before any server runs, so
 	// compilation never competes with a timed leg.
 	var dec *decideResult
 	decSkip := ""
 	switch {
-	case cfg.ScaleOnly:
-		decSkip = "-scale-only"
-	case cfg.PGScaleOnly:
-		decSkip = "-pg-scale-only"
-	case cfg.ListOnly:
-		decSkip = "-list-only"
-	case cfg.GatewayOnly:
-		decSkip = "-gateway-only"
-	case cfg.GrantsOnly:
-		decSkip = "-grants-only"
+	case only != "" && !cfg.ExplorerOnly && !cfg.OnlyDecide:
+		decSkip = only
 	case cfg.SkipDecide:
 		decSkip = "-skip-decide"
 	case !cfg.wants("3", "12"):
@@ -233,23 +241,6 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	// The server figures other than 9 are left out by either -only flag.
-	only := ""
-	if cfg.ExplorerOnly {
-		only = "-explorer-only"
-	} else if cfg.OnlyDecide {
-		only = "-only-decide"
-	} else if cfg.ScaleOnly {
-		only = "-scale-only"
-	} else if cfg.PGScaleOnly {
-		only = "-pg-scale-only"
-	} else if cfg.ListOnly {
-		only = "-list-only"
-	} else if cfg.GatewayOnly {
-		only = "-gateway-only"
-	} else if cfg.GrantsOnly {
-		only = "-grants-only"
-	}
 	// skip is only, or "-only" for a part -only leaves out.
 	skip := func(figs ...string) string {
 		if only == "" && !cfg.wants(figs...) {
@@ -258,100 +249,61 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return only
 	}
 
-	var gw *gatewayResult
+	part := partEnv{ctx: ctx, cfg: cfg, tmp: tmp, pub: pub, lic: lic, logf: logf, rep: rep}
 	gwSkip := skip("1", "2", "4", "6", "7", "13")
 	if cfg.ListOnly || cfg.GatewayOnly {
 		gwSkip = ""
 	}
-	if gwSkip == "" {
-		if gw, err = runGateway(ctx, cfg, tmp, pub, lic, logf); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			gwSkip = "failed: " + firstLine(err.Error())
-			rep.Failures = append(rep.Failures, "SQLite server figures: "+err.Error())
-			logf("SQLite figures failed: %v", err)
-			gw = nil
-		}
+	gw, gwSkip, err := runPart(part, "SQLite server figures", gwSkip, runGateway)
+	if err != nil {
+		return err
 	}
 
-	var ev *eventsResult
-	evSkip := skip("8")
-	if evSkip == "" {
-		if ev, err = runEvents(ctx, cfg, tmp, pub, lic, logf); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			evSkip = "failed: " + firstLine(err.Error())
-			rep.Failures = append(rep.Failures, "figure 8: "+err.Error())
-			logf("figure 8 failed: %v", err)
-			ev = nil
-		}
+	ev, evSkip, err := runPart(part, "figure 8", skip("8"), runEvents)
+	if err != nil {
+		return err
 	}
 
-	var pools *poolResult
 	pgSkip := skip("5", "7")
 	if pgSkip == "" && cfg.Postgres == "" {
 		pgSkip = "PROVGATE_TEST_DATABASE not set"
 	}
-	if pgSkip == "" {
-		if pools, err = runPools(ctx, cfg, cfg.Postgres, tmp, pub, lic, logf); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			pgSkip = "failed: " + firstLine(err.Error())
-			rep.Failures = append(rep.Failures, "figure 5: "+err.Error())
-			logf("figure 5 failed: %v", err)
-			pools = nil
-		}
+	pools, pgSkip, err := runPart(part, "figure 5", pgSkip, runPools)
+	if err != nil {
+		return err
 	}
 
-	var sc *scaleResult
 	scSkip := ""
 	if cfg.OnlyDecide || cfg.GrantsOnly || cfg.PGScaleOnly || cfg.ListOnly || cfg.GatewayOnly {
 		scSkip = only
 	} else if !cfg.wants("9", "12") {
 		scSkip = "-only"
-	} else if sc, err = runScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		scSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figures 9: "+err.Error())
-		logf("figures 9 failed: %v", err)
-		sc = nil
+	}
+	sc, scSkip, err := runPart(part, "figures 9", scSkip, runScale)
+	if err != nil {
+		return err
 	}
 
-	var pgs *pgScaleResult
 	pgsSkip := ""
 	if only != "" && !cfg.PGScaleOnly {
 		pgsSkip = only
 	} else if cfg.Postgres == "" {
 		pgsSkip = "PROVGATE_TEST_DATABASE not set"
-	} else if pgs, err = runPGScale(ctx, cfg, tmp, pub, lic, logf); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		pgsSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figures 14: "+err.Error())
-		logf("figures 14 failed: %v", err)
-		pgs = nil
+	}
+	pgs, pgsSkip, err := runPart(part, "figures 14", pgsSkip, runPGScale)
+	if err != nil {
+		return err
 	}
 
-	var gr *grantsResult
 	grSkip := ""
 	if cfg.OnlyDecide || cfg.ScaleOnly || cfg.ExplorerOnly || cfg.PGScaleOnly || cfg.ListOnly || cfg.GatewayOnly {
 		grSkip = only
 	} else if !cfg.wants("10") {
 		grSkip = "-only"
-	} else if gr, err = runGrants(ctx, cfg, tmp, pub, lic, logf); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		grSkip = "failed: " + firstLine(err.Error())
-		rep.Failures = append(rep.Failures, "figures 10: "+err.Error())
-		logf("figures 10 failed: %v", err)
-		gr = nil
+	}
+	gr, grSkip, err := runPart(part, "figures 10", grSkip, runGrants)
+	if err != nil {
+		return err
 	}
 
 	rep.Gateway, rep.Pools, rep.Decide, rep.Events, rep.Scale, rep.PGScale, rep.Grants = gw, pools, dec, ev, sc, pgs, gr
@@ -418,4 +370,32 @@ func btoi(b bool) int {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// partEnv is what every server part of the bench is run with.
+type partEnv struct {
+	ctx           context.Context
+	cfg           config
+	tmp, pub, lic string
+	logf          func(string, ...any)
+	rep           *report
+}
+
+// runPart runs one part of the bench unless skip names why not. A failure is
+// recorded in the report under label and becomes the part's skip reason;
+// only a cancelled ctx ends the whole run.
+func runPart[T any](e partEnv, label, skip string, run func(context.Context, config, string, string, string, func(string, ...any)) (*T, error)) (*T, string, error) {
+	if skip != "" {
+		return nil, skip, nil
+	}
+	res, err := run(e.ctx, e.cfg, e.tmp, e.pub, e.lic, e.logf)
+	if err == nil {
+		return res, "", nil
+	}
+	if e.ctx.Err() != nil {
+		return nil, "", e.ctx.Err()
+	}
+	e.rep.Failures = append(e.rep.Failures, label+": "+err.Error())
+	e.logf("%s failed: %v", label, err)
+	return nil, "failed: " + firstLine(err.Error()), nil
 }

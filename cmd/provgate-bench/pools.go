@@ -82,8 +82,8 @@ func (t *allocTracker) add(uuid string) {
 // runPools starts a server on a fresh PostgreSQL schema, puts cfg.PoolMachines
 // machines in a pool and runs interleaved legs of 1 and 8 concurrent
 // allocateMachines callers, releasing every machine before each leg.
-func runPools(ctx context.Context, cfg config, baseDSN, tmp, pub, lic string, logf func(string, ...any)) (*poolResult, error) {
-	dsn, drop, err := freshSchema(ctx, baseDSN)
+func runPools(ctx context.Context, cfg config, tmp, pub, lic string, logf func(string, ...any)) (*poolResult, error) {
+	dsn, drop, err := freshSchema(ctx, cfg.Postgres)
 	if err != nil {
 		return nil, err
 	}

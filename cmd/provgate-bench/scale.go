@@ -299,33 +299,22 @@ func (s *scaleServer) checkTenants(ctx context.Context) error {
 // writeOp is one write of kind k on s: creates make a new object each
 // time, patches change the Description of one fixture object.
 func (s *scaleServer) writeOp(kind string, seq *atomic.Int64) op {
-	c := newClient(1)
-	return func(ctx context.Context, _, _ int) error {
-		n := seq.Add(1)
-		r := request{Method: "POST", URL: s.srv.Base, Auth: s.admin.auth, ContentType: "application/json", Want: 201}
-		var body any
+	return jsonWriteOp(s.srv.Base, s.admin.auth, seq, func(n int64, r *request) any {
 		switch kind {
 		case "role-create":
 			r.URL += "/api/v3/roles"
-			body = map[string]any{"Name": fmt.Sprintf("w-r-%d", n), "Claims": []map[string]string{{"scope": "profiles", "action": "get", "specific": "*"}}}
+			return map[string]any{"Name": fmt.Sprintf("w-r-%d", n), "Claims": []map[string]string{{"scope": "profiles", "action": "get", "specific": "*"}}}
 		case "user-create":
 			r.URL += "/api/v3/users"
-			body = map[string]any{"Name": fmt.Sprintf("w-u-%d", n), "Roles": []string{"r-1"}}
+			return map[string]any{"Name": fmt.Sprintf("w-u-%d", n), "Roles": []string{"r-1"}}
 		case "tenant-create":
 			r.URL += "/api/v3/tenants"
-			body = map[string]any{"Name": fmt.Sprintf("w-t-%d", n), "Members": map[string][]string{"machines": {s.uuids[int(n)%len(s.uuids)]}}}
-		default:
-			target := map[string]string{"role-patch": "roles/r-1", "user-patch": "users/u-1", "tenant-patch": "tenants/t-0"}[kind]
-			r.Method, r.Want, r.URL = "PATCH", 200, r.URL+"/api/v3/"+target
-			body = []map[string]any{{"op": "replace", "path": "/Description", "value": fmt.Sprintf("d-%d", n)}}
+			return map[string]any{"Name": fmt.Sprintf("w-t-%d", n), "Members": map[string][]string{"machines": {s.uuids[int(n)%len(s.uuids)]}}}
 		}
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r.Body = b
-		return send(ctx, c, r, nil)
-	}
+		target := map[string]string{"role-patch": "roles/r-1", "user-patch": "users/u-1", "tenant-patch": "tenants/t-0"}[kind]
+		r.Method, r.Want, r.URL = "PATCH", 200, r.URL+"/api/v3/"+target
+		return []map[string]any{{"op": "replace", "path": "/Description", "value": fmt.Sprintf("d-%d", n)}}
+	})
 }
 
 // runScale measures figures 9: writes, reads, lists and pool status on a

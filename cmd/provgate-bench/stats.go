@@ -12,16 +12,10 @@ import (
 // because one round disturbed by another process on a shared machine must
 // not move the headline figure.
 func median(xs []float64) float64 {
-	var s []float64
-	for _, x := range xs {
-		if !math.IsNaN(x) {
-			s = append(s, x)
-		}
-	}
+	s := sortedNumbers(xs)
 	if len(s) == 0 {
 		return math.NaN()
 	}
-	slices.Sort(s)
 	n := len(s)
 	if n%2 == 1 {
 		return s[n/2]
@@ -29,19 +23,25 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// quantile returns the q-quantile (0..1) of xs by linear interpolation
-// between closest ranks, ignoring NaN; NaN when nothing is left.
-func quantile(xs []float64, q float64) float64 {
+// sortedNumbers returns the values of xs that are not NaN, sorted.
+func sortedNumbers(xs []float64) []float64 {
 	var s []float64
 	for _, x := range xs {
 		if !math.IsNaN(x) {
 			s = append(s, x)
 		}
 	}
+	slices.Sort(s)
+	return s
+}
+
+// quantile returns the q-quantile (0..1) of xs by linear interpolation
+// between closest ranks, ignoring NaN; NaN when nothing is left.
+func quantile(xs []float64, q float64) float64 {
+	s := sortedNumbers(xs)
 	if len(s) == 0 {
 		return math.NaN()
 	}
-	slices.Sort(s)
 	pos := q * float64(len(s)-1)
 	lo := int(math.Floor(pos))
 	hi := min(lo+1, len(s)-1)
