@@ -490,8 +490,9 @@ func (s *socket) write(ctx context.Context, sub *eventbus.Subscription) {
 	}
 }
 
-// maxBatch bounds the events one socket writes with one write.
-const maxBatch = 64
+// maxBatch bounds the events one socket writes with one write (a variable
+// for BenchmarkBurst).
+var maxBatch = 64
 
 // deliver decides e for the socket's caller and returns its frame when it
 // is to be sent (ok). keep is false when the socket is to end (its
