@@ -11,10 +11,12 @@ package stream
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -402,6 +404,7 @@ func (s *socket) write(ctx context.Context, sub *eventbus.Subscription) {
 		}
 		return true
 	}
+	var batch [][]byte
 	for {
 		// A full buffer ends the socket before anything else is sent.
 		select {
@@ -449,32 +452,67 @@ func (s *socket) write(ctx context.Context, sub *eventbus.Subscription) {
 			if !ok {
 				return
 			}
-			if s.id.Machine != "" && !s.matches(e) {
-				if !check() {
+			// The events already waiting are decided too and their frames
+			// written together, with one write to the connection: a burst
+			// costs one TLS record and one system call per socket, not one
+			// per event (docs/design.md §13.2).
+			frames := batch[:0]
+			for n := 0; ; n++ {
+				frame, keep, ok := s.deliver(ctx, e, check, retry)
+				if !keep {
 					return
 				}
+				if ok {
+					frames = append(frames, frame)
+				}
+				if n+1 >= maxBatch {
+					break
+				}
+				var more bool
+				select {
+				case e, more = <-sub.C:
+				default:
+				}
+				if !more {
+					break
+				}
+			}
+			if len(frames) == 0 {
 				continue
 			}
-			frame, allowed, err := s.prepare(ctx, e)
-			if errors.Is(err, ErrCredentials) {
-				s.closeWith(websocket.ClosePolicyViolation, "credentials no longer valid", "credentials")
+			if !s.sendAll(frames) {
 				return
 			}
-			if err != nil {
-				s.h.o.Logger.WarnContext(ctx, "event stream: authorizing an event", "principal", s.id.Principal,
-					"type", e.Type, "err", err.Error())
-				retry.Reset(time.Second)
-				continue
-			}
-			if !allowed {
-				continue
-			}
-			if !s.send(frame) {
-				return
-			}
-			s.h.sent.Add(1)
+			s.h.sent.Add(int64(len(frames)))
+			clear(frames)
+			batch = frames[:0]
 		}
 	}
+}
+
+// maxBatch bounds the events one socket writes with one write (a variable
+// for BenchmarkBurst).
+var maxBatch = 64
+
+// deliver decides e for the socket's caller and returns its frame when it
+// is to be sent (ok). keep is false when the socket is to end (its
+// credentials no longer valid, already closed with the reason).
+func (s *socket) deliver(ctx context.Context, e backend.Event, check func() bool, retry *time.Timer) (frame []byte, keep, ok bool) {
+	if s.id.Machine != "" && !s.matches(e) {
+		return nil, check(), false
+	}
+	frame, allowed, err := s.prepare(ctx, e)
+	if errors.Is(err, ErrCredentials) {
+		s.closeWith(websocket.ClosePolicyViolation, "credentials no longer valid", "credentials")
+		return nil, false, false
+	}
+	if err != nil {
+		s.h.o.Logger.WarnContext(ctx, "event stream: authorizing an event", "principal", s.id.Principal,
+			"type", e.Type, "err", err.Error())
+		retry.Reset(time.Second)
+		return nil, true, false
+	}
+	return frame, true, allowed
 }
 
 // prepare decides whether the caller may see e and, if so, returns its
@@ -522,6 +560,70 @@ func (s *socket) send(b []byte) bool {
 		return false
 	}
 	return true
+}
+
+// netConner is a websocket connection that gives access to the connection
+// under it (fasthttp/websocket and gorilla/websocket do).
+type netConner interface {
+	NetConn() net.Conn
+}
+
+// sendAll sends frames as text messages, in order. When the connection
+// under the websocket is at hand, the messages' frames are put together and
+// written with one Write: each Write of a TLS connection is at least one
+// record and one system call. A Write of a net.Conn is whole with respect
+// to other Writes (crypto/tls and net serialize them), so the control
+// frames the websocket library writes itself (pongs, from the reader) land
+// between messages, never inside one.
+func (s *socket) sendAll(frames [][]byte) bool {
+	nc, _ := s.c.(netConner)
+	var raw net.Conn
+	if nc != nil {
+		raw = nc.NetConn()
+	}
+	if raw == nil || len(frames) == 1 {
+		// One message: the library's own write is as cheap.
+		for _, f := range frames {
+			if !s.send(f) {
+				return false
+			}
+		}
+		return true
+	}
+	n := 0
+	for _, f := range frames {
+		n += 10 + len(f)
+	}
+	buf := make([]byte, 0, n)
+	for _, f := range frames {
+		buf = appendTextFrame(buf, f)
+	}
+	if raw.SetWriteDeadline(time.Now().Add(s.h.o.WriteTimeout)) != nil {
+		s.h.dropped.Add("write_failed")
+		return false
+	}
+	if _, err := raw.Write(buf); err != nil {
+		s.h.dropped.Add("write_failed")
+		return false
+	}
+	return true
+}
+
+// appendTextFrame appends p as one final, unmasked text frame (RFC 6455
+// §5.2: a server's frames are never masked).
+func appendTextFrame(b, p []byte) []byte {
+	b = append(b, 0x80|websocket.TextMessage)
+	switch n := len(p); {
+	case n <= 125:
+		b = append(b, byte(n))
+	case n <= 0xffff:
+		b = append(b, 126)
+		b = binary.BigEndian.AppendUint16(b, uint16(n))
+	default:
+		b = append(b, 127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	return append(b, p...)
 }
 
 // closeWith sends a close frame with code and reason (at most 123 bytes)

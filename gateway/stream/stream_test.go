@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -68,7 +69,11 @@ func TestEncode(t *testing.T) {
 
 // fakeViewer allows events whose Key does not start with "hidden", and
 // fails credentials when dead is set.
-type fakeViewer struct{ dead atomic.Bool }
+// Allowed waits for hold, when set, to be closed.
+type fakeViewer struct {
+	dead atomic.Bool
+	hold chan struct{}
+}
 
 func (v *fakeViewer) Check(context.Context) error {
 	if v.dead.Load() {
@@ -80,6 +85,9 @@ func (v *fakeViewer) Check(context.Context) error {
 func (v *fakeViewer) Allowed(ctx context.Context, e backend.Event) (bool, error) {
 	if err := v.Check(ctx); err != nil {
 		return false, err
+	}
+	if v.hold != nil {
+		<-v.hold
 	}
 	return !strings.HasPrefix(e.Key, "hidden"), nil
 }
@@ -323,5 +331,48 @@ func TestFrameShared(t *testing.T) {
 		if got := h.frame(o); string(got) != string(encode(o)) {
 			t.Fatalf("frame %s, want %s", got, encode(o))
 		}
+	}
+}
+
+// TestBurst: events waiting for a socket are sent together, each its own
+// message, in order, of every size, the hidden ones left out.
+func TestBurst(t *testing.T) {
+	th := newTestHub(t, Options{})
+	th.v.hold = make(chan struct{})
+	c := th.dial(t)
+	_ = c.WriteMessage(websocket.TextMessage, []byte("register machines.update.*"))
+	if a := readEvent(t, c); a.Action != "register" {
+		t.Fatalf("acknowledgement %+v", a)
+	}
+	sizes := []int{0, 10, 125, 126, 1000, 65535, 65536, 200000}
+	var want []string
+	for i := 0; i < 150; i++ {
+		key := fmt.Sprintf("m%03d", i)
+		if i%7 == 3 {
+			key = "hidden" + key
+		} else {
+			want = append(want, key)
+		}
+		obj := json.RawMessage(`{"Pad":"` + strings.Repeat("x", sizes[i%len(sizes)]) + `"}`)
+		th.bus.Publish(context.Background(), backend.Event{Time: time.Now().UTC(), Type: "machines", Action: "update",
+			Key: key, Object: obj})
+	}
+	// The socket decides the first event only now: every other one is
+	// waiting for it.
+	close(th.v.hold)
+	for i, k := range want {
+		e := readEvent(t, c)
+		if e.Key != k {
+			t.Fatalf("event %d: key %q, want %q", i, e.Key, k)
+		}
+		var n int
+		_, _ = fmt.Sscanf(strings.TrimPrefix(k, "m"), "%d", &n)
+		var o struct{ Pad string }
+		if err := json.Unmarshal(e.Object, &o); err != nil || len(o.Pad) != sizes[n%len(sizes)] {
+			t.Fatalf("event %d: object %.80s: %v", i, e.Object, err)
+		}
+	}
+	if n := th.h.Sent(); n != int64(len(want)) {
+		t.Fatalf("Sent %d, want %d", n, len(want))
 	}
 }
