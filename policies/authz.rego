@@ -168,10 +168,12 @@ licensed_scopes := {"roles", "tenants"}
 license_failures contains sprintf("%s %s is a licensed enterprise feature", [scope, operation(action)]) if {
 	not licensed
 	some b in required
-	some scope, action in needs_license(b)
+	some [scope, action] in needs_license(b)
 }
 
-needs_license(b) := {scope: action |
+# needs_license(b): the [scope, action] pairs of compiled claim b that need
+# a license: a set, since one claim may name several actions of a scope.
+needs_license(b) := {[scope, action] |
 	some scope in licensed_scopes
 	some action, _ in b[scope]
 	not split(action, ":")[0] in {"list", "get"}

@@ -281,6 +281,14 @@ test_license_no_operation_uses_action_denied if {
 	d.reasons == ["roles update:/Claims is a licensed enterprise feature"]
 }
 
+# A required claim naming two actions of one licensed scope is refused
+# for both, not an evaluation error.
+test_license_two_actions_one_scope_denied if {
+	d := decide_op(fixtures.user("root", ["superuser"]), [c("roles", "create,delete", "")], "", fixtures.data_unlicensed)
+	not d.allow
+	count(d.reasons) >= 1
+}
+
 test_license_roles_list_allowed if decide_op(fixtures.user("root", ["superuser"]), [c("roles", "list", "")], "list", fixtures.data_unlicensed).allow
 
 test_license_tenants_get_allowed if decide_op(fixtures.user("root", ["superuser"]), [c("tenants", "get", "t1")], "get", fixtures.data_unlicensed).allow
