@@ -21,7 +21,8 @@ func (canaryTokens) GenerateInfiniteToken(context.Context, *backend.Machine) (st
 
 // FuzzRenderCaller renders arbitrary template text in Caller mode (what a
 // callback/data-override from anyone holding an action claim is): it must
-// not panic, must return within twice its time budget with no more output
+// not panic, must return within a bounded time (its budget stretched by a
+// busy machine) with no more output
 // than allowed, and must never reveal the machine Secret, exec auth output
 // or machine tokens, which Caller mode does not have.
 func FuzzRenderCaller(f *testing.F) {
@@ -64,7 +65,11 @@ func FuzzRenderCaller(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string) {
 		start := time.Now()
 		out, err := Render(context.Background(), Caller, "fuzz", text, env, lim)
-		if d := time.Since(start); d > 2*lim.Timeout {
+		// What is guarded is that a render is bounded at all: the seeds
+		// above run for minutes without their limits. The allowance is
+		// wide because the budget is wall time, and the race detector on a
+		// busy machine stretches a bounded render several times over.
+		if d := time.Since(start); d > 16*lim.Timeout {
 			t.Fatalf("render took %v, budget %v: %q", d, lim.Timeout, text)
 		}
 		if err != nil {
