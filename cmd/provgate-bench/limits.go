@@ -54,7 +54,8 @@ var limits = map[string]string{
 		"connection. The direct leg is only the outbound POST on a kept-alive loopback connection.",
 	"8d": "A write never waits for its subscribers: after the commit it makes one non-blocking channel send " +
 		"per socket (eventbus.Bus), and each socket's own goroutine authenticates its caller again, decides the " +
-		"event through the decision cache and writes the event's frame (encoded once, shared) over TLS. What the ratio measures is " +
+		"event through the decision cache and writes the event's frame (encoded once, shared) over TLS; events " +
+		"already waiting for a socket go out in one TLS write. What the ratio measures is " +
 		"that work competing for the same 2 CPUs as the write: 100 deliveries per write, each a policy " +
 		"decision, a frame of about 2 KB and a TLS write, plus the load generator's 100 TLS clients decrypting " +
 		"and decoding them on the same cores (figure 8a: about 100 µs of CPU per delivery for both sides " +
