@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -83,13 +84,8 @@ func (s *Params) prepareParams(ctx context.Context, m, old backend.Model, c *che
 		}
 	}
 	params := *pp
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	defs := s.newParamDefs()
-	for _, name := range keys {
+	for _, name := range slices.Sorted(maps.Keys(params)) {
 		v := params[name]
 		// DRP checks Params keys against the param name rule only on
 		// plugins (§7.1); machines and profiles observably hold short keys

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -488,11 +489,18 @@ func inputNeeds(c *ast.Compiler) policies.Needs {
 // contentRevision names a policy by its content: the SHA-256 of its
 // modules (sorted by name) and its extension data, so that replicas
 // serving the same files report the same revision.
+// writeSources writes each module's name (as shown by name) and text to h
+// in name order, lengths first so that no two different sets hash alike.
+func writeSources(h io.Writer, sources map[string]string, name func(string) string) {
+	for _, n := range slices.Sorted(maps.Keys(sources)) {
+		shown := name(n)
+		fmt.Fprintf(h, "%d:%s%d:%s", len(shown), shown, len(sources[n]), sources[n])
+	}
+}
+
 func contentRevision(sources map[string]string, extData map[string]any) string {
 	h := sha256.New()
-	for _, name := range slices.Sorted(maps.Keys(sources)) {
-		fmt.Fprintf(h, "%d:%s%d:%s", len(filepath.Base(name)), filepath.Base(name), len(sources[name]), sources[name])
-	}
+	writeSources(h, sources, filepath.Base)
 	if len(extData) > 0 {
 		b, _ := json.Marshal(extData) // maps encode with sorted keys
 		h.Write(b)

@@ -2,8 +2,6 @@ package opa
 
 import (
 	"crypto/sha256"
-	"fmt"
-	"sort"
 	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -67,18 +65,10 @@ func (c *Compiled) compile(sources map[string]string) (*ast.Compiler, error) {
 	return comp, nil
 }
 
-// sourcesKey names modules by their names and texts, lengths first so
-// that no two different sets hash alike.
+// sourcesKey names a set of modules by their full names and texts.
 func sourcesKey(sources map[string]string) [sha256.Size]byte {
-	names := make([]string, 0, len(sources))
-	for n := range sources {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	h := sha256.New()
-	for _, n := range names {
-		fmt.Fprintf(h, "%d:%s%d:%s", len(n), n, len(sources[n]), sources[n])
-	}
+	writeSources(h, sources, func(n string) string { return n })
 	var key [sha256.Size]byte
 	h.Sum(key[:0])
 	return key
