@@ -199,6 +199,24 @@ func TestMarkdownListsEveryFigure(t *testing.T) {
 	}
 }
 
+// TestMarkdownSetupNotes: the setup notes of the parts that ran are listed
+// in report order; a part that did not run adds none.
+func TestMarkdownSetupNotes(t *testing.T) {
+	r := &report{
+		Gateway: &gatewayResult{setup: setup{Notes: []string{"gateway note"}}},
+		Events:  &eventsResult{setup: setup{Notes: []string{"events note"}}},
+		Grants:  &grantsResult{setup: setup{Notes: []string{"grants note one", "grants note two"}}},
+	}
+	md := r.markdown()
+	want := "Setup of this run:\n\n- gateway note\n- events note\n- grants note one\n- grants note two\n\n"
+	if !strings.Contains(md, want) {
+		t.Errorf("markdown lacks %q:\n%s", want, md)
+	}
+	if md := (&report{}).markdown(); strings.Contains(md, "Setup of this run") {
+		t.Error("setup section without notes")
+	}
+}
+
 // TestOnlyFlag: -only names the figures whose parts run; unknown numbers
 // and the other -only flags are refused.
 func TestOnlyFlag(t *testing.T) {

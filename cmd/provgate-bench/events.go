@@ -36,7 +36,7 @@ type eventsResult struct {
 	// over every delivery of the single-writer legs with subscribers.
 	LatencyP50, LatencyP99 time.Duration
 	Deliveries             int
-	Notes                  []string
+	setup
 }
 
 // subscriber is one event stream client (gorilla/websocket, as drpcli).

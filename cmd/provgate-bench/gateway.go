@@ -34,7 +34,7 @@ type gatewayResult struct {
 	List     map[string][]legResult // figures 4, 13
 	Callback map[string][]legResult // figure 6
 	Mem      memPeak
-	Notes    []string // setup facts worth reporting (sizes, times)
+	setup
 }
 
 func randomSecret() string {

@@ -27,7 +27,7 @@ var grantIDs = []string{"10a", "10b", "10c", "10d"}
 type grantsResult struct {
 	Legs     map[string][]legResult
 	Baseline bool
-	Notes    []string
+	setup
 }
 
 // grantClaims are the 10 claims of each created role: lists, "*", update:

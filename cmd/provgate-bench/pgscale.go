@@ -24,7 +24,7 @@ type pgScaleResult struct {
 	// -startup-machines is 0.
 	Startup time.Duration
 	Mem     memPeak
-	Notes   []string
+	setup
 }
 
 var pgScaleIDs = []string{"14a", "14b", "14c", "14d"}

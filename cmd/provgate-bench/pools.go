@@ -26,7 +26,7 @@ type poolResult struct {
 	Duplicates int // a machine handed out twice between two releases
 	Lost       int // allocations the store does not show as InUse
 	Mem        memPeak
-	Notes      []string
+	setup
 }
 
 // freshSchema creates a schema of its own in the database of dsn and

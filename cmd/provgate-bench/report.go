@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -176,25 +177,7 @@ func (r *report) writeDefinitions(p func(string, ...any)) {
   (the kernel's high-water mark of resident memory, including loading the data set).
 
 `, r.decideCommand())
-	var notes []string
-	if r.Gateway != nil {
-		notes = append(notes, r.Gateway.Notes...)
-	}
-	if r.Pools != nil {
-		notes = append(notes, r.Pools.Notes...)
-	}
-	if r.Events != nil {
-		notes = append(notes, r.Events.Notes...)
-	}
-	if r.Scale != nil {
-		notes = append(notes, r.Scale.Notes...)
-	}
-	if r.PGScale != nil {
-		notes = append(notes, r.PGScale.Notes...)
-	}
-	if r.Grants != nil {
-		notes = append(notes, r.Grants.Notes...)
-	}
+	notes := slices.Concat(setupOf(r.Gateway), setupOf(r.Pools), setupOf(r.Events), setupOf(r.Scale), setupOf(r.PGScale), setupOf(r.Grants))
 	if len(notes) > 0 {
 		p("Setup of this run:\n\n")
 		for _, n := range notes {
@@ -202,6 +185,25 @@ func (r *report) writeDefinitions(p func(string, ...any)) {
 		}
 		p("\n")
 	}
+}
+
+// setup is what a part's result says about its setup, embedded in the
+// results of the parts that have something to say.
+type setup struct {
+	Notes []string // setup facts worth reporting (sizes, times)
+}
+
+func (s *setup) setupNotes() []string { return s.Notes }
+
+// setupOf is a part's setup notes: none for a part that did not run (nil).
+func setupOf[T any, P interface {
+	*T
+	setupNotes() []string
+}](part P) []string {
+	if part == nil {
+		return nil
+	}
+	return part.setupNotes()
 }
 
 func (r *report) decideCommand() string {

@@ -86,7 +86,7 @@ type scaleResult struct {
 	ExplorerOnly bool
 	Startup      time.Duration
 	Mem          memPeak
-	Notes        []string
+	setup
 }
 
 // buildFleet writes a fixture straight into a stopped server's database
