@@ -92,6 +92,17 @@ func skippedFigures(why string, ids ...string) []figure {
 	return out
 }
 
+// ratioFigure is a figure that is the median over rounds of one leg against
+// another: throughputRatios, costRatios or p50Ratios of first and second.
+type ratioFigure struct {
+	id            string
+	of            func(first, second []legResult) []float64
+	first, second []legResult
+	note          string
+}
+
+func (r ratioFigure) figure() figure { return fromRounds(r.id, r.of(r.first, r.second), r.note) }
+
 // fromRounds is the median of per-round values.
 func fromRounds(id string, rounds []float64, note string) figure {
 	f := spec(id)
@@ -121,23 +132,18 @@ func gatewayFigures(g *gatewayResult, skipped string, listOnly bool) []figure {
 		return out
 	}
 	a, l, c := g.Auth, g.List, g.Callback
-	figs := []figure{
-		fromRounds("1", throughputRatios(a[legBearer], a[legBenchRoute]),
-			"GET /api/v3/pools/bench as a tenant user with a non-superuser role (Bearer) vs GET /bench/pools/bench (no auth, same store read)"),
-		fromRounds("2a", throughputRatios(a[legBasic], a[legBearer]),
-			"the same GET with the same user's Basic credentials (verified once, then cached) vs its Bearer token"),
-		fromRounds("2b", throughputRatios(a[legAttacked], a[legBearer]),
-			"Bearer clients' throughput while 16 more clients send Basic with a new wrong password each time (refused: 403, or 429 once over the failed-login limit), vs Bearer alone"),
-		fromRounds("4", costRatios(l[legListTenant], l[legListAll]),
-			"GET /api/v3/machines?limit=50 by a tenant user who sees 1% of the machines vs a user outside any tenant; both get 50 rows"),
-		fromRounds("13a", throughputRatios(l[legListAll], l[legGetOne]),
-			"GET /api/v3/machines?limit=50 vs GET /api/v3/machines/<uuid>, both by the user outside any tenant"),
-		fromRounds("13b", throughputRatios(l[legListSlim], l[legGetOne]),
-			"GET /api/v3/machines?limit=50&slim=Params vs the same GET of one machine"),
-		fromRounds("13c", throughputRatios(l[legListFilter], l[legGetOne]),
-			"GET /api/v3/machines?limit=50&Pool=bench (an indexed filter every machine matches) vs the same GET of one machine"),
-		fromRounds("6", costRatios(c[legCallback], c[legDirect]),
-			"POST .../actions/callbackDo (gateway, auth, policy, machine load, render, outbound POST, attempt record) vs POSTing the same body to the same receiver directly"),
+	var figs []figure
+	for _, r := range []ratioFigure{
+		{"1", throughputRatios, a[legBearer], a[legBenchRoute], "GET /api/v3/pools/bench as a tenant user with a non-superuser role (Bearer) vs GET /bench/pools/bench (no auth, same store read)"},
+		{"2a", throughputRatios, a[legBasic], a[legBearer], "the same GET with the same user's Basic credentials (verified once, then cached) vs its Bearer token"},
+		{"2b", throughputRatios, a[legAttacked], a[legBearer], "Bearer clients' throughput while 16 more clients send Basic with a new wrong password each time (refused: 403, or 429 once over the failed-login limit), vs Bearer alone"},
+		{"4", costRatios, l[legListTenant], l[legListAll], "GET /api/v3/machines?limit=50 by a tenant user who sees 1% of the machines vs a user outside any tenant; both get 50 rows"},
+		{"13a", throughputRatios, l[legListAll], l[legGetOne], "GET /api/v3/machines?limit=50 vs GET /api/v3/machines/<uuid>, both by the user outside any tenant"},
+		{"13b", throughputRatios, l[legListSlim], l[legGetOne], "GET /api/v3/machines?limit=50&slim=Params vs the same GET of one machine"},
+		{"13c", throughputRatios, l[legListFilter], l[legGetOne], "GET /api/v3/machines?limit=50&Pool=bench (an indexed filter every machine matches) vs the same GET of one machine"},
+		{"6", costRatios, c[legCallback], c[legDirect], "POST .../actions/callbackDo (gateway, auth, policy, machine load, render, outbound POST, attempt record) vs POSTing the same body to the same receiver directly"},
+	} {
+		figs = append(figs, r.figure())
 	}
 	latency := func(id, leg string, pick func(legResult) time.Duration) figure {
 		f := spec(id)
@@ -206,20 +212,20 @@ func memFigures(g *gatewayResult, p *poolResult, gwSkipped, pgSkipped string) []
 		}
 		return float64(kib) / 1024
 	}
+	peak := func(id string, m memPeak, note string) figure {
+		f := spec(id)
+		f.Value = mib(m.HWMKiB)
+		f.Note = fmt.Sprintf("%slargest sampled VmRSS %.1f MiB", note, mib(m.MaxRSSKiB))
+		return f
+	}
 	var out []figure
 	if g != nil {
-		f := spec("7i")
-		f.Value = mib(g.Mem.HWMKiB)
-		f.Note = fmt.Sprintf("whole run of that server, loading the data set included; largest sampled VmRSS %.1f MiB", mib(g.Mem.MaxRSSKiB))
-		out = append(out, f)
+		out = append(out, peak("7i", g.Mem, "whole run of that server, loading the data set included; "))
 	} else {
 		out = append(out, skippedFigures(gwSkipped, "7i")...)
 	}
 	if p != nil {
-		f := spec("7j")
-		f.Value = mib(p.Mem.HWMKiB)
-		f.Note = fmt.Sprintf("largest sampled VmRSS %.1f MiB", mib(p.Mem.MaxRSSKiB))
-		out = append(out, f)
+		out = append(out, peak("7j", p.Mem, ""))
 	} else {
 		out = append(out, skippedFigures(pgSkipped, "7j")...)
 	}
