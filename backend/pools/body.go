@@ -3,6 +3,7 @@ package pools
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -75,8 +76,15 @@ func parseBody(verb, pool string, body []byte) (*request, error) {
 	if raw == nil {
 		return r, nil
 	}
-	keys := slices.Sorted(maps.Keys(raw))
-	for _, k := range keys {
+	// The string-list keys, in the order the check for empty strings
+	// below reports them.
+	type list struct {
+		key string
+		to  *[]string
+	}
+	lists := []list{{keyAddProfiles, &r.AddProfiles}, {keyRemoveProf, &r.RemoveProf}, {keyRemoveParams, &r.RemoveParams},
+		{keyMachineList, &r.MachineList}, {keyFilter, &r.Filter}}
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		v := raw[k]
 		if string(v) == "null" {
 			continue
@@ -85,24 +93,10 @@ func parseBody(verb, pool string, body []byte) (*request, error) {
 		switch k {
 		case keyAddParams:
 			err = decodeParams(v, &r.AddParams)
-		case keyRemoveParams:
-			r.RemoveParams, err = decodeStrings(v)
-		case keyAddProfiles:
-			r.AddProfiles, err = decodeStrings(v)
-		case keyRemoveProf:
-			r.RemoveProf, err = decodeStrings(v)
-		case keyMachineList:
-			r.MachineList, err = decodeStrings(v)
-		case keyFilter:
-			r.Filter, err = decodeStrings(v)
 		case keyWorkflow:
-			if err = json.Unmarshal(v, &r.Workflow); err != nil {
-				err = fmt.Errorf("must be a string")
-			}
+			err = decodeAs(v, &r.Workflow, "must be a string")
 		case keyAllMachines:
-			if err = json.Unmarshal(v, &r.AllMachines); err != nil {
-				err = fmt.Errorf("must be true or false")
-			}
+			err = decodeAs(v, &r.AllMachines, "must be true or false")
 		case keyCount:
 			r.Count, err = decodeCount(v)
 		case keyMinimum:
@@ -110,7 +104,11 @@ func parseBody(verb, pool string, body []byte) (*request, error) {
 		case keyWaitTimeout:
 			r.Wait, err = decodeWait(v)
 		default:
-			return nil, bad("unknown key %s", k)
+			i := slices.IndexFunc(lists, func(l list) bool { return l.key == k })
+			if i < 0 {
+				return nil, bad("unknown key %s", k)
+			}
+			err = decodeAs(v, lists[i].to, "must be a list of strings")
 		}
 		if err != nil {
 			return nil, bad("%s %s", k, err.Error())
@@ -121,12 +119,8 @@ func parseBody(verb, pool string, body []byte) (*request, error) {
 	if _, ok := r.AddParams[""]; ok {
 		return nil, bad("%s: empty parameter name", keyAddParams)
 	}
-	for _, l := range []struct {
-		key  string
-		vals []string
-	}{{keyAddProfiles, r.AddProfiles}, {keyRemoveProf, r.RemoveProf}, {keyRemoveParams, r.RemoveParams},
-		{keyMachineList, r.MachineList}, {keyFilter, r.Filter}} {
-		for _, s := range l.vals {
+	for _, l := range lists {
+		for _, s := range *l.to {
 			if strings.TrimSpace(s) == "" {
 				return nil, bad("%s must not contain empty strings", l.key)
 			}
@@ -184,12 +178,13 @@ func (r *request) plan(pool string) (selection, error) {
 	return sel, nil
 }
 
-func decodeStrings(v json.RawMessage) ([]string, error) {
-	var out []string
-	if err := json.Unmarshal(v, &out); err != nil {
-		return nil, fmt.Errorf("must be a list of strings")
+// decodeAs decodes v into out; a value of another JSON type fails with the
+// words want.
+func decodeAs(v json.RawMessage, out any, want string) error {
+	if err := json.Unmarshal(v, out); err != nil {
+		return errors.New(want)
 	}
-	return out, nil
+	return nil
 }
 
 func decodeParams(v json.RawMessage, out *map[string]any) error {
@@ -231,50 +226,41 @@ const maxWait = 24 * time.Hour
 // JSON number 30, fractions allowed), or a Go duration ("30s", "5m", "10h").
 func decodeWait(v json.RawMessage) (time.Duration, error) {
 	const want = `must be "", a number of seconds or a duration such as "30s", "5m" or "10h"`
-	var d time.Duration
 	if isJSONNumber(v) {
 		var f float64
-		if err := json.Unmarshal(v, &f); err != nil {
-			return 0, fmt.Errorf("%s", want)
+		if err := decodeAs(v, &f, want); err != nil {
+			return 0, err
 		}
-		if f < 0 || math.IsNaN(f) {
-			return 0, fmt.Errorf("cannot be negative")
-		}
-		d = secondsDuration(f)
-	} else {
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
-			return 0, fmt.Errorf("%s", want)
-		}
-		s = strings.TrimSpace(s)
-		if s == "" {
-			return 0, nil
-		}
-		if f, err := strconv.ParseFloat(s, 64); err == nil {
-			if f < 0 || math.IsNaN(f) {
-				return 0, fmt.Errorf("cannot be negative")
-			}
-			d = secondsDuration(f)
-		} else {
-			pd, err := time.ParseDuration(s)
-			if err != nil {
-				return 0, fmt.Errorf("%s, not %q", want, s)
-			}
-			if pd < 0 {
-				return 0, fmt.Errorf("cannot be negative")
-			}
-			d = pd
-		}
+		return seconds(f)
 	}
-	if d > maxWait {
-		d = maxWait
+	var s string
+	if err := decodeAs(v, &s, want); err != nil {
+		return 0, err
 	}
-	return d, nil
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return seconds(f)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s, not %q", want, s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("cannot be negative")
+	}
+	return min(d, maxWait), nil
 }
 
-func secondsDuration(f float64) time.Duration {
-	if f >= maxWait.Seconds() {
-		return maxWait
+// seconds is a wait of f seconds, at most maxWait.
+func seconds(f float64) (time.Duration, error) {
+	if f < 0 || math.IsNaN(f) {
+		return 0, fmt.Errorf("cannot be negative")
 	}
-	return time.Duration(f * float64(time.Second))
+	if f >= maxWait.Seconds() {
+		return maxWait, nil
+	}
+	return time.Duration(f * float64(time.Second)), nil
 }
