@@ -127,29 +127,27 @@ func (p *Sync) Apply(ctx context.Context, changes []backend.Change) error {
 		seen[k] = true
 		switch c.Prefix {
 		case backend.PrefixRoles:
-			r, found, err := get[backend.Role](ctx, p.st, c.Prefix, c.Key)
+			r, err := get[backend.Role](ctx, p.st, c.Prefix, c.Key)
 			if err != nil {
 				return err
 			}
-			if !found {
-				roles[c.Key] = false
-				patches = append(patches, policies.DataPatch{Path: []string{"roles", c.Key}, Remove: true})
-				continue
+			roles[c.Key] = r != nil
+			patch := policies.DataPatch{Path: []string{"roles", c.Key}, Remove: r == nil}
+			if r != nil {
+				d := policies.Data{Scopes: p.scopes, Roles: map[string]policies.RoleData{c.Key: {Claims: r.Claims}}}.Normalized()
+				patch.Value = d.Roles[c.Key]
 			}
-			roles[c.Key] = true
-			d := policies.Data{Scopes: p.scopes, Roles: map[string]policies.RoleData{c.Key: {Claims: r.Claims}}}.Normalized()
-			patches = append(patches, policies.DataPatch{Path: []string{"roles", c.Key}, Value: d.Roles[c.Key]})
+			patches = append(patches, patch)
 		case backend.PrefixTenants:
-			t, found, err := get[backend.Tenant](ctx, p.st, c.Prefix, c.Key)
+			t, err := get[backend.Tenant](ctx, p.st, c.Prefix, c.Key)
 			if err != nil {
 				return err
 			}
-			if !found {
-				tenants[c.Key] = nil
-				continue
+			tenants[c.Key] = nil
+			if t != nil {
+				td := plainTenant(*t)
+				tenants[c.Key] = &td
 			}
-			td := plainTenant(t)
-			tenants[c.Key] = &td
 		case backend.PrefixSettings:
 			license = true
 		}
@@ -303,19 +301,20 @@ func setOrDelete(m map[string][]string, k string, v []string) {
 	}
 }
 
-func get[T any](ctx context.Context, st Records, prefix, key string) (T, bool, error) {
-	var v T
+// get reads one stored object: nil, without error, when there is none.
+func get[T any](ctx context.Context, st Records, prefix, key string) (*T, error) {
 	rec, err := st.Get(ctx, prefix, key)
 	if backend.IsCode(err, backend.ENOTFOUND) {
-		return v, false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return v, false, err
+		return nil, err
 	}
-	if err := json.Unmarshal(rec.Data, &v); err != nil {
-		return v, false, fmt.Errorf("%s/%s: %w", prefix, key, err)
+	v := new(T)
+	if err := json.Unmarshal(rec.Data, v); err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", prefix, key, err)
 	}
-	return v, true, nil
+	return v, nil
 }
 
 func listAll[T any](ctx context.Context, st Records, prefix string) ([]T, error) {
