@@ -2,8 +2,6 @@ package objects
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,16 +21,12 @@ const (
 // SecureKey returns the key of secure params (Options.SecureKey), made on
 // the first start with an empty store and shared by every replica.
 func SecureKey(ctx context.Context, st backend.Settings) ([]byte, error) {
-	sk, err := st.EnsureSetting(ctx, SettingSecureKey, func() string {
-		b := make([]byte, 32)
-		_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
-		return base64.StdEncoding.EncodeToString(b)
-	})
+	sk, err := st.EnsureSetting(ctx, SettingSecureKey, backend.NewKey)
 	if err != nil {
 		return nil, fmt.Errorf("secure param key: %w", err)
 	}
-	key, err := base64.StdEncoding.DecodeString(sk)
-	if err != nil || len(key) != 32 {
+	key, ok := backend.DecodeKey(sk)
+	if !ok || len(key) != backend.KeySize { // AES-256 takes exactly this size
 		return nil, errors.New("secure param key setting is corrupt")
 	}
 	return key, nil

@@ -2,8 +2,6 @@ package auth
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,12 +18,7 @@ const (
 )
 
 // KeyStore keeps server settings; *store.Store satisfies it.
-type KeyStore interface {
-	GetSetting(ctx context.Context, name string) (string, bool, error)
-	SetSetting(ctx context.Context, name, value string) error
-	// EnsureSetting returns a setting, creating it with mk when absent.
-	EnsureSetting(ctx context.Context, name string, mk func() string) (string, error)
-}
+type KeyStore = backend.Settings
 
 // RecordStore is KeyStore with stored objects; *store.Store satisfies it.
 type RecordStore interface {
@@ -39,17 +32,10 @@ func EnsureKeys(ctx context.Context, st KeyStore) error {
 	if _, err := st.EnsureSetting(ctx, SettingSystemSecret, NewSecret); err != nil {
 		return fmt.Errorf("system secret: %w", err)
 	}
-	if _, err := st.EnsureSetting(ctx, SettingTokenKey, newTokenKey); err != nil {
+	if _, err := st.EnsureSetting(ctx, SettingTokenKey, backend.NewKey); err != nil {
 		return fmt.Errorf("token key: %w", err)
 	}
 	return nil
-}
-
-// newTokenKey is a fresh 256-bit token key, base64.
-func newTokenKey() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
-	return base64.StdEncoding.EncodeToString(b)
 }
 
 // maxCachedUsers bounds the user cache; beyond it users are read each time.
@@ -103,8 +89,8 @@ func (s *SecretCache) read(ctx context.Context) (string, []byte, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	key, err := base64.StdEncoding.DecodeString(k)
-	if err != nil || len(key) < 32 {
+	key, ok := backend.DecodeKey(k)
+	if !ok {
 		return "", nil, errors.New("token key setting is corrupt")
 	}
 	s.mu.Lock()
