@@ -25,11 +25,22 @@ func (e *Envelope) Env() *Envelope { return e }
 
 // FillEnvelope turns nil lists and maps into empty ones, as DRP's Fill does.
 func (e *Envelope) FillEnvelope() {
-	if e.Errors == nil {
-		e.Errors = []string{}
+	emptySlice(&e.Errors)
+	emptyMap(&e.Meta)
+}
+
+// emptySlice makes a nil list an empty one, which JSON shows as [] rather
+// than null: what Fill does to each list field of a kind (models_gen.go).
+func emptySlice[E any](s *[]E) {
+	if *s == nil {
+		*s = []E{}
 	}
-	if e.Meta == nil {
-		e.Meta = map[string]string{}
+}
+
+// emptyMap is emptySlice for a map field: {} rather than null.
+func emptyMap[K comparable, V any](m *map[K]V) {
+	if *m == nil {
+		*m = map[K]V{}
 	}
 }
 
@@ -145,9 +156,7 @@ type Machine struct {
 
 // fillDefaults gives a machine DRP's defaults (Fill, models_gen.go).
 func (m *Machine) fillDefaults() {
-	if m.Fingerprint.MemoryIds == nil {
-		m.Fingerprint.MemoryIds = []string{}
-	}
+	emptySlice(&m.Fingerprint.MemoryIds)
 	if m.Arch == "" {
 		m.Arch = "amd64"
 	}

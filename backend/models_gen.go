@@ -7,9 +7,7 @@ func (x *User) Key() string     { return x.Name }
 func (x *User) SetKey(k string) { x.Name = k }
 func (x *User) Fill() {
 	x.FillEnvelope()
-	if x.Roles == nil {
-		x.Roles = []string{}
-	}
+	emptySlice(&x.Roles)
 }
 
 func (x *Role) Prefix() string  { return "roles" }
@@ -17,9 +15,7 @@ func (x *Role) Key() string     { return x.Name }
 func (x *Role) SetKey(k string) { x.Name = k }
 func (x *Role) Fill() {
 	x.FillEnvelope()
-	if x.Claims == nil {
-		x.Claims = []Claim{}
-	}
+	emptySlice(&x.Claims)
 }
 
 func (x *Tenant) Prefix() string  { return "tenants" }
@@ -27,12 +23,8 @@ func (x *Tenant) Key() string     { return x.Name }
 func (x *Tenant) SetKey(k string) { x.Name = k }
 func (x *Tenant) Fill() {
 	x.FillEnvelope()
-	if x.Members == nil {
-		x.Members = map[string][]string{}
-	}
-	if x.Users == nil {
-		x.Users = []string{}
-	}
+	emptyMap(&x.Members)
+	emptySlice(&x.Users)
 }
 
 func (x *Machine) Prefix() string  { return "machines" }
@@ -40,21 +32,11 @@ func (x *Machine) Key() string     { return x.Uuid }
 func (x *Machine) SetKey(k string) { x.Uuid = k }
 func (x *Machine) Fill() {
 	x.FillEnvelope()
-	if x.Profiles == nil {
-		x.Profiles = []string{}
-	}
-	if x.Params == nil {
-		x.Params = map[string]any{}
-	}
-	if x.Tasks == nil {
-		x.Tasks = []string{}
-	}
-	if x.TaskErrorStacks == nil {
-		x.TaskErrorStacks = []any{}
-	}
-	if x.HardwareAddrs == nil {
-		x.HardwareAddrs = []string{}
-	}
+	emptySlice(&x.Profiles)
+	emptyMap(&x.Params)
+	emptySlice(&x.Tasks)
+	emptySlice(&x.TaskErrorStacks)
+	emptySlice(&x.HardwareAddrs)
 	x.fillDefaults()
 }
 
@@ -63,12 +45,8 @@ func (x *Profile) Key() string     { return x.Name }
 func (x *Profile) SetKey(k string) { x.Name = k }
 func (x *Profile) Fill() {
 	x.FillEnvelope()
-	if x.Params == nil {
-		x.Params = map[string]any{}
-	}
-	if x.Profiles == nil {
-		x.Profiles = []string{}
-	}
+	emptyMap(&x.Params)
+	emptySlice(&x.Profiles)
 }
 
 func (x *Param) Prefix() string  { return "params" }
@@ -83,24 +61,12 @@ func (x *BootEnv) Key() string     { return x.Name }
 func (x *BootEnv) SetKey(k string) { x.Name = k }
 func (x *BootEnv) Fill() {
 	x.FillEnvelope()
-	if x.OS == nil {
-		x.OS = map[string]any{}
-	}
-	if x.Templates == nil {
-		x.Templates = []TemplateInfo{}
-	}
-	if x.Initrds == nil {
-		x.Initrds = []string{}
-	}
-	if x.RequiredParams == nil {
-		x.RequiredParams = []string{}
-	}
-	if x.OptionalParams == nil {
-		x.OptionalParams = []string{}
-	}
-	if x.Loaders == nil {
-		x.Loaders = map[string]string{}
-	}
+	emptyMap(&x.OS)
+	emptySlice(&x.Templates)
+	emptySlice(&x.Initrds)
+	emptySlice(&x.RequiredParams)
+	emptySlice(&x.OptionalParams)
+	emptyMap(&x.Loaders)
 	x.fillDefaults()
 }
 
@@ -109,9 +75,7 @@ func (x *Workflow) Key() string     { return x.Name }
 func (x *Workflow) SetKey(k string) { x.Name = k }
 func (x *Workflow) Fill() {
 	x.FillEnvelope()
-	if x.Stages == nil {
-		x.Stages = []string{}
-	}
+	emptySlice(&x.Stages)
 }
 
 func (x *Stage) Prefix() string  { return "stages" }
@@ -119,24 +83,12 @@ func (x *Stage) Key() string     { return x.Name }
 func (x *Stage) SetKey(k string) { x.Name = k }
 func (x *Stage) Fill() {
 	x.FillEnvelope()
-	if x.Templates == nil {
-		x.Templates = []TemplateInfo{}
-	}
-	if x.RequiredParams == nil {
-		x.RequiredParams = []string{}
-	}
-	if x.OptionalParams == nil {
-		x.OptionalParams = []string{}
-	}
-	if x.Params == nil {
-		x.Params = map[string]any{}
-	}
-	if x.Tasks == nil {
-		x.Tasks = []string{}
-	}
-	if x.Profiles == nil {
-		x.Profiles = []string{}
-	}
+	emptySlice(&x.Templates)
+	emptySlice(&x.RequiredParams)
+	emptySlice(&x.OptionalParams)
+	emptyMap(&x.Params)
+	emptySlice(&x.Tasks)
+	emptySlice(&x.Profiles)
 }
 
 func (x *Task) Prefix() string  { return "tasks" }
@@ -144,18 +96,10 @@ func (x *Task) Key() string     { return x.Name }
 func (x *Task) SetKey(k string) { x.Name = k }
 func (x *Task) Fill() {
 	x.FillEnvelope()
-	if x.Templates == nil {
-		x.Templates = []TemplateInfo{}
-	}
-	if x.RequiredParams == nil {
-		x.RequiredParams = []string{}
-	}
-	if x.OptionalParams == nil {
-		x.OptionalParams = []string{}
-	}
-	if x.Prerequisites == nil {
-		x.Prerequisites = []string{}
-	}
+	emptySlice(&x.Templates)
+	emptySlice(&x.RequiredParams)
+	emptySlice(&x.OptionalParams)
+	emptySlice(&x.Prerequisites)
 }
 
 func (x *Job) Prefix() string  { return "jobs" }
@@ -177,12 +121,8 @@ func (x *Plugin) Key() string     { return x.Name }
 func (x *Plugin) SetKey(k string) { x.Name = k }
 func (x *Plugin) Fill() {
 	x.FillEnvelope()
-	if x.Params == nil {
-		x.Params = map[string]any{}
-	}
-	if x.PluginErrors == nil {
-		x.PluginErrors = []string{}
-	}
+	emptyMap(&x.Params)
+	emptySlice(&x.PluginErrors)
 }
 
 func (x *Reservation) Prefix() string  { return "reservations" }
@@ -190,8 +130,6 @@ func (x *Reservation) Key() string     { return x.Addr }
 func (x *Reservation) SetKey(k string) { x.Addr = k }
 func (x *Reservation) Fill() {
 	x.FillEnvelope()
-	if x.Options == nil {
-		x.Options = []any{}
-	}
+	emptySlice(&x.Options)
 	x.fillDefaults()
 }

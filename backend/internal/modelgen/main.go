@@ -6,9 +6,10 @@
 //	//provgate:model <prefix> <key field>
 //
 // Fill turns every nil slice or map field that is not omitempty into an
-// empty one, as DRP's Fill does, after the envelope's; a kind with more to
-// fill (defaults, nested fields) declares a fillDefaults method by hand,
-// which Fill calls last. Run it with go generate ./backend.
+// empty one (backend's generic emptySlice and emptyMap), as DRP's Fill
+// does, after the envelope's; a kind with more to fill (defaults, nested
+// fields) declares a fillDefaults method by hand, which Fill calls last.
+// Run it with go generate ./backend.
 package main
 
 import (
@@ -47,8 +48,9 @@ type model struct {
 	defaults         bool
 }
 
-// field is a slice or map field Fill makes empty.
-type field struct{ name, typ string }
+// field is a slice or map field Fill makes empty: fill is the helper that
+// does it, emptySlice or emptyMap.
+type field struct{ name, fill string }
 
 // generate reads the models file at path and returns the generated source.
 func generate(path string) ([]byte, error) {
@@ -89,8 +91,10 @@ func generate(path string) ([]byte, error) {
 					continue
 				}
 				switch fl.Type.(type) {
-				case *ast.ArrayType, *ast.MapType:
-					m.fill = append(m.fill, field{fl.Names[0].Name, types(fset, fl.Type)})
+				case *ast.ArrayType:
+					m.fill = append(m.fill, field{fl.Names[0].Name, "emptySlice"})
+				case *ast.MapType:
+					m.fill = append(m.fill, field{fl.Names[0].Name, "emptyMap"})
 				}
 			}
 			models = append(models, m)
@@ -104,7 +108,7 @@ func generate(path string) ([]byte, error) {
 		fmt.Fprintf(&b, "func (x *%s) SetKey(k string) { x.%s = k }\n", m.typ, m.key)
 		fmt.Fprintf(&b, "func (x *%s) Fill() {\n\tx.FillEnvelope()\n", m.typ)
 		for _, fl := range m.fill {
-			fmt.Fprintf(&b, "\tif x.%s == nil {\n\t\tx.%s = %s{}\n\t}\n", fl.name, fl.name, fl.typ)
+			fmt.Fprintf(&b, "\t%s(&x.%s)\n", fl.fill, fl.name)
 		}
 		if m.defaults {
 			b.WriteString("\tx.fillDefaults()\n")
