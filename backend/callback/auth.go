@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -145,34 +144,29 @@ func (s *Service) fetchToken(ctx context.Context, st *pluginState, name string, 
 		token string
 		ttl   time.Duration
 	}
+	header := http.Header{"Accept": {"application/json"}, "User-Agent": {userAgent}}
+	var body []byte
+	if a.Data != "" {
+		header.Set("Content-Type", "application/json")
+		body = []byte(a.Data)
+	}
 	op := func() (result, error) {
-		var body io.Reader
-		if a.Data != "" {
-			body = strings.NewReader(a.Data)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+		req, err := newRequest(ctx, method, u.String(), header, body)
 		if err != nil {
 			return result{}, backoff.Permanent(fmt.Errorf("auth %q: cannot build the token request", name))
-		}
-		req.Header.Set("Accept", "application/json")
-		req.Header.Set("User-Agent", userAgent)
-		if a.Data != "" {
-			req.Header.Set("Content-Type", "application/json")
 		}
 		dbg := a.Debug && s.debug()
 		if dbg {
 			s.log.Info("callback auth request", "plugin", st.name, "auth", name, "method", method,
 				"url", safeURL(u), "headers", headerLog(req.Header, nil), "data", maskedIf(a.Data))
 		}
-		resp, err := client.Do(req)
-		if de, ok := refusedDestination(err); ok {
-			return result{}, backoff.Permanent(fmt.Errorf("auth %q: token request %s", name, de))
-		}
-		if err != nil {
+		resp, b, err := roundTrip(client, req, maxTokenResponse)
+		if resp == nil {
+			if de, ok := refusedDestination(err); ok {
+				return result{}, backoff.Permanent(fmt.Errorf("auth %q: token request %s", name, de))
+			}
 			return result{}, fmt.Errorf("auth %q: token request failed: %s", name, red.String(transportError(err)))
 		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse+1))
 		if err != nil {
 			return result{}, fmt.Errorf("auth %q: reading the token response: %s", name, transportError(err))
 		}

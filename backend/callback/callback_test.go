@@ -469,6 +469,9 @@ func TestJSONToken(t *testing.T) {
 		if tr.Method != "POST" || tr.Query != "grant=client" || !strings.Contains(string(tr.Body), "json-data-secret") {
 			t.Errorf("token request %+v", tr)
 		}
+		if h := tr.Header; h.Get("Content-Type") != "application/json" || h.Get("Accept") != "application/json" || h.Get("User-Agent") != userAgent {
+			t.Errorf("token request headers %v", h)
+		}
 		for _, r := range target.requests() {
 			if r.Header.Get("Authorization") != "Bearer tok-1" {
 				t.Errorf("Authorization %q", r.Header.Get("Authorization"))
@@ -487,6 +490,23 @@ func TestJSONToken(t *testing.T) {
 		}
 		if n.Load() != 2 {
 			t.Errorf("token fetched %d times, want 2", n.Load())
+		}
+	})
+	t.Run("GET without Data", func(t *testing.T) {
+		ts, _ := tokenServer(t, false)
+		target := newReceiver(t, nil)
+		e := newEnv(t, nil)
+		p := plugin(map[string]any{"c": map[string]any{"Url": target.URL, "Auth": "j"}},
+			map[string]any{"j": map[string]any{"AuthType": "json-token", "Url": ts.URL, "TokenField": "access_token"}})
+		if _, err := do(t, e, p, act("c")); err != nil {
+			t.Fatal(err)
+		}
+		tr := ts.requests()[0]
+		if tr.Method != "GET" || len(tr.Body) != 0 || tr.Header.Get("Content-Type") != "" || tr.Header.Get("Accept") != "application/json" {
+			t.Errorf("token request %s, body %q, headers %v", tr.Method, tr.Body, tr.Header)
+		}
+		if got := target.requests()[0].Header.Get("Authorization"); got != "Bearer tok-1" {
+			t.Errorf("Authorization %q", got)
 		}
 	})
 	t.Run("401 drops the cached token and refetches once", func(t *testing.T) {

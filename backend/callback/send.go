@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -411,16 +410,9 @@ func (s *Service) attempt(ctx context.Context, r *request, cr credential, n int)
 }
 
 func (s *Service) exchange(ctx context.Context, r *request, cr credential) *outcome {
-	var body io.Reader
-	if r.body != nil {
-		body = bytes.NewReader(r.body)
-	}
-	req, err := http.NewRequestWithContext(ctx, r.method, r.url.String(), body)
+	req, err := newRequest(ctx, r.method, r.url.String(), r.headers, r.body)
 	if err != nil {
 		return &outcome{err: "cannot build the request"}
-	}
-	for k, v := range r.headers {
-		req.Header[k] = append([]string(nil), v...)
 	}
 	// A configured Authorization header wins over the auth method, as in DRP.
 	if cr.header != "" && req.Header.Get("Authorization") == "" {
@@ -431,16 +423,14 @@ func (s *Service) exchange(ctx context.Context, r *request, cr credential) *outc
 		s.log.Info("callback request", "plugin", r.st.name, "callback", r.name, "machine", r.machine,
 			"method", r.method, "url", safeURL(r.url), "headers", headerLog(req.Header, r.cb.Headers), "body", s.bodyLog(r, r.body))
 	}
-	resp, err := s.client(r.cb.InsecureSkipVerify, r.cb.Headers).Do(req)
-	if de, ok := refusedDestination(err); ok {
-		// Not retried: the same address is refused again.
-		return &outcome{err: "callback " + de.Error(), refused: true}
-	}
-	if err != nil {
+	resp, b, err := roundTrip(s.client(r.cb.InsecureSkipVerify, r.cb.Headers), req, s.opts.MaxResponseBytes)
+	if resp == nil {
+		if de, ok := refusedDestination(err); ok {
+			// Not retried: the same address is refused again.
+			return &outcome{err: "callback " + de.Error(), refused: true}
+		}
 		return &outcome{err: r.red.String(transportError(err))}
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxResponseBytes+1))
 	out := &outcome{status: resp.StatusCode, body: b}
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		if secs, err := strconv.Atoi(v); err == nil && secs > 0 {
