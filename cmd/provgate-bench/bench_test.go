@@ -208,7 +208,7 @@ func TestOnlyFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.wants("6") || !c.wants("8", "9") || c.wants("5") || c.wants("1", "2", "7") {
+	if !c.wants("6") || !c.wants("8", "9") || c.wants("5") || c.wants("1", "2", "7") || c.wants("14") {
 		t.Fatalf("wants: %v", c.Only)
 	}
 	if c, err = parseConfig(nil, env, io.Discard); err != nil || !c.wants("5") {

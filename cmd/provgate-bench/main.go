@@ -72,7 +72,7 @@ type config struct {
 }
 
 // onlyParts are the figure numbers -only accepts.
-var onlyParts = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13"}
+var onlyParts = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13", "14"}
 
 // wants reports whether a part measuring any of figs runs under -only.
 func (c config) wants(figs ...string) bool {
@@ -311,6 +311,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	pgsSkip := ""
 	if only != "" && !cfg.PGScaleOnly {
 		pgsSkip = only
+	} else if !cfg.wants("14") {
+		pgsSkip = "-only"
 	} else if cfg.Postgres == "" {
 		pgsSkip = "PROVGATE_TEST_DATABASE not set"
 	}
