@@ -183,6 +183,7 @@ func TestMarkdownListsEveryFigure(t *testing.T) {
 	figs := append(gatewayFigures(nil, "x", false), decideFigures(nil, "x")...)
 	figs = append(figs, poolFigures(nil, "PROVGATE_TEST_DATABASE not set")...)
 	figs = append(figs, memFigures(nil, nil, "x", "y")...)
+	figs = append(figs, procsMemFigure(nil, 16, "x"))
 	figs = append(figs, eventFigures(nil, "z")...)
 	figs = append(figs, scaleFigures(nil, "w")...)
 	figs = append(figs, pgScaleFigures(nil, "u")...)
@@ -225,7 +226,7 @@ func TestOnlyFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.wants("6") || !c.wants("8", "9") || c.wants("5") || c.wants("1", "2", "7") {
+	if !c.wants("6") || !c.wants("8", "9") || c.wants("5") || c.wants("1", "2", "7") || c.wants("14") {
 		t.Fatalf("wants: %v", c.Only)
 	}
 	if c, err = parseConfig(nil, env, io.Discard); err != nil || !c.wants("5") {
@@ -235,5 +236,46 @@ func TestOnlyFlag(t *testing.T) {
 		if _, err := parseConfig(args, env, io.Discard); err == nil {
 			t.Errorf("%v: want an error", args)
 		}
+	}
+}
+
+// TestChildEnv: the servers get neither the bench's PROVGATE_ settings nor
+// its runtime settings, so that only figure 7k's GOMAXPROCS differs from the
+// defaults; startServerEnv's additions come after and win.
+func TestChildEnv(t *testing.T) {
+	t.Setenv("PROVGATE_DATABASE", "postgres://elsewhere")
+	t.Setenv("GOMAXPROCS", "3")
+	t.Setenv("GOGC", "50")
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	t.Setenv("BENCH_KEPT", "yes")
+	env := childEnv("pw")
+	joined := "\n" + strings.Join(env, "\n") + "\n"
+	for _, gone := range []string{"PROVGATE_DATABASE=", "GOMAXPROCS=", "GOGC=", "GOMEMLIMIT="} {
+		if strings.Contains(joined, "\n"+gone) {
+			t.Errorf("%s passed on to the server", gone)
+		}
+	}
+	for _, kept := range []string{"\nBENCH_KEPT=yes\n", "\nPROVGATE_ADMIN_PASSWORD=pw\n"} {
+		if !strings.Contains(joined, kept) {
+			t.Errorf("%q missing from the server's environment", strings.TrimSpace(kept))
+		}
+	}
+}
+
+// TestMemProcsFigure: 7k names the GOMAXPROCS it ran with and is skipped
+// with the reason when it did not run.
+func TestMemProcsFigure(t *testing.T) {
+	f := procsMemFigure(&gatewayResult{Mem: memPeak{HWMKiB: 200 << 10, MaxRSSKiB: 190 << 10}}, 16, "")
+	if f.Value != 200 || !strings.Contains(f.Name, "GOMAXPROCS=16") || !strings.Contains(f.Note, "GOMAXPROCS=16") || f.status() != "met" {
+		t.Errorf("7k = %+v (status %s)", f, f.status())
+	}
+	if f := procsMemFigure(&gatewayResult{Mem: memPeak{HWMKiB: 310 << 10}}, 8, ""); !strings.Contains(f.Name, "GOMAXPROCS=8") || f.status() == "met" {
+		t.Errorf("7k at 8 procs over the bound = %+v (status %s)", f, f.status())
+	}
+	if f := procsMemFigure(nil, 16, "-mem-procs 0"); f.Skipped != "-mem-procs 0" {
+		t.Errorf("skipped 7k = %+v", f)
+	}
+	if _, err := parseConfig([]string{"-mem-procs", "-1"}, func(string) string { return "" }, io.Discard); err == nil {
+		t.Error("-mem-procs -1: want an error")
 	}
 }

@@ -46,17 +46,33 @@ func randomSecret() string {
 // runGateway starts the SQLite server, loads the data set through the API
 // as the admin, and runs the interleaved legs of figures 1, 2, 4 and 6.
 func runGateway(ctx context.Context, cfg config, tmp, pub, lic string, logf func(string, ...any)) (*gatewayResult, error) {
+	return runGatewayOn(ctx, cfg, "sqlite", nil, tmp, pub, lic, logf)
+}
+
+// runGatewayProcs is runGateway on a second SQLite server run with
+// GOMAXPROCS=procs (figure 7k): the same data set and legs, so that only
+// the runtime's core count differs from figure 7i's server.
+func runGatewayProcs(procs int) func(context.Context, config, string, string, string, func(string, ...any)) (*gatewayResult, error) {
+	return func(ctx context.Context, cfg config, tmp, pub, lic string, logf func(string, ...any)) (*gatewayResult, error) {
+		name := fmt.Sprintf("sqlite-procs%d", procs)
+		return runGatewayOn(ctx, cfg, name, []string{fmt.Sprintf("GOMAXPROCS=%d", procs)}, tmp, pub, lic, logf)
+	}
+}
+
+// runGatewayOn is runGateway with the server named name (its data dir
+// under tmp) and env added to its environment.
+func runGatewayOn(ctx context.Context, cfg config, name string, env []string, tmp, pub, lic string, logf func(string, ...any)) (*gatewayResult, error) {
 	adminPW := randomSecret()
 	// The callback receiver (figure 6) listens on this host's loopback
 	// address, which callbacks may reach only when allowed.
-	srv, err := startServer(ctx, "sqlite", cfg.Server, tmp+"/sqlite", "", adminPW, "--license-public-key", pub, "--license", lic,
+	srv, err := startServerEnv(ctx, env, name, cfg.Server, tmp+"/"+name, "", adminPW, "--license-public-key", pub, "--license", lic,
 		"--callback-allow", "127.0.0.1/32")
 	if err != nil {
 		return nil, err
 	}
 	res := &gatewayResult{}
 	defer func() { res.Mem = srv.Stop() }()
-	logf("sqlite server at %s (log %s)", srv.Base, srv.LogPath)
+	logf("%s server at %s (log %s)", name, srv.Base, srv.LogPath)
 
 	setupClient := newClient(cfg.Clients)
 	a := api{base: srv.Base, c: setupClient}

@@ -18,7 +18,11 @@ var limits = map[string]string{
 	"2b": "With one client IP the failed-login limit answers almost every wrong password with a 429 before " +
 		"scrypt (see the refusal counts under Setup), and each 429 is answered after a one-second tarpit " +
 		"(gateway guard), so a flood costs sleeping goroutines rather than CPU. A miss here would point at " +
-		"the 403 path (wrong passwords under the limit run scrypt, bounded to half the cores).",
+		"the 403 path (wrong passwords under the limit run scrypt, one at a time: --scrypt-concurrency).",
+	"7k": "The peak of this server is the wrong-Basic leg of 2b: each scrypt run holds 32 MiB until the next " +
+		"collection, which lets the heap grow to twice what it found live. One slot runs whatever the cores " +
+		"(--scrypt-concurrency, docs/design.md §15.8); a miss points at something else sized by GOMAXPROCS " +
+		"(a pool, cache or worker count) or at the collector's headroom, which --memory-limit bounds.",
 	"3": "Allocation counts are exact and load-independent (raw table below); the trivial policy's cost is " +
 		"the input conversion and result reading that both share. Roles are already indexed in Go " +
 		"(policies.NewData: scope → action key → specifics) and each required claim carries its fallback " +

@@ -56,6 +56,9 @@ type config struct {
 	// alone.
 	GatewayOnly     bool
 	StartupMachines int
+	// MemProcs is the GOMAXPROCS of the second SQLite server of figure
+	// 7k (0 leaves it out).
+	MemProcs int
 	// GrantsOnly runs figures 10 alone; Baseline is the build figures
 	// 10c and 10d compare with.
 	GrantsOnly bool
@@ -69,7 +72,7 @@ type config struct {
 }
 
 // onlyParts are the figure numbers -only accepts.
-var onlyParts = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13"}
+var onlyParts = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "12", "13", "14"}
 
 // wants reports whether a part measuring any of figs runs under -only.
 func (c config) wants(figs ...string) bool {
@@ -111,7 +114,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.ScaleUsers, "scale-users", 10000, "users of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleRoles, "scale-roles", 1000, "roles of the large fleet (figures 9)")
 	fs.IntVar(&c.ScaleTenants, "scale-tenants", 500, "tenants of the large fleet (figures 9); tenant i lists users 10i.. and machines 100i..")
-	fs.BoolVar(&c.GatewayOnly, "gateway-only", false, "run only the SQLite server's figures (1, 2, 4, 6, 7, 13), its peak memory (7i) included")
+	fs.BoolVar(&c.GatewayOnly, "gateway-only", false, "run only the SQLite server's figures (1, 2, 4, 6, 7, 13), its peak memory (7i, and 7k unless -mem-procs 0) included")
+	fs.IntVar(&c.MemProcs, "mem-procs", 16, "GOMAXPROCS of a second SQLite server run through figure 7i's data set and legs for its peak memory (figure 7k), a core count simulated on this machine's CPUs; 0 leaves it out")
 	fs.BoolVar(&c.ListOnly, "list-only", false, "run only the list figures (4, 13) on the SQLite server")
 	fs.BoolVar(&c.PGScaleOnly, "pg-scale-only", false, "run only the PostgreSQL large-fleet figures (14), with PROVGATE_TEST_DATABASE set")
 	fs.IntVar(&c.StartupMachines, "startup-machines", 1000000, "machines of the PostgreSQL start-up fleet (figures 14c-14d); 0 skips them")
@@ -133,6 +137,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.StartupMachines != 0 && c.StartupMachines < c.ScaleTenants*100+bigTenantMachines {
 		return c, fmt.Errorf("-startup-machines must be 0 or at least %d (the tenants' machines and t-big's)", c.ScaleTenants*100+bigTenantMachines)
+	}
+	if c.MemProcs < 0 {
+		return c, errors.New("-mem-procs must be 0 (left out) or a GOMAXPROCS")
 	}
 	if c.Leg <= 0 || c.Clients < 1 || c.Attackers < 0 || c.Machines < 100 || c.PoolMachines < 1 || c.AllocCallers < 1 {
 		return c, errors.New("-leg, -clients, -alloc-callers and -pool-machines must be positive and -machines at least 100")
@@ -259,6 +266,23 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	// Figure 7k: the same load on a server whose runtime sees MemProcs
+	// cores, after 7i's server has stopped so that the two never overlap.
+	memSkip := gwSkip
+	switch {
+	case memSkip != "":
+	case cfg.ListOnly:
+		memSkip = "-list-only"
+	case cfg.MemProcs == 0:
+		memSkip = "-mem-procs 0"
+	case !cfg.wants("7"):
+		memSkip = "-only"
+	}
+	gwProcs, memSkip, err := runPart(part, "figure 7k", memSkip, runGatewayProcs(cfg.MemProcs))
+	if err != nil {
+		return err
+	}
+
 	ev, evSkip, err := runPart(part, "figure 8", skip("8"), runEvents)
 	if err != nil {
 		return err
@@ -287,6 +311,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	pgsSkip := ""
 	if only != "" && !cfg.PGScaleOnly {
 		pgsSkip = only
+	} else if !cfg.wants("14") {
+		pgsSkip = "-only"
 	} else if cfg.Postgres == "" {
 		pgsSkip = "PROVGATE_TEST_DATABASE not set"
 	}
@@ -318,6 +344,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	rep.Figures = append(rep.Figures, decideFigures(dec, decSkip)...)
 	rep.Figures = append(rep.Figures, poolFigures(pools, pgSkip)...)
 	rep.Figures = append(rep.Figures, memFigures(gw, pools, gwSkip, pgSkip)...)
+	rep.Figures = append(rep.Figures, procsMemFigure(gwProcs, cfg.MemProcs, memSkip))
 	rep.Figures = append(rep.Figures, eventFigures(ev, evSkip)...)
 	rep.Figures = append(rep.Figures, scaleFigures(sc, scSkip)...)
 	rep.Figures = append(rep.Figures, pgScaleFigures(pgs, pgsSkip)...)

@@ -50,7 +50,7 @@ func (r *report) markdown() string {
 	p("| Load average at start | %s |\n", orDash(r.Machine.Load))
 	p("| Legs | %d rounds × %s per leg after a %s warm-up of each, %d keep-alive HTTP/1.1 clients over TLS (server's self-signed certificate) |\n",
 		c.Rounds, c.Leg, c.Warmup, c.Clients)
-	p("| Servers | `%s serve --bench-routes` on 127.0.0.1 with an rbac license, default log level (access log to a file); SQLite in a temp data dir; PostgreSQL on a fresh schema of `PROVGATE_TEST_DATABASE` for figure 5; for figures 9 two more SQLite servers, one holding %d machines, %d users, %d roles and %d tenants, one 100 machines, 10 users, 10 roles and 1 tenant (the large fleet's last %d machines also form tenant t-big); for figures 14 two PostgreSQL servers on fresh schemas, one holding the large fleet, one %d machines |\n", c.Server, c.ScaleMachines, c.ScaleUsers, c.ScaleRoles, c.ScaleTenants, bigTenantMachines, c.StartupMachines)
+	p("| Servers | `%s serve --bench-routes` on 127.0.0.1 with an rbac license, default log level (access log to a file); SQLite in a temp data dir, with the runtime's defaults (GOMAXPROCS, GOGC and GOMEMLIMIT are not passed on) except a second SQLite server for figure 7k; PostgreSQL on a fresh schema of `PROVGATE_TEST_DATABASE` for figure 5; for figures 9 two more SQLite servers, one holding %d machines, %d users, %d roles and %d tenants, one 100 machines, 10 users, 10 roles and 1 tenant (the large fleet's last %d machines also form tenant t-big); for figures 14 two PostgreSQL servers on fresh schemas, one holding the large fleet, one %d machines |\n", c.Server, c.ScaleMachines, c.ScaleUsers, c.ScaleRoles, c.ScaleTenants, bigTenantMachines, c.StartupMachines)
 	p("\n")
 
 	p("## Figures\n\n")
@@ -174,7 +174,10 @@ func (r *report) writeDefinitions(p func(string, ...any)) {
 - Figure 3 runs the Go micro-benchmarks of `+"`policies/opa`"+` (bench_test.go) with the test binary compiled once:
   `+"`%s`"+`. Each round runs the decision benchmarks, then the trivial policy, so the two alternate like the HTTP legs.
 - Peak memory is VmHWM from /proc/<pid>/status of the server process at the end of its part of the run
-  (the kernel's high-water mark of resident memory, including loading the data set).
+  (the kernel's high-water mark of resident memory, including loading the data set). Figure 7k repeats
+  7i's server, data set and legs on a second SQLite server started with GOMAXPROCS=N (-mem-procs) after
+  the first has stopped: a simulated core count (the runtime's per-core caches, the collector's workers
+  and every pool or worker count sized by GOMAXPROCS are as on N cores; the CPUs are still this machine's).
 
 `, r.decideCommand())
 	notes := slices.Concat(setupOf(r.Gateway), setupOf(r.Pools), setupOf(r.Events), setupOf(r.Scale), setupOf(r.PGScale), setupOf(r.Grants))

@@ -52,6 +52,12 @@ func licenseFiles(ctx context.Context, bin, dir string) (pub, lic string, err er
 // generated self-signed certificate, as users run it), and waits until it
 // logs its address. dsn "" selects SQLite in dataDir.
 func startServer(ctx context.Context, name, bin, dataDir, dsn, adminPassword string, extra ...string) (*server, error) {
+	return startServerEnv(ctx, nil, name, bin, dataDir, dsn, adminPassword, extra...)
+}
+
+// startServerEnv is startServer with env (KEY=value) added to the server's
+// environment, e.g. GOMAXPROCS=16.
+func startServerEnv(ctx context.Context, env []string, name, bin, dataDir, dsn, adminPassword string, extra ...string) (*server, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -67,7 +73,7 @@ func startServer(ctx context.Context, name, bin, dataDir, dsn, adminPassword str
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = childEnv(adminPassword)
+	cmd.Env = append(childEnv(adminPassword), env...)
 	// A file, not a pipe: the bench process must not spend CPU copying the
 	// server's access log while it measures.
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -87,12 +93,15 @@ func startServer(ctx context.Context, name, bin, dataDir, dsn, adminPassword str
 }
 
 // childEnv is the bench's environment without any PROVGATE_ setting (a
-// stray PROVGATE_DATABASE would silently change what is measured), plus the
-// first-start admin password.
+// stray PROVGATE_DATABASE would silently change what is measured) and
+// without the runtime's GOMAXPROCS, GOGC and GOMEMLIMIT (the server runs
+// with its defaults unless a figure says otherwise), plus the first-start
+// admin password.
 func childEnv(adminPassword string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PROVGATE_") {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, "PROVGATE_") && k != "GOMAXPROCS" && k != "GOGC" && k != "GOMEMLIMIT" {
 			env = append(env, kv)
 		}
 	}

@@ -77,6 +77,13 @@ type Config struct {
 	// ObjectCacheSize bounds the read cache of encoded objects (objects
 	// held); 0 turns it off.
 	ObjectCacheSize int
+	// ScryptConcurrency bounds the scrypt runs of Basic logins at once;
+	// each holds 32 MiB until the next collection (auth.ScryptMemory).
+	ScryptConcurrency int
+	// MemoryLimit is the Go runtime's soft memory limit in bytes
+	// (debug.SetMemoryLimit); 0 leaves the runtime's own (GOMEMLIMIT, or
+	// none).
+	MemoryLimit int64
 
 	// CallbackAllow and CallbackDeny are comma-separated CIDR prefixes or
 	// addresses: destinations callbacks may reach although refused by
@@ -102,6 +109,7 @@ func defaultConfig() Config {
 		EventBuffer:           256,
 		EventStreams:          16,
 		ObjectCacheSize:       objects.DefaultViewCacheSize,
+		ScryptConcurrency:     1,
 		DecisionLogURLBuffer:  10000,
 	}
 }
@@ -144,6 +152,8 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.IntVar(&c.EventBuffer, "event-buffer", c.EventBuffer, "events that may wait for one event stream (GET /api/v3/ws) before it is closed as too slow")
 	fs.IntVar(&c.EventStreams, "event-streams", c.EventStreams, "event streams one user or machine may have open at once")
 	fs.IntVar(&c.ObjectCacheSize, "object-cache-size", c.ObjectCacheSize, "objects whose encoded form the read cache keeps (least recently used go first; 0 turns it off)")
+	fs.IntVar(&c.ScryptConcurrency, "scrypt-concurrency", c.ScryptConcurrency, "Basic logins whose password check (scrypt, 32 MiB each) may run at once, whatever the cores; each more slot adds about 64 MiB to the peak memory")
+	fs.Var((*byteSize)(&c.MemoryLimit), "memory-limit", "soft memory limit of the Go runtime in `bytes` (suffixes KiB, MiB, GiB accepted): the collector works harder as the process nears it; 0 leaves the runtime's own (GOMEMLIMIT, or none)")
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " [$" + envName(f.Name) + "]" })
 	return fs
 }
@@ -278,6 +288,12 @@ func (c Config) Validate() error {
 	if c.EventStreams < 1 || c.EventStreams > 1<<16 {
 		return fmt.Errorf("--event-streams %d: must be between 1 and 65536", c.EventStreams)
 	}
+	if c.ScryptConcurrency < 1 || c.ScryptConcurrency > 64 {
+		return fmt.Errorf("--scrypt-concurrency %d: must be between 1 and 64", c.ScryptConcurrency)
+	}
+	if c.MemoryLimit != 0 && c.MemoryLimit < minMemoryLimit {
+		return fmt.Errorf("--memory-limit %d: must be 0 (the runtime's own) or at least 64MiB", c.MemoryLimit)
+	}
 	if c.ObjectCacheSize < 0 || c.ObjectCacheSize > 1<<22 {
 		return fmt.Errorf("--object-cache-size %d: must be between 0 and 4194304", c.ObjectCacheSize)
 	}
@@ -361,6 +377,8 @@ func (c Config) attrs() []slog.Attr {
 		slog.Int("event_buffer", c.EventBuffer),
 		slog.Int("event_streams", c.EventStreams),
 		slog.Int("object_cache_size", c.ObjectCacheSize),
+		slog.Int("scrypt_concurrency", c.ScryptConcurrency),
+		slog.Int64("memory_limit", c.MemoryLimit),
 	}
 }
 
@@ -449,6 +467,10 @@ func (s secret) String() string {
 
 // byteSize is a byte count flag accepting plain numbers or binary suffixes.
 type byteSize int64
+
+// minMemoryLimit is the smallest --memory-limit: below it the collector
+// would run without pause on an empty server.
+const minMemoryLimit = 64 << 20
 
 var sizeSuffixes = []struct {
 	suffix string

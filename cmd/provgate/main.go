@@ -189,6 +189,10 @@ func serveCommand(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	logger.Info("starting provgate", "version", versionString(), "config", cfg)
+	if cfg.MemoryLimit > 0 {
+		// Process-wide, before anything is loaded (docs/design.md §15.8).
+		debug.SetMemoryLimit(cfg.MemoryLimit)
+	}
 	ln, err := bind(cfg)
 	if err != nil {
 		return err

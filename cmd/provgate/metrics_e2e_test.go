@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"testing"
@@ -329,5 +330,22 @@ func TestE2EGrafanaDashboard(t *testing.T) {
 	sort.Strings(queried)
 	if len(queried) < 10 {
 		t.Fatalf("the dashboard queries only %v", queried)
+	}
+}
+
+// TestE2EMemoryLimit: --memory-limit sets the Go runtime's soft memory
+// limit, which /metrics reports (go_gc_gomemlimit_bytes). The limit is the
+// process's, here the test binary's, so it is one no test run reaches and
+// is put back after.
+func TestE2EMemoryLimit(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	const limit = 64 << 30
+	s := startE2E(t, dbCase{Name: "sqlite"}, "--memory-limit", "64GiB")
+	if got := debug.SetMemoryLimit(-1); got != limit {
+		t.Errorf("runtime memory limit %d, want %d", got, limit)
+	}
+	if got := s.scrape(t).value("go_gc_gomemlimit_bytes"); got != limit {
+		t.Errorf("go_gc_gomemlimit_bytes %v, want %d", got, limit)
 	}
 }

@@ -126,7 +126,8 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	// Failed logins are counted in the store, so replicas sharing it share
 	// the limits and a restart forgets none.
 	authn := auth.New(secrets, auth.Options{Logger: logger, MaxTTL: cfg.MaxTokenTTL, Failures: st, Now: h.now, ScryptN: h.scryptN,
-		ClaimContains: func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
+		ScryptConcurrency: cfg.ScryptConcurrency,
+		ClaimContains:     func(have, want backend.Claim) bool { return engine.ClaimContains(context.Background(), have, want) }})
 	tokens := auth.NewTokenCache(authn, tokenCacheSize, tokenCacheTTL)
 	policy := policydata.NewSync(st, lic, engine, kinds)
 	fresh = policydata.NewFreshness(st, st.Dialect() == "postgres", policy, secrets, tokens)

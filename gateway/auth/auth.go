@@ -11,7 +11,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"log/slog"
-	"runtime"
 	"strings"
 	"time"
 
@@ -69,9 +68,8 @@ type Options struct {
 	BasicCacheTTL time.Duration
 	// ScryptConcurrency bounds concurrent scrypt runs, so password
 	// guessing cannot starve request handling of CPU and memory: by
-	// default half the cores, but no more than ScryptMemory allows at 32
-	// MiB per default hash (2), so that the server's peak memory does not
-	// grow with its cores.
+	// default what ScryptMemory holds of default hashes (1), whatever the
+	// cores, so that the server's peak memory does not grow with them.
 	ScryptConcurrency int
 	// ScryptWait is how long a login waits for a scrypt slot before it is
 	// refused with 503 (2s).
@@ -161,7 +159,7 @@ func New(secrets Secrets, opts Options) *Authenticator {
 	// who reads memory dumps of another process, and restarts flush them.
 	a.cacheKey = make([]byte, 32)
 	_, _ = rand.Read(a.cacheKey) // crypto/rand.Read never fails on supported platforms
-	a.scrypt = make(chan struct{}, orInt(opts.ScryptConcurrency, defaultScryptConcurrency(runtime.GOMAXPROCS(0))))
+	a.scrypt = make(chan struct{}, orInt(opts.ScryptConcurrency, defaultScryptConcurrency()))
 	a.fails = &failLimits{
 		log:     opts.Failures,
 		userMax: max(orInt(opts.FailLimitUser, 10), 0),
@@ -280,12 +278,15 @@ func internal(err error) error {
 
 // ScryptMemory is the memory concurrent scrypt runs may hold by default:
 // each default hash allocates 128*N*r bytes (32 MiB), freed only by the next
-// garbage collection, so the slots, not the cores, bound that memory.
-const ScryptMemory = 64 << 20
+// garbage collection, and the collector lets the heap grow to about twice
+// what it last found live, so each slot adds about twice its hash to the
+// server's peak memory. One slot, whatever the cores (docs/design.md §8.2,
+// §15.8).
+const ScryptMemory = 32 << 20
 
-// defaultScryptConcurrency is half of procs cores, at least one slot, and
-// at most what ScryptMemory holds of default hashes.
-func defaultScryptConcurrency(procs int) int {
+// defaultScryptConcurrency is what ScryptMemory holds of default hashes, at
+// least one slot.
+func defaultScryptConcurrency() int {
 	perHash := 128 * defaultParams.n * defaultParams.r
-	return max(1, min(procs/2, ScryptMemory/perHash))
+	return max(1, ScryptMemory/perHash)
 }

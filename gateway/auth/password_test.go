@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -192,12 +193,19 @@ func TestNewSecret(t *testing.T) {
 	}
 }
 
-// TestDefaultScryptConcurrency: half the cores, at least one, and no more
-// than ScryptMemory holds of default hashes, however many cores.
+// TestDefaultScryptConcurrency: one slot of ScryptMemory (32 MiB of a
+// default hash) by default, however many cores the runtime sees; an
+// explicit ScryptConcurrency wins.
 func TestDefaultScryptConcurrency(t *testing.T) {
-	for _, c := range []struct{ procs, want int }{{1, 1}, {2, 1}, {4, 2}, {16, 2}, {128, 2}} {
-		if got := defaultScryptConcurrency(c.procs); got != c.want {
-			t.Errorf("defaultScryptConcurrency(%d) = %d, want %d", c.procs, got, c.want)
-		}
+	if got := defaultScryptConcurrency(); got != 1 {
+		t.Errorf("defaultScryptConcurrency() = %d, want 1", got)
+	}
+	prev := runtime.GOMAXPROCS(16)
+	defer runtime.GOMAXPROCS(prev)
+	if got := cap(New(newFakeSecrets(), Options{}).scrypt); got != 1 {
+		t.Errorf("GOMAXPROCS=16: %d scrypt slots, want 1", got)
+	}
+	if got := cap(New(newFakeSecrets(), Options{ScryptConcurrency: 3}).scrypt); got != 3 {
+		t.Errorf("ScryptConcurrency 3: %d scrypt slots, want 3", got)
 	}
 }
