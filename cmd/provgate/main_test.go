@@ -206,6 +206,8 @@ func TestUsageErrors(t *testing.T) {
 		{"file path as dsn", nil, []string{"--database", "./provgate.db"}, "--database: not a database DSN"},
 		{"zero shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "--shutdown-timeout 0s"},
 		{"negative object cache", map[string]string{"PROVGATE_OBJECT_CACHE_SIZE": "-1"}, nil, "--object-cache-size -1"},
+		{"event flush too long", map[string]string{"PROVGATE_EVENT_FLUSH": "2s"}, nil, "--event-flush 2s: must be between 0 and 1s"},
+		{"negative event flush", nil, []string{"--event-flush", "-1ms"}, "--event-flush -1ms"},
 		{"import without credentials", nil, []string{"import", "users.json"}, "no credentials"},
 		{"import without a file", map[string]string{"RS_KEY": "a:b"}, []string{"import"}, "want one FILE"},
 	}
