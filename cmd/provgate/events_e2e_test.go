@@ -446,9 +446,8 @@ func evLostAccess(t *testing.T, s *tserver) {
 
 // evBurst: back-to-back writes reach each subscriber in order, though a
 // busy socket sends several in one write (docs/design.md §13.2); a role
-// taken away between
-// two writes stops delivery with the next event, though that event may
-// wait for its socket's next write.
+// taken away between two writes stops delivery with the next event, though
+// that event may wait for its socket's next write.
 func evBurst(t *testing.T, s *tserver) {
 	adm := admin()
 	s.AddRole("ev-bget", [3]string{"machines", "get", "*"})
