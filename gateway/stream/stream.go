@@ -94,10 +94,11 @@ type Options struct {
 	// RecheckInterval is how often every socket re-authenticates even
 	// without a reason to (1m).
 	RecheckInterval time.Duration
-	// FlushInterval is the least time between two writes of events to one
-	// socket (10ms; negative: none). An event that finds its socket idle
-	// is sent at once; those published while a write is that recent wait
-	// in the socket's buffer and go out together in the next write
+	// FlushInterval paces the writes of events to a busy socket (10ms;
+	// negative: none). An event that finds its socket idle is sent at
+	// once; after a write, the socket waits for the hub's next flush tick
+	// (one every interval, at least half an interval away), and the
+	// events published meanwhile go out together in one write
 	// (docs/design.md §13.2).
 	FlushInterval time.Duration
 }
@@ -507,16 +508,16 @@ func (s *socket) write(ctx context.Context, sub *eventbus.Subscription) {
 			// connection: a burst costs one TLS record and one system call
 			// per socket, not one per event (docs/design.md §13.2).
 			pending = append(pending[:0], e)
-			for len(pending) < maxBatch {
+			caughtUp := false
+			for !caughtUp && len(pending) < maxBatch {
 				var more bool
 				select {
 				case e, more = <-sub.C:
 				default:
 				}
-				if !more {
-					break
+				if caughtUp = !more; !caughtUp {
+					pending = append(pending, e)
 				}
-				pending = append(pending, e)
 			}
 			var keep bool
 			frames, keep = s.deliver(ctx, pending, frames[:0], retry)
@@ -532,7 +533,9 @@ func (s *socket) write(ctx context.Context, sub *eventbus.Subscription) {
 			}
 			s.h.sent.Add(int64(len(frames)))
 			clear(frames)
-			if o.FlushInterval > 0 {
+			// A socket that took maxBatch events and may have more
+			// waiting goes on at once rather than let its buffer fill.
+			if o.FlushInterval > 0 && caughtUp {
 				events = nil
 				hold.Reset(s.h.untilTick())
 			}

@@ -466,3 +466,42 @@ func TestOrderAcrossFlushes(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushKeepsUp: a socket whose events outnumber one write's (maxBatch)
+// goes on writing at once instead of waiting for the next tick, so a
+// sustained stream of more than maxBatch events per interval does not fill
+// its buffer.
+func TestFlushKeepsUp(t *testing.T) {
+	ctx := context.Background()
+	th := newTestHub(t, Options{FlushInterval: 100 * time.Millisecond})
+	c := th.dial(t)
+	_ = c.WriteMessage(websocket.TextMessage, []byte("register machines.update.*"))
+	readEvent(t, c)
+	const rounds, per = 40, 30 // 30 events every 25 ms: 120 per interval
+	got := make(chan error, 1)
+	go func() {
+		for i := 0; i < rounds*per; i++ {
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var e backend.Event
+			if err := c.ReadJSON(&e); err != nil {
+				got <- fmt.Errorf("event %d: %w", i, err)
+				return
+			}
+			if want := fmt.Sprintf("m%04d", i); e.Key != want {
+				got <- fmt.Errorf("event %d: key %q, want %q", i, e.Key, want)
+				return
+			}
+		}
+		got <- nil
+	}()
+	for r := 0; r < rounds; r++ {
+		for i := 0; i < per; i++ {
+			th.bus.Publish(ctx, backend.Event{Time: time.Now().UTC(), Type: "machines", Action: "update",
+				Key: fmt.Sprintf("m%04d", r*per+i)})
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
