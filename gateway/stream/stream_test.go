@@ -473,11 +473,14 @@ func TestOrderAcrossFlushes(t *testing.T) {
 // its buffer.
 func TestFlushKeepsUp(t *testing.T) {
 	ctx := context.Background()
-	th := newTestHub(t, Options{FlushInterval: 100 * time.Millisecond})
+	// The buffer holds 400 ms of events: a writer that takes every waiting
+	// event at each tick keeps up even on a busy machine; one that takes
+	// 64 per tick falls 176 behind at each and overflows it.
+	th := newTestHub(t, Options{FlushInterval: 100 * time.Millisecond, Buffer: 1024})
 	c := th.dial(t)
 	_ = c.WriteMessage(websocket.TextMessage, []byte("register machines.update.*"))
 	readEvent(t, c)
-	const rounds, per = 40, 30 // 30 events every 25 ms: 120 per interval
+	const rounds, per = 48, 60 // 60 events every 25 ms: 240 per interval
 	got := make(chan error, 1)
 	go func() {
 		for i := 0; i < rounds*per; i++ {
