@@ -398,7 +398,7 @@ func TestBurst(t *testing.T) {
 // when it is sent: a refusal that starts after an event was published and
 // before it was sent holds for it.
 func TestFlushInterval(t *testing.T) {
-	const every = 400 * time.Millisecond
+	const every = time.Second
 	ctx := context.Background()
 	th := newTestHub(t, Options{FlushInterval: every})
 	c := th.dial(t)
