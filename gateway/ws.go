@@ -105,15 +105,18 @@ func (v *wsViewer) Check(ctx context.Context) error {
 	return err
 }
 
-// Allowed: the caller may see an event when it may get the event's object
-// now: tenant visibility and the get claim, as a GET of the object would be
-// decided (docs/design.md §13.2). A job event also needs its machine to be
-// visible (jobs follow their machine). Events of other types (posted ones)
-// need the events list claim.
-func (v *wsViewer) Allowed(ctx context.Context, e backend.Event) (bool, error) {
+// Decider authenticates the caller once for a batch of events. An event is
+// allowed when the caller may get the event's object now: tenant
+// visibility and the get claim, as a GET of the object would be decided
+// (docs/design.md §13.2). A job event also needs its machine to be visible
+// (jobs follow their machine). Events of other types (posted ones) need
+// the events list claim. Every decision goes through the engine (its
+// decision cache and decision log) when it is made, under the policy and
+// data of that moment.
+func (v *wsViewer) Decider(ctx context.Context) (stream.Decide, error) {
 	p, err := v.principal(ctx)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	pp := policyPrincipal(p)
 	decide := func(scope, key string, want backend.Claim) (bool, error) {
@@ -128,21 +131,23 @@ func (v *wsViewer) Allowed(ctx context.Context, e backend.Event) (bool, error) {
 		}
 		return d.Allow && !d.NotFound, nil
 	}
-	if v.s.kinds.Kind(e.Type) == nil {
-		return decide("", "", backend.Claim{Scope: "events", Action: "list", Specific: ""})
-	}
-	if e.Type != "jobs" {
-		return decide(e.Type, e.Key, backend.Claim{Scope: e.Type, Action: "get", Specific: e.Key})
-	}
-	machine := e.Owner()
-	if machine == "" {
-		return false, nil
-	}
-	want := backend.Claim{Scope: "jobs", Action: "get", Specific: machine}
-	if ok, err := decide("jobs", e.Key, want); !ok || err != nil {
-		return ok, err
-	}
-	return decide("machines", machine, want)
+	return func(e backend.Event) (bool, error) {
+		if v.s.kinds.Kind(e.Type) == nil {
+			return decide("", "", backend.Claim{Scope: "events", Action: "list", Specific: ""})
+		}
+		if e.Type != "jobs" {
+			return decide(e.Type, e.Key, backend.Claim{Scope: e.Type, Action: "get", Specific: e.Key})
+		}
+		machine := e.Owner()
+		if machine == "" {
+			return false, nil
+		}
+		want := backend.Claim{Scope: "jobs", Action: "get", Specific: machine}
+		if ok, err := decide("jobs", e.Key, want); !ok || err != nil {
+			return ok, err
+		}
+		return decide("machines", machine, want)
+	}, nil
 }
 
 // freshGate runs the freshness check (docs/design.md §14.4) for event

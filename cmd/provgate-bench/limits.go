@@ -57,14 +57,14 @@ var limits = map[string]string{
 		"body, the access log line and the batched inserts, which on SQLite take the single writer " +
 		"connection. The direct leg is only the outbound POST on a kept-alive loopback connection.",
 	"8d": "A write never waits for its subscribers: after the commit it makes one non-blocking channel send " +
-		"per socket (eventbus.Bus), and each socket's own goroutine authenticates its caller again, decides the " +
-		"event through the decision cache and writes the event's frame (encoded once, shared) over TLS; events " +
-		"already waiting for a socket go out in one TLS write. What the ratio measures is " +
-		"that work competing for the same 2 CPUs as the write: 100 deliveries per write, each a policy " +
-		"decision, a frame of about 2 KB and a TLS write, plus the load generator's 100 TLS clients decrypting " +
-		"and decoding them on the same cores (figure 8a: about 100 µs of CPU per delivery for both sides " +
-		"together, 10 ms per write). On a machine with cores to spare for the subscribers the write path is " +
-		"the no-subscriber one; here the fan-out takes the CPU the write would have had.",
+		"per socket (eventbus.Bus). An idle socket sends the event at once; a busy one takes the events " +
+		"published since its last write at the hub's next flush tick (--event-flush, 10 ms, the same ticks " +
+		"for all sockets), authenticates its caller once, decides each event through the decision cache and " +
+		"writes their frames (encoded once, shared) with one TLS write (docs/design.md §13.2). What the " +
+		"ratio measures is that burst of work, once per tick, competing for the same 2 CPUs as the write: " +
+		"per socket a wake-up, an authentication, a decision per event and a TLS write, plus the load " +
+		"generator's 100 TLS clients decrypting and decoding them on the same cores. A write that meets a " +
+		"burst waits for it, so the mean and p99 latencies (and the legs' req/s) suffer more than the p50.",
 	"9 writes": "A write of a user, role or tenant reloads only what it changed (docs/design.md §14.4): the " +
 		"change log names the object, Sync.Apply re-reads it and patches its part of the OPA data in one " +
 		"store transaction. OPA's in-memory store rehashes a whole object when one of its keys is replaced " +

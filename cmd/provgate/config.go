@@ -19,6 +19,7 @@ import (
 	"github.com/provgate/provgate/backend/callback"
 	"github.com/provgate/provgate/backend/objects"
 	"github.com/provgate/provgate/backend/store"
+	"github.com/provgate/provgate/gateway/stream"
 )
 
 // envPrefix is prepended to a flag's upper-cased name (dashes become
@@ -74,6 +75,9 @@ type Config struct {
 	EventBuffer int
 	// EventStreams bounds the open event streams of one principal.
 	EventStreams int
+	// EventFlush is the least time between two writes of events to one
+	// event stream (0: none).
+	EventFlush time.Duration
 	// ObjectCacheSize bounds the read cache of encoded objects (objects
 	// held); 0 turns it off.
 	ObjectCacheSize int
@@ -107,6 +111,7 @@ func defaultConfig() Config {
 		CallbackDeliveryLease: 10 * time.Minute,
 		CallbackPollInterval:  time.Second,
 		EventBuffer:           256,
+		EventFlush:            stream.DefaultFlushInterval,
 		EventStreams:          16,
 		ObjectCacheSize:       objects.DefaultViewCacheSize,
 		ScryptConcurrency:     1,
@@ -151,6 +156,7 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.DurationVar(&c.CallbackPollInterval, "callback-poll-interval", c.CallbackPollInterval, "how often the jobfail worker looks for due deliveries")
 	fs.IntVar(&c.EventBuffer, "event-buffer", c.EventBuffer, "events that may wait for one event stream (GET /api/v3/ws) before it is closed as too slow")
 	fs.IntVar(&c.EventStreams, "event-streams", c.EventStreams, "event streams one user or machine may have open at once")
+	fs.DurationVar(&c.EventFlush, "event-flush", c.EventFlush, "least time between two writes of events to one event stream: events published meanwhile go out together in the next write (0: every event at once)")
 	fs.IntVar(&c.ObjectCacheSize, "object-cache-size", c.ObjectCacheSize, "objects whose encoded form the read cache keeps (least recently used go first; 0 turns it off)")
 	fs.IntVar(&c.ScryptConcurrency, "scrypt-concurrency", c.ScryptConcurrency, "Basic logins whose password check (scrypt, 32 MiB each) may run at once, whatever the cores; each more slot adds about 64 MiB to the peak memory")
 	fs.Var((*byteSize)(&c.MemoryLimit), "memory-limit", "soft memory limit of the Go runtime in `bytes` (suffixes KiB, MiB, GiB accepted): the collector works harder as the process nears it; 0 leaves the runtime's own (GOMEMLIMIT, or none)")
@@ -294,6 +300,9 @@ func (c Config) Validate() error {
 	if c.MemoryLimit != 0 && c.MemoryLimit < minMemoryLimit {
 		return fmt.Errorf("--memory-limit %d: must be 0 (the runtime's own) or at least 64MiB", c.MemoryLimit)
 	}
+	if c.EventFlush < 0 || c.EventFlush > time.Second {
+		return fmt.Errorf("--event-flush %s: must be between 0 and 1s", c.EventFlush)
+	}
 	if c.ObjectCacheSize < 0 || c.ObjectCacheSize > 1<<22 {
 		return fmt.Errorf("--object-cache-size %d: must be between 0 and 4194304", c.ObjectCacheSize)
 	}
@@ -376,6 +385,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("callback_poll_interval", c.CallbackPollInterval.String()),
 		slog.Int("event_buffer", c.EventBuffer),
 		slog.Int("event_streams", c.EventStreams),
+		slog.String("event_flush", c.EventFlush.String()),
 		slog.Int("object_cache_size", c.ObjectCacheSize),
 		slog.Int("scrypt_concurrency", c.ScryptConcurrency),
 		slog.Int64("memory_limit", c.MemoryLimit),

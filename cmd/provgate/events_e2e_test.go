@@ -22,6 +22,7 @@ func TestE2EEvents(t *testing.T) {
 		t.Run("filtered_per_principal_and_tenant", func(t *testing.T) { evFiltered(t, s.On(t)) })
 		t.Run("credentials_that_end_close_the_socket", func(t *testing.T) { evRevoked(t, s.On(t)) })
 		t.Run("lost_access_stops_delivery", func(t *testing.T) { evLostAccess(t, s.On(t)) })
+		t.Run("bursts_in_order_decided_when_sent", func(t *testing.T) { evBurst(t, s.On(t)) })
 		t.Run("job_tokens", func(t *testing.T) { evJobTokens(t, s.On(t)) })
 		t.Run("authentication_forms_and_limits", func(t *testing.T) { evAuthForms(t, s.On(t)) })
 	}, lic...)
@@ -441,6 +442,43 @@ func evLostAccess(t *testing.T, s *tserver) {
 	jon.next(5*time.Second, "jon's update of the machine his tenant shows", is("machines", "update", kept))
 	jon.none(100*time.Millisecond, "an update of the machine his tenant hides", is("machines", "update", m))
 	ivy.none(500*time.Millisecond, "an update after losing the role", is("machines", "update", ""))
+}
+
+// evBurst: back-to-back writes reach each subscriber in order, though a
+// busy socket sends several in one write (docs/design.md §13.2); a role
+// taken away between two writes stops delivery with the next event, though
+// that event may wait for its socket's next write.
+func evBurst(t *testing.T, s *tserver) {
+	adm := admin()
+	s.AddRole("ev-bget", [3]string{"machines", "get", "*"})
+	s.AddUser("ev-bo", "ev-bo-pw-1", "ev-bget")
+	m := s.AddMachine("ev-burst", nil)
+	bo := s.mustWS(t, bearer(s.Token("ev-bo", basic("ev-bo", "ev-bo-pw-1"), "")))
+	root := s.mustWS(t, adm)
+	for _, c := range []*wsClient{bo, root} {
+		c.register("machines.update." + m)
+	}
+	const n = 40
+	for i := 0; i < n; i++ {
+		s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Description", strconv.Itoa(i)), adm)
+	}
+	for name, c := range map[string]*wsClient{"ev-bo": bo, "admin": root} {
+		for i := 0; i < n; i++ {
+			e := c.next(10*time.Second, name+"'s update "+strconv.Itoa(i), is("machines", "update", m))
+			if d := e.obj(t)["Description"]; d != strconv.Itoa(i) {
+				t.Fatalf("%s: update %d has Description %v: out of order", name, i, d)
+			}
+		}
+	}
+	s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Description", "before"), adm)
+	s.Must(200, "PATCH", "/users/ev-bo", jsonPatch("replace", "/Roles", []string{}), adm)
+	s.Must(200, "PATCH", "/machines/"+m, jsonPatch("replace", "/Description", "after"), adm)
+	root.next(5*time.Second, "admin's update after the role change", func(e wsEvent) bool {
+		return is("machines", "update", m)(e) && e.obj(t)["Description"] == "after"
+	})
+	bo.none(500*time.Millisecond, "an update published after losing the role", func(e wsEvent) bool {
+		return is("machines", "update", m)(e) && e.obj(t)["Description"] == "after"
+	})
 }
 
 // evJobTokens: a job token is never wider than its creator allows, never

@@ -209,6 +209,8 @@ func TestUsageErrors(t *testing.T) {
 		{"no scrypt slot", nil, []string{"--scrypt-concurrency", "0"}, "--scrypt-concurrency 0: must be between 1 and 64"},
 		{"tiny memory limit", map[string]string{"PROVGATE_MEMORY_LIMIT": "1MiB"}, nil, "--memory-limit 1048576: must be 0"},
 		{"bad memory limit", nil, []string{"--memory-limit", "lots"}, "invalid value \"lots\" for flag -memory-limit"},
+		{"event flush too long", map[string]string{"PROVGATE_EVENT_FLUSH": "2s"}, nil, "--event-flush 2s: must be between 0 and 1s"},
+		{"negative event flush", nil, []string{"--event-flush", "-1ms"}, "--event-flush -1ms"},
 		{"import without credentials", nil, []string{"import", "users.json"}, "no credentials"},
 		{"import without a file", map[string]string{"RS_KEY": "a:b"}, []string{"import"}, "want one FILE"},
 	}

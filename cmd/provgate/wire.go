@@ -85,7 +85,8 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	info := func() render.Info { return serverInfo(cfg) }
 	// Event streams, and the relay that carries events between replicas
 	// sharing a PostgreSQL database (docs/design.md §13).
-	hub := stream.New(stream.Options{Bus: bus, Logger: logger, Buffer: cfg.EventBuffer, MaxPerPrincipal: cfg.EventStreams})
+	hub := stream.New(stream.Options{Bus: bus, Logger: logger, Buffer: cfg.EventBuffer, MaxPerPrincipal: cfg.EventStreams,
+		FlushInterval: flushInterval(cfg.EventFlush)})
 	closers = append(closers, hub.Close)
 	var fresh *policydata.Freshness
 	var relay *eventbus.Relay
@@ -430,4 +431,13 @@ func serverInfo(cfg Config) render.Info {
 	}
 	return render.Info{Address: host, ApiPort: p, Version: version,
 		ApiURL: scheme + "://" + net.JoinHostPort(host, port)}
+}
+
+// flushInterval is --event-flush as stream.Options.FlushInterval, where 0
+// takes the default: 0 there is negative here.
+func flushInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

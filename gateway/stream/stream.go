@@ -48,11 +48,16 @@ type Conn interface {
 // ErrCredentials and the socket is closed.
 type Viewer interface {
 	Check(ctx context.Context) error
-	// Allowed reports whether the caller may get the event's object now
-	// (docs/design.md §13.2). Any other error skips the event: the
-	// stream fails closed.
-	Allowed(ctx context.Context, e backend.Event) (bool, error)
+	// Decider authenticates the caller once for the events a socket is
+	// about to send, all of them published before the call, and returns
+	// what decides each of them for the caller as it is now.
+	Decider(ctx context.Context) (Decide, error)
 }
+
+// Decide reports whether the caller may get the event's object now
+// (docs/design.md §13.2): under the policy and data current when it is
+// called. An error skips the event: the stream fails closed.
+type Decide func(e backend.Event) (bool, error)
 
 // ErrCredentials marks a credential that no longer authenticates.
 var ErrCredentials = errors.New("credentials no longer valid")
@@ -89,7 +94,17 @@ type Options struct {
 	// RecheckInterval is how often every socket re-authenticates even
 	// without a reason to (1m).
 	RecheckInterval time.Duration
+	// FlushInterval paces the writes of events to a busy socket (10ms;
+	// negative: none). An event that finds its socket idle is sent at
+	// once; after a write, the socket waits for the hub's next flush tick
+	// (one every interval, at least half an interval away), and the
+	// events published meanwhile go out together in one write
+	// (docs/design.md §13.2).
+	FlushInterval time.Duration
 }
+
+// DefaultFlushInterval is Options.FlushInterval's default.
+const DefaultFlushInterval = 10 * time.Millisecond
 
 // Hub holds the open sockets.
 type Hub struct {
@@ -102,9 +117,12 @@ type Hub struct {
 	sent    atomic.Int64
 	dropped backend.Counts
 
-	// last is the frame encoded last, shared by the sockets sending the
-	// same event (frame).
-	last atomic.Pointer[encoded]
+	// recent holds frames encoded lately, shared by the sockets sending
+	// the same event (frame); an event's slot is picked by its key and
+	// time.
+	recent [frameSlots]atomic.Pointer[encoded]
+	// epoch starts the hub's flush ticks (untilTick).
+	epoch time.Time
 }
 
 // encoded is an event and its frame.
@@ -136,7 +154,27 @@ func New(o Options) *Hub {
 	if o.RecheckInterval <= 0 {
 		o.RecheckInterval = time.Minute
 	}
-	return &Hub{o: o, sockets: map[*socket]struct{}{}, count: map[string]int{}, stop: make(chan struct{})}
+	switch {
+	case o.FlushInterval == 0:
+		o.FlushInterval = DefaultFlushInterval
+	case o.FlushInterval < 0:
+		o.FlushInterval = 0
+	}
+	return &Hub{o: o, sockets: map[*socket]struct{}{}, count: map[string]int{}, stop: make(chan struct{}),
+		epoch: time.Now()}
+}
+
+// untilTick is the time from now to the hub's next flush tick, one every
+// FlushInterval for all sockets: busy sockets write at the same ticks, so
+// their work comes in one short burst per interval rather than spread over
+// all of it (docs/design.md §13.2). It is at least half an interval.
+func (h *Hub) untilTick() time.Duration {
+	t := h.o.FlushInterval
+	d := t - time.Since(h.epoch)%t
+	if d < t/2 {
+		d += t
+	}
+	return d
 }
 
 // Admit reserves a socket for principal before the connection is upgraded:
@@ -404,7 +442,17 @@ func (s *socket) write(ctx context.Context, sub *eventbus.Subscription) {
 		}
 		return true
 	}
-	var batch [][]byte
+	// After a write of events, the socket takes no event from its buffer
+	// until the hub's next flush tick (events is nil meanwhile): what is
+	// published in between goes out in the next write, so a busy stream
+	// costs one TLS write and one wake-up of this goroutine per interval,
+	// not per event.
+	events := sub.C
+	hold := time.NewTimer(time.Hour)
+	hold.Stop()
+	defer hold.Stop()
+	var pending []backend.Event
+	var frames [][]byte
 	for {
 		// A full buffer ends the socket before anything else is sent.
 		select {
@@ -448,34 +496,34 @@ func (s *socket) write(ctx context.Context, sub *eventbus.Subscription) {
 			if !s.send(encode(a)) {
 				return
 			}
-		case e, ok := <-sub.C:
+		case <-hold.C:
+			events = sub.C
+		case e, ok := <-events:
 			if !ok {
 				return
 			}
-			// The events already waiting are decided too and their frames
-			// written together, with one write to the connection: a burst
-			// costs one TLS record and one system call per socket, not one
-			// per event (docs/design.md §13.2).
-			frames := batch[:0]
-			for n := 0; ; n++ {
-				frame, keep, ok := s.deliver(ctx, e, check, retry)
-				if !keep {
-					return
-				}
-				if ok {
-					frames = append(frames, frame)
-				}
-				if n+1 >= maxBatch {
-					break
-				}
+			// The events already waiting are taken too, decided for the
+			// caller as authenticated once after they were all published,
+			// and their frames written together, with one write to the
+			// connection: a burst costs one TLS record and one system call
+			// per socket, not one per event (docs/design.md §13.2).
+			pending = append(pending[:0], e)
+			caughtUp := false
+			for !caughtUp && len(pending) < maxBatch {
 				var more bool
 				select {
 				case e, more = <-sub.C:
 				default:
 				}
-				if !more {
-					break
+				if caughtUp = !more; !caughtUp {
+					pending = append(pending, e)
 				}
+			}
+			var keep bool
+			frames, keep = s.deliver(ctx, pending, frames[:0], retry)
+			clear(pending)
+			if !keep {
+				return
 			}
 			if len(frames) == 0 {
 				continue
@@ -485,7 +533,12 @@ func (s *socket) write(ctx context.Context, sub *eventbus.Subscription) {
 			}
 			s.h.sent.Add(int64(len(frames)))
 			clear(frames)
-			batch = frames[:0]
+			// A socket that took maxBatch events and may have more
+			// waiting goes on at once rather than let its buffer fill.
+			if o.FlushInterval > 0 && caughtUp {
+				events = nil
+				hold.Reset(s.h.untilTick())
+			}
 		}
 	}
 }
@@ -494,48 +547,69 @@ func (s *socket) write(ctx context.Context, sub *eventbus.Subscription) {
 // for BenchmarkBurst).
 var maxBatch = 64
 
-// deliver decides e for the socket's caller and returns its frame when it
-// is to be sent (ok). keep is false when the socket is to end (its
+// deliver decides events for the socket's caller and appends the frames of
+// those to send to frames. keep is false when the socket is to end (its
 // credentials no longer valid, already closed with the reason).
-func (s *socket) deliver(ctx context.Context, e backend.Event, check func() bool, retry *time.Timer) (frame []byte, keep, ok bool) {
-	if s.id.Machine != "" && !s.matches(e) {
-		return nil, check(), false
-	}
-	frame, allowed, err := s.prepare(ctx, e)
+func (s *socket) deliver(ctx context.Context, events []backend.Event, frames [][]byte, retry *time.Timer) (_ [][]byte, keep bool) {
+	// Authenticating once covers the credential check that every event
+	// of a machine socket's own machine or jobs calls for (wants), the
+	// events it did not register included.
+	decide, err := s.v.Decider(ctx)
 	if errors.Is(err, ErrCredentials) {
 		s.closeWith(websocket.ClosePolicyViolation, "credentials no longer valid", "credentials")
-		return nil, false, false
+		return frames, false
 	}
 	if err != nil {
-		s.h.o.Logger.WarnContext(ctx, "event stream: authorizing an event", "principal", s.id.Principal,
-			"type", e.Type, "err", err.Error())
+		s.h.o.Logger.WarnContext(ctx, "event stream: authenticating for events", "principal", s.id.Principal,
+			"events", len(events), "err", err.Error())
 		retry.Reset(time.Second)
-		return nil, true, false
+		return frames, true
 	}
-	return frame, true, allowed
-}
-
-// prepare decides whether the caller may see e and, if so, returns its
-// frame.
-func (s *socket) prepare(ctx context.Context, e backend.Event) ([]byte, bool, error) {
-	allowed, err := s.v.Allowed(ctx, e)
-	if err != nil || !allowed {
-		return nil, false, err
+	for _, e := range events {
+		if s.id.Machine != "" && !s.matches(e) {
+			continue
+		}
+		allowed, err := decide(e)
+		if err != nil {
+			s.h.o.Logger.WarnContext(ctx, "event stream: authorizing an event", "principal", s.id.Principal,
+				"type", e.Type, "err", err.Error())
+			retry.Reset(time.Second)
+			continue
+		}
+		if allowed {
+			frames = append(frames, s.h.frame(e))
+		}
 	}
-	return s.h.frame(e), true, nil
+	return frames, true
 }
 
 // frame returns e encoded. Every subscriber of an event sends the same
-// frame, so the frame encoded last is kept and shared by the sockets
-// sending that event, instead of each socket copying the event's Object
+// frame, so the frames encoded lately are kept and shared by the sockets
+// sending those events, instead of each socket copying the event's Object
 // into a frame of its own (a published event's Object is never modified).
+// Sockets write the events of an interval together, each in turn, so more
+// than the last event's frame is kept.
 func (h *Hub) frame(e backend.Event) []byte {
-	if last := h.last.Load(); last != nil && sameEvent(last.e, e) {
+	slot := &h.recent[frameSlot(e)]
+	if last := slot.Load(); last != nil && sameEvent(last.e, e) {
 		return last.frame
 	}
 	enc := &encoded{e: e, frame: encode(e)}
-	h.last.Store(enc)
+	slot.Store(enc)
 	return enc.frame
+}
+
+// frameSlots is how many encoded frames a hub keeps.
+const frameSlots = 128
+
+// frameSlot picks e's slot in Hub.recent from its key and time (FNV-1a).
+func frameSlot(e backend.Event) int {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(e.Key); i++ {
+		h = (h ^ uint64(e.Key[i])) * 1099511628211
+	}
+	h = (h ^ uint64(e.Time.UnixNano())) * 1099511628211
+	return int(h % frameSlots)
 }
 
 // sameEvent reports whether a and b are copies of one published event:

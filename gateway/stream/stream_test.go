@@ -67,12 +67,13 @@ func TestEncode(t *testing.T) {
 	}
 }
 
-// fakeViewer allows events whose Key does not start with "hidden", and
-// fails credentials when dead is set.
-// Allowed waits for hold, when set, to be closed.
+// fakeViewer allows events whose Key does not start with "hidden" and is
+// not in denied (read when each event is decided), and fails credentials
+// when dead is set. Decider waits for hold, when set, to be closed.
 type fakeViewer struct {
-	dead atomic.Bool
-	hold chan struct{}
+	dead   atomic.Bool
+	hold   chan struct{}
+	denied sync.Map
 }
 
 func (v *fakeViewer) Check(context.Context) error {
@@ -82,14 +83,17 @@ func (v *fakeViewer) Check(context.Context) error {
 	return nil
 }
 
-func (v *fakeViewer) Allowed(ctx context.Context, e backend.Event) (bool, error) {
+func (v *fakeViewer) Decider(ctx context.Context) (Decide, error) {
 	if err := v.Check(ctx); err != nil {
-		return false, err
+		return nil, err
 	}
 	if v.hold != nil {
 		<-v.hold
 	}
-	return !strings.HasPrefix(e.Key, "hidden"), nil
+	return func(e backend.Event) (bool, error) {
+		_, denied := v.denied.Load(e.Key)
+		return !denied && !strings.HasPrefix(e.Key, "hidden"), nil
+	}, nil
 }
 
 type testHub struct {
@@ -332,6 +336,17 @@ func TestFrameShared(t *testing.T) {
 			t.Fatalf("frame %s, want %s", got, encode(o))
 		}
 	}
+	// Sockets writing several events each in turn still share their
+	// frames: more than the last one is kept.
+	next := backend.Event{Time: e.Time.Add(time.Second), Type: "machines", Action: "update", Key: "u2", Object: obj}
+	if frameSlot(next) == frameSlot(e) {
+		t.Fatal("pick another event: it shares the slot of the first")
+	}
+	a = h.frame(e)
+	h.frame(next)
+	if c := h.frame(e); &c[0] != &a[0] {
+		t.Fatal("the frame of an event encoded before the last one was not shared")
+	}
 }
 
 // TestBurst: events waiting for a socket are sent together, each its own
@@ -374,5 +389,122 @@ func TestBurst(t *testing.T) {
 	}
 	if n := th.h.Sent(); n != int64(len(want)) {
 		t.Fatalf("Sent %d, want %d", n, len(want))
+	}
+}
+
+// TestFlushInterval: an event that finds its socket idle is sent at once;
+// those published soon after wait for the hub's next tick, at least half
+// an interval after the write, and go out together, in order, each decided
+// when it is sent: a refusal that starts after an event was published and
+// before it was sent holds for it.
+func TestFlushInterval(t *testing.T) {
+	const every = time.Second
+	ctx := context.Background()
+	th := newTestHub(t, Options{FlushInterval: every})
+	c := th.dial(t)
+	_ = c.WriteMessage(websocket.TextMessage, []byte("register machines.update.*"))
+	readEvent(t, c)
+	pub := func(key string) {
+		th.bus.Publish(ctx, backend.Event{Time: time.Now().UTC(), Type: "machines", Action: "update", Key: key})
+	}
+	start := time.Now()
+	pub("m0")
+	if e := readEvent(t, c); e.Key != "m0" {
+		t.Fatalf("got %+v, want m0", e)
+	}
+	pub("m1")
+	pub("m2")
+	pub("m3")
+	th.v.denied.Store("m2", true)
+	if e := readEvent(t, c); e.Key != "m1" {
+		t.Fatalf("got %+v, want m1", e)
+	}
+	if d := time.Since(start); d < every/2 {
+		t.Fatalf("the events after m0 came %s after it was published, want at least %s", d, every/2)
+	}
+	if e := readEvent(t, c); e.Key != "m3" {
+		t.Fatalf("got %+v, want m3 (m2 refused when it was sent)", e)
+	}
+	for i := 0; th.h.Sent() != 3; i++ {
+		if i == 100 {
+			t.Fatalf("sent %d, want 3", th.h.Sent())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestOrderAcrossFlushes: every socket receives the events it may see in
+// the order they were published, across many writes.
+func TestOrderAcrossFlushes(t *testing.T) {
+	ctx := context.Background()
+	th := newTestHub(t, Options{FlushInterval: 5 * time.Millisecond})
+	var conns []*websocket.Conn
+	for i := 0; i < 5; i++ {
+		c := th.dial(t)
+		_ = c.WriteMessage(websocket.TextMessage, []byte("register machines.update.*"))
+		readEvent(t, c)
+		conns = append(conns, c)
+	}
+	var want []string
+	for i := 0; i < 400; i++ {
+		key := fmt.Sprintf("m%03d", i)
+		if i%7 == 3 {
+			key = "hidden" + key
+		} else {
+			want = append(want, key)
+		}
+		th.bus.Publish(ctx, backend.Event{Time: time.Now().UTC(), Type: "machines", Action: "update", Key: key})
+		if i%20 == 19 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for n, c := range conns {
+		for i, k := range want {
+			if e := readEvent(t, c); e.Key != k {
+				t.Fatalf("socket %d, event %d: key %q, want %q", n, i, e.Key, k)
+			}
+		}
+	}
+}
+
+// TestFlushKeepsUp: a socket whose events outnumber one write's (maxBatch)
+// goes on writing at once instead of waiting for the next tick, so a
+// sustained stream of more than maxBatch events per interval does not fill
+// its buffer.
+func TestFlushKeepsUp(t *testing.T) {
+	ctx := context.Background()
+	// The buffer holds 400 ms of events: a writer that takes every waiting
+	// event at each tick keeps up even on a busy machine; one that takes
+	// 64 per tick falls 176 behind at each and overflows it.
+	th := newTestHub(t, Options{FlushInterval: 100 * time.Millisecond, Buffer: 1024})
+	c := th.dial(t)
+	_ = c.WriteMessage(websocket.TextMessage, []byte("register machines.update.*"))
+	readEvent(t, c)
+	const rounds, per = 48, 60 // 60 events every 25 ms: 240 per interval
+	got := make(chan error, 1)
+	go func() {
+		for i := 0; i < rounds*per; i++ {
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var e backend.Event
+			if err := c.ReadJSON(&e); err != nil {
+				got <- fmt.Errorf("event %d: %w", i, err)
+				return
+			}
+			if want := fmt.Sprintf("m%04d", i); e.Key != want {
+				got <- fmt.Errorf("event %d: key %q, want %q", i, e.Key, want)
+				return
+			}
+		}
+		got <- nil
+	}()
+	for r := 0; r < rounds; r++ {
+		for i := 0; i < per; i++ {
+			th.bus.Publish(ctx, backend.Event{Time: time.Now().UTC(), Type: "machines", Action: "update",
+				Key: fmt.Sprintf("m%04d", r*per+i)})
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
 	}
 }
