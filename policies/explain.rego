@@ -52,10 +52,9 @@ trail := {
 	# An allowed request of a token that is not restricted passed every
 	# step: visible, each claim held and licensed, no veto. What is left
 	# to look up is the license and what covers each claim; the rest is
-	# written as the steps would answer it.
-	authz.allow
-	not tenancy.hidden
-	count(authz.vetoes) == 0
+	# written as the steps would answer it. The decision is the one the
+	# query evaluated (its value is kept for the evaluation).
+	authz.decision.allow
 	not grants.restricted
 } else := {
 	"tenant": tenant_step,
