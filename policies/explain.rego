@@ -163,6 +163,7 @@ covered_by(c) := user_covers_one(w) if {
 	w := claims.wanted(c)
 } else := {{"source": "machine_token", "role": input.principal.machine_token, "claim": ""} |
 	some g in grants.held
+	_ = g[w.scope]
 	claims.covers_one(g, w)
 } if {
 	input.principal.kind == "machine"
@@ -178,6 +179,7 @@ covered_by(c) := user_covers_one(w) if {
 user_covers_one(w) := ({{"source": "self", "role": "", "claim": ""} | grants.self_holds_one(w)} | {{"source": "role", "role": name, "claim": role_claim(name, i)} |
 	some name in input.principal.roles
 	some i, g in grants.role(name)
+	_ = g[w.scope] # covers_one needs it; a claim of another scope is passed over without a call
 	claims.covers_one(g, w)
 }) | {{"source": "claim", "role": "", "claim": dc} |
 	some dc in input.principal.claims
