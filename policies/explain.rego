@@ -32,6 +32,31 @@ import data.provgate.tenancy
 #   order) and vetoes (consulted only when everything before allows).
 # entrypoint: true
 trail := {
+	"tenant": {"tenants": sort(tenancy.tenant_names), "hidden": false, "hidden_by": [], "other_machine": false},
+	"license": license_step,
+	"claims": [{
+		"claim": {"scope": c.scope, "action": c.action, "specific": c.specific},
+		"held": true,
+		"licensed": true,
+		"covered_by": covered_by(c),
+		"token_roles": {"restricted": false, "covered_by": []},
+		"restriction": {"restricted": false, "covered": true},
+		"own_credential": false,
+		"granted_by": [],
+	} |
+		some c in input.required
+	],
+	"vetoes_consulted": true,
+	"vetoes": [],
+} if {
+	# An allowed request of a token that is not restricted passed every
+	# step: visible, each claim held and licensed, no veto. What is left
+	# to look up is the license and what covers each claim; the rest is
+	# written as the steps would answer it. The decision is the one the
+	# query evaluated (its value is kept for the evaluation).
+	authz.decision.allow
+	not grants.restricted
+} else := {
 	"tenant": tenant_step,
 	"license": license_step,
 	"claims": [claim_step(c) | some c in input.required],
@@ -128,19 +153,40 @@ granted_by_if(c, false) := sort(granting(c))
 
 # covered_by(c): the grants of the principal covering c, each naming the
 # covering claim as it is written (policies/opa formats and orders them
-# for the explorer: the trail spends nothing on text). The self claims
-# are looked up as the decision does (grants.self_holds_one), without
-# building them; so are the other grants of a single-valued claim
-# (grant_covers_one).
-covered_by(c) := self_cover(c) | grant_covers_one(w) if {
+# for the explorer: the trail spends nothing on text). A wanted claim is
+# looked up as the decision looks it up (claims.covers_one, key lookups
+# only; the self claims by grants.self_holds_one, without building
+# them), claim by claim of each grant, to name the claims that cover it;
+# any other is compiled and checked with claims.covers.
+covered_by(c) := user_covers_one(w) if {
+	input.principal.kind == "user"
 	w := claims.wanted(c)
-} else := self_cover(c) | grant_covers(claims.compile_wanted(c))
-
-self_cover(c) := {{"source": "self", "role": "", "claim": ""}} if {
-	grants.self_holds_one(claims.wanted(c))
-} else := {{"source": "self", "role": "", "claim": ""} |
-	not claims.wanted(c)
+} else := {{"source": "machine_token", "role": input.principal.machine_token, "claim": ""} |
+	some g in grants.held
+	_ = g[w.scope]
+	claims.covers_one(g, w)
+} if {
+	input.principal.kind == "machine"
+	w := claims.wanted(c)
+} else := set() if {
+	claims.wanted(c)
+} else := self_cover(b) | grant_covers(b) if {
 	b := claims.compile_wanted(c)
+}
+
+# user_covers_one(w): a user's self claims, the claims of its roles and
+# its direct claims covering the wanted claim w.
+user_covers_one(w) := ({{"source": "self", "role": "", "claim": ""} | grants.self_holds_one(w)} | {{"source": "role", "role": name, "claim": role_claim(name, i)} |
+	some name in input.principal.roles
+	some i, g in grants.role(name)
+	_ = g[w.scope] # covers_one needs it; a claim of another scope is passed over without a call
+	claims.covers_one(g, w)
+}) | {{"source": "claim", "role": "", "claim": dc} |
+	some dc in input.principal.claims
+	claims.covers_one(claims.compile(dc), w)
+}
+
+self_cover(b) := {{"source": "self", "role": "", "claim": ""} |
 	some g in grants.self
 	claims.covers(g, b)
 }
@@ -158,24 +204,6 @@ grant_covers(b) := ({{"source": "claim", "role": "", "claim": dc} |
 	input.principal.kind == "machine"
 	some g in grants.held
 	claims.covers(g, b)
-}
-
-# grant_covers_one(w): grant_covers for a wanted claim, with the decision's
-# own containment (claims.covers_one, key lookups only), claim by claim of
-# each role of the principal, to name the claims that cover w.
-grant_covers_one(w) := ({{"source": "claim", "role": "", "claim": dc} |
-	input.principal.kind == "user"
-	some dc in input.principal.claims
-	claims.covers_one(claims.compile(dc), w)
-} | {{"source": "role", "role": name, "claim": role_claim(name, i)} |
-	input.principal.kind == "user"
-	some name in input.principal.roles
-	some i, g in grants.role(name)
-	claims.covers_one(g, w)
-}) | {{"source": "machine_token", "role": input.principal.machine_token, "claim": ""} |
-	input.principal.kind == "machine"
-	some g in grants.held
-	claims.covers_one(g, w)
 }
 
 # role_claim(name, i): the role's i-th claim as the role lists it (its

@@ -64,7 +64,9 @@ func (e *Engine) explain(ctx context.Context, in policies.Input, r policies.Repl
 	}
 	// The results come back as OPA's terms: the decision is converted as
 	// Decide converts it, the trail read without a JSON round trip.
-	opts = append(opts, rego.EvalGenerateJSON(asTerm))
+	vc := getFlatCache()
+	defer putFlatCache(vc)
+	opts = append(opts, rego.EvalGenerateJSON(asTerm), rego.EvalVirtualCache(vc))
 	rs, err := p.explain.Eval(ctx, opts...)
 	if err != nil {
 		return out, internal("evaluate policy", err)
