@@ -67,8 +67,9 @@ plainly_allowed if {
 	# grants.holds_one: a role's index holds w (claims.covers_one: the
 	# exact action key, else the first fallback key present; its node
 	# names every object or w's specific).
+	roles := data.provgate.roles
 	some name in input.principal.roles
-	actions := data.provgate.roles[name].index[w.scope]
+	actions := roles[name].index[w.scope]
 	n := [x | some k in array.concat([w.action], w.fallback); x := actions[k]][0]
 	object.get(n.keys, w.specific, n.all)
 
@@ -80,8 +81,9 @@ plainly_allowed if {
 # or the tenant does not restrict its scope). Like tenancy.hides, for a
 # user; data without member sets is left to it.
 shown_to_user if {
-	t := data.provgate.tenants[data.provgate.user_tenant[input.principal.name]]
-	t.member_set[input.object.scope][input.object.key]
+	tenants := data.provgate.tenants
+	user_tenant := data.provgate.user_tenant
+	tenants[user_tenant[input.principal.name]].member_set[input.object.scope][input.object.key]
 }
 
 shown_to_user if not data.provgate.user_tenant[input.principal.name]
