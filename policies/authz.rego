@@ -48,7 +48,8 @@ decision := {"allow": true, "not_found": false, "reasons": []} if {
 # stands for, written as lookups; the rule index and early exit make a
 # failing line cost no more than the lookups before it.
 plainly_allowed if {
-	# grants.restricted is false: no token roles, no restriction.
+	# grants.restricted is false: no token roles (the gateway sends
+	# token_roles null then), no restriction.
 	input.principal.kind == "user"
 	not is_array(input.principal.token_roles)
 	not input.principal.restrict
