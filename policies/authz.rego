@@ -54,25 +54,28 @@ plainly_allowed if {
 	not is_array(input.principal.token_roles)
 	not input.principal.restrict
 
-	# One required claim, in the wanted form (claims.wanted) and known
-	# (claims.known_one); its scope is none of licensed_scopes.
+	# One required claim, in the wanted form (claims.wanted); its scope is
+	# none of licensed_scopes.
 	[w] := input.required
 	is_array(w.fallback)
 	object.get(w, "all", false) == false
-	w.base in data.provgate.scopes[w.scope]
 	not w.scope in {"roles", "tenants"}
-
-	# tenancy.hidden is false.
-	shown_to_user
 
 	# grants.holds_one: a role's index holds w (claims.covers_one: the
 	# exact action key, else the first fallback key present; its node
-	# names every object or w's specific).
+	# names every object or w's specific). First among the lookups, as it
+	# is what refuses most requests.
 	roles := data.provgate.roles
 	some name in input.principal.roles
 	actions := roles[name].index[w.scope]
 	n := [x | some k in array.concat([w.action], w.fallback); x := actions[k]][0]
 	object.get(n.keys, w.specific, n.all)
+
+	# claims.known_one.
+	w.base in data.provgate.scopes[w.scope]
+
+	# tenancy.hidden is false.
+	shown_to_user
 
 	count(vetoes) == 0
 }
