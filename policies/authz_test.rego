@@ -327,3 +327,90 @@ test_non_string_claim_fields_denied if {
 	d := decide(fixtures.user("root", ["superuser"]), [{"scope": "machines", "action": "get", "specific": 7}])
 	d == {"allow": false, "not_found": false, "reasons": ["Requires: a well-formed claim"]}
 }
+
+# The one pass (plainly_allowed): a role's index, a tenant's member set
+# and required claims in the wanted form, as the server has them.
+plain_world := object.union(fixtures.data_licensed, {"roles": {
+	"params-indexed": {"claims": [], "index": {"machines": {
+		"get": {"all": false, "keys": {"m3": true, "m1": true}},
+		"update:/Params": {"all": false, "keys": {"m3": true, "m1": true}},
+		"update:/Params/foo": {"all": false, "keys": {"m9": true}},
+	}}},
+	"rbac-indexed": {"claims": [], "index": {"roles": {"update": {"all": true, "keys": {}}}}},
+}})
+
+# The gateway always sends token_roles, null when the token names none.
+plain_user(name, roles) := object.union(fixtures.user(name, roles), {"token_roles": null})
+
+wanted(scope, action, specific, base, fallback) := object.union(c(scope, action, specific), {"base": base, "fallback": fallback})
+
+params_bar(key) := wanted("machines", "update:/Params/bar", key, "update", ["update:/Params", "update:", "update"])
+
+plain_request(principal, w, key) := object.union(fixtures.request(principal, [w]), {"object": {"scope": w.scope, "key": key}})
+
+plainly(world, request_) if {
+	data.provgate.authz.plainly_allowed with input as request_
+		with data.provgate.roles as world.roles
+		with data.provgate.tenants as world.tenants
+		with data.provgate.user_tenant as world.user_tenant
+		with data.provgate.machine_tenants as world.machine_tenants
+		with data.provgate.license as world.license
+		with data.provgate.scopes as world.scopes
+}
+
+# tom's tenant t2 lists m3 in its member set.
+test_plainly_allowed_in_one_pass if {
+	r := plain_request(plain_user("tom", ["params-indexed"]), params_bar("m3"), "m3")
+	plainly(plain_world, r)
+	fixtures.decide(plain_world, r) == {"allow": true, "not_found": false, "reasons": []}
+}
+
+test_plainly_allowed_without_tenant if {
+	r := plain_request(plain_user("noel", ["params-indexed"]), params_bar("m1"), "m1")
+	plainly(plain_world, r)
+	fixtures.decide(plain_world, r).allow
+}
+
+# The rest is left to outcome, which decides as before.
+test_plainly_allowed_leaves_hidden_object if {
+	r := plain_request(plain_user("tom", ["params-indexed"]), params_bar("m1"), "m1")
+	not plainly(plain_world, r)
+	fixtures.decide(plain_world, r).not_found
+}
+
+test_plainly_allowed_leaves_token_roles if {
+	p := object.union(plain_user("tom", ["params-indexed"]), {"token_roles": ["params-indexed"]})
+	r := plain_request(p, params_bar("m3"), "m3")
+	not plainly(plain_world, r)
+	fixtures.decide(plain_world, r).allow
+}
+
+# The exact action key is present and does not name m3: no fallback.
+test_plainly_allowed_exact_key_wins if {
+	w := wanted("machines", "update:/Params/foo", "m3", "update", ["update:/Params", "update:", "update"])
+	r := plain_request(plain_user("tom", ["params-indexed"]), w, "m3")
+	not plainly(plain_world, r)
+	not fixtures.decide(plain_world, r).allow
+}
+
+test_plainly_allowed_leaves_licensed_scope if {
+	w := wanted("roles", "update", "reader", "update", [])
+	r := fixtures.request(plain_user("noel", ["rbac-indexed"]), [w])
+	not plainly(plain_world, r)
+	fixtures.decide(plain_world, r).allow
+	not fixtures.decide(object.union(plain_world, {"license": {"valid": false, "features": []}}), r).allow
+}
+
+# t1 has no member set (data written by hand): tenancy decides.
+test_plainly_allowed_leaves_tenant_without_member_set if {
+	r := plain_request(plain_user("tina", ["params-indexed"]), params_bar("m1"), "m1")
+	not plainly(plain_world, r)
+	fixtures.decide(plain_world, r).allow
+}
+
+test_plainly_allowed_leaves_several_claims if {
+	r := plain_request(plain_user("tom", ["params-indexed"]), params_bar("m3"), "m3")
+	r2 := object.union(r, {"required": [params_bar("m3"), wanted("machines", "get", "m3", "get", [])]})
+	not plainly(plain_world, r2)
+	fixtures.decide(plain_world, r2).allow
+}

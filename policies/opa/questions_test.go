@@ -50,6 +50,7 @@ func TestEmbeddedNameReads(t *testing.T) {
 	slices.Sort(got)
 	want := []string{
 		"data.provgate.authz.own_key",           // restricted_credential: names the principal to compare it with itself
+		"data.provgate.authz.shown_to_user",     // user_tenant[name]
 		"data.provgate.grants.claim_restricted", // object.get(input.principal, "restrict", [])
 		"data.provgate.grants.delegated",        // the grant check's subject (input.grants)
 		"data.provgate.grants.job_claims",       // object.get(input.principal, "claims", [])
