@@ -59,7 +59,7 @@ plainly_allowed if {
 	[w] := input.required
 	is_array(w.fallback)
 	object.get(w, "all", false) == false
-	not w.scope in {"roles", "tenants"}
+	not w.scope in licensed_scopes
 
 	# grants.holds_one: a role's index holds w (claims.covers_one: the
 	# exact action key, else the first fallback key present; its node
