@@ -112,24 +112,59 @@ func takeover(u *backend.User) backend.Grant {
 	return backend.Grant{Roles: u.Roles, Via: backend.ImpersonateClaim(u.Name), Subject: &backend.Subject{Kind: "user", Name: u.Name}}
 }
 
-// ownTenantNotWidened refuses a write by a tenant user to its own tenant
-// that would widen what the tenant shows it: a scope taken out of Members
-// (which lifts the restriction), or the caller taken out of Users (which
-// lifts all of them). What a write adds to Members is checked as a
-// reference (checkTenant).
-func ownTenantNotWidened(ctx context.Context, t, old *backend.Tenant) ([]backend.Grant, error) {
-	if old == nil || backend.TenantFrom(ctx) != t.Name {
+// tenantNotWidened refuses a tenant write by a caller in a tenant that
+// would let anyone see more than the caller's own tenant shows it
+// (docs/design.md §5.9, §6.5): a scope the caller's tenant restricts
+// taken out of a tenant's Members while users are left to gain it, or a
+// user taken out of Users while that tenant restricted such a scope for it
+// (a user in no tenant is restricted by none). On the caller's own tenant
+// every scope of Members is one it restricts, and taking itself out of
+// Users is refused whatever Members holds. What a write adds to Members
+// is checked as a reference (checkTenant). Users are not named, so the
+// refusal tells nothing of users the caller cannot see.
+func (s *CRUD) tenantNotWidened(ctx context.Context, t, old *backend.Tenant) ([]backend.Grant, error) {
+	mine := backend.TenantFrom(ctx)
+	if old == nil || mine == "" {
 		return nil, nil
 	}
+	// restricts reports whether the caller's tenant restricts scope; a
+	// tenant of the caller's that is gone restricts everything.
+	restricts := func(string) bool { return true }
+	if mine == t.Name {
+		restricts = func(scope string) bool { _, ok := old.Members[scope]; return ok }
+	} else if m, err := s.load(ctx, backend.PrefixTenants, mine); err != nil {
+		return nil, err
+	} else if own, ok := m.(*backend.Tenant); ok {
+		restricts = func(scope string) bool { _, ok := own.Members[scope]; return ok }
+	}
 	var lifted []string
+	restrictedOld := false
 	for _, scope := range slices.Sorted(maps.Keys(old.Members)) {
-		if _, ok := t.Members[scope]; !ok {
+		if !restricts(scope) {
+			continue
+		}
+		restrictedOld = true
+		if _, ok := t.Members[scope]; !ok && (mine == t.Name || len(t.Users) > 0) {
 			lifted = append(lifted, "removing Members "+scope)
 		}
 	}
 	me, _ := strings.CutPrefix(backend.PrincipalFrom(ctx), "user:")
-	if me != "" && slices.Contains(old.Users, me) && !slices.Contains(t.Users, me) {
+	var self, others bool
+	for _, u := range old.Users {
+		if slices.Contains(t.Users, u) {
+			continue
+		}
+		if u == me && me != "" && mine == t.Name {
+			self = true
+		} else if restrictedOld {
+			others = true
+		}
+	}
+	if self {
 		lifted = append(lifted, "removing yourself from Users")
+	}
+	if others {
+		lifted = append(lifted, "removing other users from Users")
 	}
 	if len(lifted) == 0 {
 		return nil, nil

@@ -102,7 +102,7 @@ func newRules(o *CRUD, p *Params, j *Jobs, pl *pluginRules) map[string]*kindRule
 		},
 		backend.PrefixTenants: {
 			validate:  typed(o.checkTenant),
-			grants:    typedGrants(ownTenantNotWidened),
+			grants:    typedGrants(o.tenantNotWidened),
 			deletable: tenantDeletable,
 		},
 		backend.PrefixMachines: {

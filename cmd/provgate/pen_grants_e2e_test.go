@@ -377,7 +377,7 @@ func grJobActions(t *testing.T, s *tserver) {
 func grTenants(t *testing.T, s *tserver) {
 	adm := admin()
 	hidden := s.AddMachine("gn-hidden", nil)
-	s.AddRole("gn-admin", [3]string{"tenants", "get,update", "gn-t"}, [3]string{"machines", "*", "*"},
+	s.AddRole("gn-admin", [3]string{"tenants", "get,update", "gn-t,gn-t2"}, [3]string{"machines", "*", "*"},
 		[3]string{"users", "create,get,list", "*"}, [3]string{"roles", "get,list", "*"})
 	s.AddUser("gn-tu", "gn-tu-pw-1", "gn-admin")
 	s.AddUser("gn-hidden-user", "gn-hidden-user-pw-1")
@@ -426,6 +426,37 @@ func grTenants(t *testing.T, s *tserver) {
 		// Imported users join too.
 		s.Must(201, "POST", "/users/import", []map[string]any{{"Name": "gn-imp", "Password": "gn-imp-pw-123"}}, tu)
 		s.Must(404, "GET", "/machines/"+hidden, nil, basic("gn-imp", "gn-imp-pw-123"))
+	})
+	// Found: the tenant user took the user it had just created out of its
+	// own tenant, and that user (whose password it chose) then saw every
+	// machine; on another tenant it could update, it lifted a restriction
+	// of Members or Users its own tenant keeps for it. A tenant write never
+	// leaves anyone seeing more than the writer's tenant shows the writer.
+	t.Run("others_restrictions_stay", func(t *testing.T) {
+		s := s.On(t)
+		n := basic("gn-new", "gn-new-pw-123")
+		wantDRPError(t, s.Do("PATCH", "/tenants/gn-t", jsonPatch("replace", "/Users", []string{"gn-tu"}), tu), 403, "AUTH",
+			"removing other users from Users")
+		wantDRPError(t, s.Do("PUT", "/tenants/gn-t", map[string]any{"Name": "gn-t", "Users": []string{"gn-tu", "gn-imp"},
+			"Members": penGet(t, s, "/tenants/gn-t")["Members"]}, tu), 403, "AUTH", "removing other users from Users")
+		s.Must(404, "GET", "/machines/"+hidden, nil, n)
+
+		s.AddUser("gn-other", "gn-other-pw-1", "gn-admin")
+		s.Must(201, "POST", "/tenants", map[string]any{"Name": "gn-t2", "Users": []string{"gn-other"},
+			"Members": map[string][]string{"machines": {}, "stages": {}}}, adm)
+		other := basic("gn-other", "gn-other-pw-1")
+		wantDRPError(t, s.Do("PATCH", "/tenants/gn-t2", []map[string]any{{"op": "remove", "path": "/Members/machines"}}, tu), 403, "AUTH",
+			"removing Members machines")
+		wantDRPError(t, s.Do("PATCH", "/tenants/gn-t2", jsonPatch("replace", "/Users", []string{}), tu), 403, "AUTH",
+			"removing other users from Users")
+		s.Must(404, "GET", "/machines/"+hidden, nil, other)
+		// A restriction the writer's own tenant does not keep may go:
+		// gn-t shows every stage.
+		s.Must(200, "PATCH", "/tenants/gn-t2", []map[string]any{{"op": "remove", "path": "/Members/stages"}}, tu)
+		// Narrowing, and an unrestricted writer, are unchanged.
+		s.Must(200, "PATCH", "/tenants/gn-t2", jsonPatch("add", "/Members/profiles", []string{}), tu)
+		s.Must(200, "PATCH", "/tenants/gn-t2", jsonPatch("replace", "/Users", []string{}), adm)
+		s.Must(200, "GET", "/machines/"+hidden, nil, other)
 	})
 }
 
