@@ -89,15 +89,23 @@ func roleGrants(now, had []string) []backend.Grant {
 	return out
 }
 
-// userGrants: the roles a write gives u, and, when it changes another
-// user's password or Secret, u's whole authority (taking over its
-// credentials, docs/design.md §5.9).
+// userGrants: the roles a write gives u (to u: a tenant user gives them
+// only to users of its tenant), and, when it changes another user's
+// password or Secret, u's whole authority (taking over its credentials,
+// docs/design.md §5.9).
 func userGrants(u, old *backend.User) []backend.Grant {
 	var had []string
 	if old != nil {
 		had = old.Roles
 	}
 	gs := roleGrants(u.Roles, had)
+	if old != nil {
+		// A user a tenant user creates joins its tenant (tenancy.go); an
+		// existing one keeps its own, which the policy compares.
+		for i := range gs {
+			gs[i].To = &backend.Subject{Kind: "user", Name: u.Name}
+		}
+	}
 	if old == nil || (bytes.Equal(u.PasswordHash, old.PasswordHash) && u.Secret == old.Secret) {
 		return gs
 	}

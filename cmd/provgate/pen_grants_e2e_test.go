@@ -427,6 +427,30 @@ func grTenants(t *testing.T, s *tserver) {
 		s.Must(201, "POST", "/users/import", []map[string]any{{"Name": "gn-imp", "Password": "gn-imp-pw-123"}}, tu)
 		s.Must(404, "GET", "/machines/"+hidden, nil, basic("gn-imp", "gn-imp-pw-123"))
 	})
+	// Found: a tenant user that may update users gave a role whose claims
+	// it holds to a user outside its tenant, who then reached with it the
+	// machines the writer's tenant hides. Roles go only to users of the
+	// writer's tenant, or through roles bind.
+	t.Run("roles_given_stay_in_the_tenant", func(t *testing.T) {
+		s := s.On(t)
+		giver := penTenantUser(t, s, "gn-giver", map[string][]string{"machines": {}},
+			[3]string{"users", "create,get,list,update", "*"}, [3]string{"roles", "get,list", "*"}, [3]string{"machines", "*", "*"})
+		s.AddRole("gn-mdel", [3]string{"machines", "delete,get,list", "*"})
+		s.AddUser("gn-outside", "gn-outside-pw-1")
+		wantDRPError(t, s.Do("PATCH", "/users/gn-outside", jsonPatch("add", "/Roles/-", "gn-mdel"), giver), 403, "AUTH", "roles bind gn-mdel")
+		wantDRPError(t, s.Do("PUT", "/users/gn-outside", map[string]any{"Name": "gn-outside", "Roles": []string{"gn-mdel"}}, giver), 403, "AUTH",
+			"roles bind gn-mdel")
+		if roles := penGet(t, s, "/users/gn-outside")["Roles"]; len(roles.([]any)) != 0 {
+			t.Fatalf("refused writes gave gn-outside %v", roles)
+		}
+		s.Must(403, "DELETE", "/machines/"+hidden, nil, basic("gn-outside", "gn-outside-pw-1"))
+		// Users of the writer's tenant, and an unrestricted writer, are
+		// unchanged.
+		s.Must(201, "POST", "/users", map[string]any{"Name": "gn-inside", "Password": "gn-inside-pw-1"}, giver)
+		s.Must(200, "PATCH", "/users/gn-inside", jsonPatch("add", "/Roles/-", "gn-mdel"), giver)
+		s.Must(404, "GET", "/machines/"+hidden, nil, basic("gn-inside", "gn-inside-pw-1"))
+		s.Must(200, "PATCH", "/users/gn-outside", jsonPatch("add", "/Roles/-", "gn-mdel"), adm)
+	})
 	// Found: the tenant user took the user it had just created out of its
 	// own tenant, and that user (whose password it chose) then saw every
 	// machine; on another tenant it could update, it lifted a restriction
