@@ -35,14 +35,53 @@ func (s *core) checkGrants(ctx context.Context, r *kindRules, m, old backend.Mod
 }
 
 // roleClaimGrants: the claims a write adds to a role, which its writer
-// hands out to every holder, or roles escalate <role>.
-func roleClaimGrants(_ context.Context, r, old *backend.Role) ([]backend.Grant, error) {
+// hands out to every holder, or roles escalate <role>. For a writer in a
+// tenant, a holder outside it is named (To): it would reach with them what
+// the writer's tenant hides, so the policy then asks for the delegation.
+func (s *CRUD) roleClaimGrants(ctx context.Context, r, old *backend.Role) ([]backend.Grant, error) {
 	var had []backend.Claim
 	if old != nil {
 		had = old.Claims
 	}
-	if added := addedClaims(r.Claims, had); len(added) > 0 {
-		return []backend.Grant{{Claims: added, Had: had, Via: backend.EscalateClaim(r.Name)}}, nil
+	added := addedClaims(r.Claims, had)
+	if len(added) == 0 {
+		return nil, nil
+	}
+	g := backend.Grant{Claims: added, Had: had, Via: backend.EscalateClaim(r.Name)}
+	if old != nil {
+		to, err := s.foreignHolder(ctx, r.Name)
+		if err != nil {
+			return nil, err
+		}
+		g.To = to
+	}
+	return []backend.Grant{g}, nil
+}
+
+// foreignHolder is a user holding role that is not in the caller's tenant:
+// nil for a caller in no tenant, or when every holder is in it. Only a
+// tenant user's role edits read the holders.
+func (s *CRUD) foreignHolder(ctx context.Context, role string) (*backend.Subject, error) {
+	mine := backend.TenantFrom(ctx)
+	if mine == "" {
+		return nil, nil
+	}
+	holders, err := s.listAll(ctx, backend.PrefixUsers, s.eq(backend.PrefixUsers, "Roles", role))
+	if err != nil || len(holders) == 0 {
+		return nil, err
+	}
+	var members []string
+	m, err := s.load(ctx, backend.PrefixTenants, mine)
+	if err != nil {
+		return nil, err
+	}
+	if t, ok := m.(*backend.Tenant); ok {
+		members = t.Users
+	}
+	for _, u := range holders {
+		if !slices.Contains(members, u.Key()) {
+			return &backend.Subject{Kind: "user", Name: u.Key()}, nil
+		}
 	}
 	return nil, nil
 }

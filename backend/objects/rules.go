@@ -97,7 +97,7 @@ func newRules(o *CRUD, p *Params, j *Jobs, pl *pluginRules) map[string]*kindRule
 		},
 		backend.PrefixRoles: {
 			validate: typed(o.checkRole),
-			grants:   typedGrants(roleClaimGrants),
+			grants:   typedGrants(o.roleClaimGrants),
 			inUse:    []reference{{"users", "Roles", "User"}},
 		},
 		backend.PrefixTenants: {

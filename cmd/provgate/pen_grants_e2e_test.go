@@ -451,6 +451,23 @@ func grTenants(t *testing.T, s *tserver) {
 		s.Must(404, "GET", "/machines/"+hidden, nil, basic("gn-inside", "gn-inside-pw-1"))
 		s.Must(200, "PATCH", "/users/gn-outside", jsonPatch("add", "/Roles/-", "gn-mdel"), adm)
 	})
+	// Found: a tenant user that may update roles added claims it holds to a
+	// role held by a user outside its tenant, who reached with them the
+	// machines the writer's tenant hides. Then only roles escalate allows it.
+	t.Run("role_claims_stay_in_the_tenant", func(t *testing.T) {
+		s := s.On(t)
+		editor := penTenantUser(t, s, "gn-editor", map[string][]string{"machines": {}},
+			[3]string{"roles", "get,list,update", "*"}, [3]string{"machines", "*", "*"})
+		s.AddRole("gn-shared", [3]string{"machines", "get", "*"})
+		s.AddUser("gn-holder", "gn-holder-pw-1", "gn-shared")
+		add := jsonPatch("add", "/Claims/-", map[string]string{"scope": "machines", "action": "delete", "specific": "*"})
+		wantDRPError(t, s.Do("PATCH", "/roles/gn-shared", add, editor), 403, "AUTH", "roles escalate gn-shared")
+		s.Must(403, "DELETE", "/machines/"+hidden, nil, basic("gn-holder", "gn-holder-pw-1"))
+		// A role held only in the writer's tenant, and an unrestricted
+		// writer, are unchanged.
+		s.Must(200, "PATCH", "/roles/gn-editor-role", add, editor)
+		s.Must(200, "PATCH", "/roles/gn-shared", add, adm)
+	})
 	// Found: the tenant user took the user it had just created out of its
 	// own tenant, and that user (whose password it chose) then saw every
 	// machine; on another tenant it could update, it lifted a restriction
