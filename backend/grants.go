@@ -34,6 +34,11 @@ type Grant struct {
 	// subject itself needs nothing, and a tenant-restricted caller may take
 	// over only a user of its own tenant (or through Via).
 	Subject *Subject `json:"subject,omitempty"`
+	// To is the user the grant gives its authority to (a user given
+	// roles): a tenant-restricted caller gives it only to a user of its
+	// own tenant, whose tenant hides what the caller's hides, or through
+	// Via (docs/design.md §5.9).
+	To *Subject `json:"to,omitempty"`
 }
 
 // Subject names a principal: Kind "user" or "machine", and its name.

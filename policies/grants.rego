@@ -306,6 +306,16 @@ missing contains claims.wanted(g.via) if {
 	foreign_user(g.subject)
 }
 
+# A tenant-restricted writer gives roles only to users of its own tenant:
+# a user outside it would reach with them what the writer's tenant hides
+# (a user in no tenant, everything). Only the explicit delegation allows
+# it (docs/design.md §5.9, §6).
+missing contains claims.wanted(g.via) if {
+	some i in open
+	g := input.grants[i]
+	foreign_user(g.to)
+}
+
 # delegated(g): the writer is the grant's subject, or holds its explicit
 # delegation (roles bind, roles escalate, users impersonate).
 delegated(g) if {

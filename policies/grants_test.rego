@@ -195,4 +195,21 @@ test_takeover_stays_in_the_tenant if {
 	ungranted(u("tina", ["superuser"]), takeover("tom")) == []
 }
 
+# A tenant user gives roles only to users of its own tenant: a user of
+# another tenant, or of none, would reach with them what its tenant hides.
+give(role, name) := [{"role": role, "to": {"kind": "user", "name": name}, "via": c("roles", "bind", role)}]
+
+test_roles_given_stay_in_the_tenant if {
+	w := object.union(world, {"user_tenant": {"tina": "t1", "tom": "t2", "tim": "t1"}})
+	tina := u("tina", ["operator", "role-reader"])
+	fixtures.ungranted(w, tina, give("reader", "tom")) == [c("roles", "bind", "reader")]
+	fixtures.ungranted(w, tina, give("reader", "outsider")) == [c("roles", "bind", "reader")]
+	fixtures.ungranted(w, tina, give("reader", "tim")) == []
+	fixtures.ungranted(w, tina, give("reader", "tina")) == []
+
+	# A writer in no tenant, and the explicit delegation, are unchanged.
+	fixtures.ungranted(w, u("olga", ["operator", "role-reader"]), give("reader", "tom")) == []
+	fixtures.ungranted(w, u("tina", ["superuser"]), give("reader", "tom")) == []
+}
+
 test_no_grants_no_refusal if ungranted(u("nobody", []), []) == []

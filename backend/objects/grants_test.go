@@ -92,7 +92,9 @@ func TestWritesAskWhatTheyHandOut(t *testing.T) {
 			}
 			_, err := o.Patch(ctx, "users", "bob", []byte(`[{"op":"add","path":"/Roles/-","value":"secret-role"}]`), false)
 			wantErr(t, err, backend.EFORBIDDEN, "AUTH", "roles bind secret-role")
-			asked(t, backend.Grant{Role: "secret-role", Via: bind("secret-role")})
+			// An existing user is named, for the tenant rule; a created one
+			// joins the writer's tenant and is not.
+			asked(t, backend.Grant{Role: "secret-role", Via: bind("secret-role"), To: &backend.Subject{Kind: "user", Name: "bob"}})
 		})
 		t.Run("password of another user is a takeover", func(t *testing.T) {
 			r.asked = nil

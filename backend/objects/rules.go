@@ -97,12 +97,12 @@ func newRules(o *CRUD, p *Params, j *Jobs, pl *pluginRules) map[string]*kindRule
 		},
 		backend.PrefixRoles: {
 			validate: typed(o.checkRole),
-			grants:   typedGrants(roleClaimGrants),
+			grants:   typedGrants(o.roleClaimGrants),
 			inUse:    []reference{{"users", "Roles", "User"}},
 		},
 		backend.PrefixTenants: {
 			validate:  typed(o.checkTenant),
-			grants:    typedGrants(ownTenantNotWidened),
+			grants:    typedGrants(o.tenantNotWidened),
 			deletable: tenantDeletable,
 		},
 		backend.PrefixMachines: {

@@ -40,6 +40,7 @@ func TestE2EPenGateway(t *testing.T) {
 			t.Run("17 long poll reauthorized", func(t *testing.T) { penLongPoll(t, s.On(t)) })
 			t.Run("19 write replies", func(t *testing.T) { penReplies(t, s.On(t)) })
 			t.Run("21 pool operations", func(t *testing.T) { penPools(t, s.On(t)) })
+			t.Run("22 evaluations bounded", func(t *testing.T) { penEvaluations(t, s.On(t)) })
 		})
 	}
 }
@@ -712,6 +713,70 @@ func penPools(t *testing.T, s *tserver) {
 					t.Fatal("machines changed by a refused pool operation")
 				}
 			})
+		}
+	})
+}
+
+// Finding 22: one AuthZEN evaluations request is at most 1000 decisions. A
+// user holding one read claim sent a 4 MiB body of 1.3 million
+// empty items taking the top-level defaults: 10 s of CPU and a 23 MB
+// reply for one request. More than 1000 items are refused (400, naming the
+// bound) before any is decided, quickly however many there are.
+func penEvaluations(t *testing.T, s *tserver) {
+	u := penUser(t, s, "pen22-u", [3]string{"machines", "get", "*"})
+	m := s.AddMachine("pen22-m", nil)
+	root := strings.TrimSuffix(s.Base, "/api/v3")
+	batch := func(n int) []byte {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, `{"subject":{"type":"user","id":"pen22-u"},"action":{"name":"get"},"resource":{"type":"machines","id":%q},"evaluations":[`, m)
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("{}")
+		}
+		b.WriteString("]}")
+		return b.Bytes()
+	}
+	send := func(t *testing.T, n int) resp {
+		t.Helper()
+		r, err := s.SendURL("POST", root+"/access/v1/evaluations", batch(n), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// refused checks the status before the message, so that an answer of
+	// a million decisions is not printed whole.
+	refused := func(t *testing.T, n int) {
+		t.Helper()
+		r := send(t, n)
+		if r.Status != 400 {
+			t.Fatalf("%d evaluations: status %d with %d bytes, want 400", n, r.Status, len(r.Body))
+		}
+		// AuthZEN's malformed requests answer a message string
+		// (docs/design.md §9.9).
+		if want := fmt.Sprintf("at most 1000 evaluations in one request, not %d", n); !strings.Contains(string(r.Body), want) {
+			t.Fatalf("%d evaluations refused with %s, want %q", n, r.Body, want)
+		}
+	}
+	t.Run("limit", func(t *testing.T) {
+		r := send(t, 1000)
+		if r.Status != 200 {
+			t.Fatalf("1000 evaluations: %s", r)
+		}
+		var out struct{ Evaluations []struct{ Decision bool } }
+		r.JSON(t, &out)
+		if len(out.Evaluations) != 1000 || !out.Evaluations[999].Decision {
+			t.Fatalf("1000 evaluations answered with %d decisions, or the last refused", len(out.Evaluations))
+		}
+		refused(t, 1001)
+	})
+	t.Run("large batch refused quickly", func(t *testing.T) {
+		start := time.Now()
+		refused(t, 1_000_000)
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("refusing 1,000,000 evaluations took %v", d)
 		}
 	})
 }

@@ -377,7 +377,7 @@ func grJobActions(t *testing.T, s *tserver) {
 func grTenants(t *testing.T, s *tserver) {
 	adm := admin()
 	hidden := s.AddMachine("gn-hidden", nil)
-	s.AddRole("gn-admin", [3]string{"tenants", "get,update", "gn-t"}, [3]string{"machines", "*", "*"},
+	s.AddRole("gn-admin", [3]string{"tenants", "get,update", "gn-t,gn-t2"}, [3]string{"machines", "*", "*"},
 		[3]string{"users", "create,get,list", "*"}, [3]string{"roles", "get,list", "*"})
 	s.AddUser("gn-tu", "gn-tu-pw-1", "gn-admin")
 	s.AddUser("gn-hidden-user", "gn-hidden-user-pw-1")
@@ -426,6 +426,78 @@ func grTenants(t *testing.T, s *tserver) {
 		// Imported users join too.
 		s.Must(201, "POST", "/users/import", []map[string]any{{"Name": "gn-imp", "Password": "gn-imp-pw-123"}}, tu)
 		s.Must(404, "GET", "/machines/"+hidden, nil, basic("gn-imp", "gn-imp-pw-123"))
+	})
+	// Found: a tenant user that may update users gave a role whose claims
+	// it holds to a user outside its tenant, who then reached with it the
+	// machines the writer's tenant hides. Roles go only to users of the
+	// writer's tenant, or through roles bind.
+	t.Run("roles_given_stay_in_the_tenant", func(t *testing.T) {
+		s := s.On(t)
+		giver := penTenantUser(t, s, "gn-giver", map[string][]string{"machines": {}},
+			[3]string{"users", "create,get,list,update", "*"}, [3]string{"roles", "get,list", "*"}, [3]string{"machines", "*", "*"})
+		s.AddRole("gn-mdel", [3]string{"machines", "delete,get,list", "*"})
+		s.AddUser("gn-outside", "gn-outside-pw-1")
+		wantDRPError(t, s.Do("PATCH", "/users/gn-outside", jsonPatch("add", "/Roles/-", "gn-mdel"), giver), 403, "AUTH", "roles bind gn-mdel")
+		wantDRPError(t, s.Do("PUT", "/users/gn-outside", map[string]any{"Name": "gn-outside", "Roles": []string{"gn-mdel"}}, giver), 403, "AUTH",
+			"roles bind gn-mdel")
+		if roles := penGet(t, s, "/users/gn-outside")["Roles"]; len(roles.([]any)) != 0 {
+			t.Fatalf("refused writes gave gn-outside %v", roles)
+		}
+		s.Must(403, "DELETE", "/machines/"+hidden, nil, basic("gn-outside", "gn-outside-pw-1"))
+		// Users of the writer's tenant, and an unrestricted writer, are
+		// unchanged.
+		s.Must(201, "POST", "/users", map[string]any{"Name": "gn-inside", "Password": "gn-inside-pw-1"}, giver)
+		s.Must(200, "PATCH", "/users/gn-inside", jsonPatch("add", "/Roles/-", "gn-mdel"), giver)
+		s.Must(404, "GET", "/machines/"+hidden, nil, basic("gn-inside", "gn-inside-pw-1"))
+		s.Must(200, "PATCH", "/users/gn-outside", jsonPatch("add", "/Roles/-", "gn-mdel"), adm)
+	})
+	// Found: a tenant user that may update roles added claims it holds to a
+	// role held by a user outside its tenant, who reached with them the
+	// machines the writer's tenant hides. Then only roles escalate allows it.
+	t.Run("role_claims_stay_in_the_tenant", func(t *testing.T) {
+		s := s.On(t)
+		editor := penTenantUser(t, s, "gn-editor", map[string][]string{"machines": {}},
+			[3]string{"roles", "get,list,update", "*"}, [3]string{"machines", "*", "*"})
+		s.AddRole("gn-shared", [3]string{"machines", "get", "*"})
+		s.AddUser("gn-holder", "gn-holder-pw-1", "gn-shared")
+		add := jsonPatch("add", "/Claims/-", map[string]string{"scope": "machines", "action": "delete", "specific": "*"})
+		wantDRPError(t, s.Do("PATCH", "/roles/gn-shared", add, editor), 403, "AUTH", "roles escalate gn-shared")
+		s.Must(403, "DELETE", "/machines/"+hidden, nil, basic("gn-holder", "gn-holder-pw-1"))
+		// A role held only in the writer's tenant, and an unrestricted
+		// writer, are unchanged.
+		s.Must(200, "PATCH", "/roles/gn-editor-role", add, editor)
+		s.Must(200, "PATCH", "/roles/gn-shared", add, adm)
+	})
+	// Found: the tenant user took the user it had just created out of its
+	// own tenant, and that user (whose password it chose) then saw every
+	// machine; on another tenant it could update, it lifted a restriction
+	// of Members or Users its own tenant keeps for it. A tenant write never
+	// leaves anyone seeing more than the writer's tenant shows the writer.
+	t.Run("others_restrictions_stay", func(t *testing.T) {
+		s := s.On(t)
+		n := basic("gn-new", "gn-new-pw-123")
+		wantDRPError(t, s.Do("PATCH", "/tenants/gn-t", jsonPatch("replace", "/Users", []string{"gn-tu"}), tu), 403, "AUTH",
+			"removing other users from Users")
+		wantDRPError(t, s.Do("PUT", "/tenants/gn-t", map[string]any{"Name": "gn-t", "Users": []string{"gn-tu", "gn-imp"},
+			"Members": penGet(t, s, "/tenants/gn-t")["Members"]}, tu), 403, "AUTH", "removing other users from Users")
+		s.Must(404, "GET", "/machines/"+hidden, nil, n)
+
+		s.AddUser("gn-other", "gn-other-pw-1", "gn-admin")
+		s.Must(201, "POST", "/tenants", map[string]any{"Name": "gn-t2", "Users": []string{"gn-other"},
+			"Members": map[string][]string{"machines": {}, "stages": {}}}, adm)
+		other := basic("gn-other", "gn-other-pw-1")
+		wantDRPError(t, s.Do("PATCH", "/tenants/gn-t2", []map[string]any{{"op": "remove", "path": "/Members/machines"}}, tu), 403, "AUTH",
+			"removing Members machines")
+		wantDRPError(t, s.Do("PATCH", "/tenants/gn-t2", jsonPatch("replace", "/Users", []string{}), tu), 403, "AUTH",
+			"removing other users from Users")
+		s.Must(404, "GET", "/machines/"+hidden, nil, other)
+		// A restriction the writer's own tenant does not keep may go:
+		// gn-t shows every stage.
+		s.Must(200, "PATCH", "/tenants/gn-t2", []map[string]any{{"op": "remove", "path": "/Members/stages"}}, tu)
+		// Narrowing, and an unrestricted writer, are unchanged.
+		s.Must(200, "PATCH", "/tenants/gn-t2", jsonPatch("add", "/Members/profiles", []string{}), tu)
+		s.Must(200, "PATCH", "/tenants/gn-t2", jsonPatch("replace", "/Users", []string{}), adm)
+		s.Must(200, "GET", "/machines/"+hidden, nil, other)
 	})
 }
 

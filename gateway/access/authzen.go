@@ -105,9 +105,15 @@ func (e Evaluation) Check(where string) error {
 	return nil
 }
 
+// MaxEvaluations bounds one evaluations request (docs/design.md §9.9):
+// each item is a decision, so a body of small items must not buy
+// unbounded policy work and reply size.
+const MaxEvaluations = 1000
+
 // ParseEvaluations reads POST /access/v1/evaluations: each item with the
 // top-level defaults filled in, and the semantic. An empty or absent
-// evaluations array is a single evaluation (single true).
+// evaluations array is a single evaluation (single true); more than
+// MaxEvaluations items are refused before any is decided.
 func ParseEvaluations(body []byte) (items []Evaluation, semantic string, single bool, err error) {
 	var r EvaluationsRequest
 	if err := decodeObject(body, &r); err != nil {
@@ -125,6 +131,9 @@ func ParseEvaluations(body []byte) (items []Evaluation, semantic string, single 
 	}
 	if len(r.Evaluations) == 0 {
 		return []Evaluation{r.Evaluation}, semantic, true, r.Evaluation.Check("")
+	}
+	if len(r.Evaluations) > MaxEvaluations {
+		return nil, "", false, badRequest("at most %d evaluations in one request, not %d", MaxEvaluations, len(r.Evaluations))
 	}
 	for i, e := range r.Evaluations {
 		if e.Subject == nil {

@@ -109,14 +109,21 @@ func grantsTerm(gs []backend.Grant) *ast.Term {
 			obj.Insert(ast.InternedTerm("via"), requiredTerm([]backend.Claim{*g.Via}).Value.(*ast.Array).Elem(0))
 		}
 		if g.Subject != nil {
-			obj.Insert(ast.InternedTerm("subject"), ast.ObjectTerm(
-				ast.Item(ast.InternedTerm("kind"), ast.StringTerm(g.Subject.Kind)),
-				ast.Item(ast.InternedTerm("name"), ast.StringTerm(g.Subject.Name)),
-			))
+			obj.Insert(ast.InternedTerm("subject"), subjectTerm(g.Subject))
+		}
+		if g.To != nil {
+			obj.Insert(ast.InternedTerm("to"), subjectTerm(g.To))
 		}
 		terms[i] = ast.NewTerm(obj)
 	}
 	return ast.ArrayTerm(terms...)
+}
+
+func subjectTerm(s *backend.Subject) *ast.Term {
+	return ast.ObjectTerm(
+		ast.Item(ast.InternedTerm("kind"), ast.StringTerm(s.Kind)),
+		ast.Item(ast.InternedTerm("name"), ast.StringTerm(s.Name)),
+	)
 }
 
 func tokenRolesInput(userRoles, requested []string) ast.Value {
