@@ -66,6 +66,11 @@ type hooks struct {
 	// default cost the admin password's hash and first check are most of a
 	// test server's start under the race detector.
 	scryptN int
+	// streamWriteTimeout, when not 0, bounds one write to an event stream
+	// instead of the default (stream.Options.WriteTimeout). Tests raise
+	// it: a test that stops reading a stream on purpose must not see the
+	// write time out first on a loaded machine.
+	streamWriteTimeout time.Duration
 }
 
 // hashPassword is the password hash of the hooks' scrypt cost.

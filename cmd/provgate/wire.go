@@ -85,7 +85,8 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	info := func() render.Info { return serverInfo(cfg) }
 	// Event streams, and the relay that carries events between replicas
 	// sharing a PostgreSQL database (docs/design.md §13).
-	hub := stream.New(stream.Options{Bus: bus, Logger: logger, Buffer: cfg.EventBuffer, MaxPerPrincipal: cfg.EventStreams})
+	hub := stream.New(stream.Options{Bus: bus, Logger: logger, Buffer: cfg.EventBuffer, MaxPerPrincipal: cfg.EventStreams,
+		WriteTimeout: h.streamWriteTimeout})
 	closers = append(closers, hub.Close)
 	var fresh *policydata.Freshness
 	var relay *eventbus.Relay
