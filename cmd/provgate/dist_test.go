@@ -40,7 +40,10 @@ func TestMakeDist(t *testing.T) {
 	const version = "v0.0.0-disttest"
 	host := "linux/" + runtime.GOARCH
 	cmd := exec.Command("make", "-C", "../..", "dist", "DIST="+out, "VERSION="+version, "DIST_PLATFORMS="+host)
-	if b, err := cmd.CombinedOutput(); err != nil {
+	buildMu.Lock()
+	b, err := cmd.CombinedOutput()
+	buildMu.Unlock()
+	if err != nil {
 		t.Fatalf("make dist: %v\n%s", err, b)
 	}
 	sums, err := os.ReadFile(filepath.Join(out, "SHA256SUMS"))
