@@ -21,9 +21,9 @@ import (
 // adminCommand runs "provgate admin reset-password USER": recovery that
 // works on the store directly, with the server's own configuration (flags,
 // environment, --config), while the server is stopped.
-func adminCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func adminCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, h hooks) error {
 	return runSubcommand("admin", args, subcommand{"reset-password", func(args []string) error {
-		return adminResetPassword(ctx, args, getenv, stdout, stderr)
+		return adminResetPassword(ctx, args, getenv, stdout, stderr, h.hashPassword())
 	}})
 }
 
@@ -31,7 +31,7 @@ func adminCommand(ctx context.Context, args []string, getenv func(string) string
 // Secret, so that every token the user holds or granted stops working
 // (docs/design.md §15.2). The password comes from --password-file ("-" is
 // stdin), or is generated and printed once.
-func adminResetPassword(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func adminResetPassword(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, hashPassword func(pw string) ([]byte, error)) error {
 	const name = "admin reset-password"
 	var user string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -64,7 +64,7 @@ func adminResetPassword(ctx context.Context, args []string, getenv func(string) 
 		return err
 	}
 	defer st.Close()
-	obj := objects.New(st, objects.Options{Kinds: kinds, Logger: logger, HashPassword: auth.HashPassword, NewSecret: auth.NewSecret})
+	obj := objects.New(st, objects.Options{Kinds: kinds, Logger: logger, HashPassword: hashPassword, NewSecret: auth.NewSecret})
 	// No request drives this: the operator at the server's console is the
 	// caller (docs/design.md §2.3).
 	if _, err := obj.Accounts.SetPassword(backend.WithSystem(ctx), user, pw); err != nil {

@@ -23,12 +23,27 @@ import (
 // tarball whose binary is static (no interpreter, no shared libraries),
 // built for that platform, with the version stamped, next to LICENSE, the
 // README and the systemd files; and SHA256SUMS that match the tarballs.
+//
+// The target runs for the host's platform only: cross-compiling every
+// package again for linux/arm64 would double the test's cost. The other
+// default platforms are covered by what differs for them: the target's own
+// recipe names them (distPlatforms), each goes through the same loop as the
+// host's, and the whole program resolves for each with CGO_ENABLED=0
+// (TestDistPlatformsResolve: no package lacks Go files for the platform).
+// The repository has no architecture-specific source of its own.
 func TestMakeDist(t *testing.T) {
 	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skipf("make dist builds linux binaries; this host is %s", runtime.GOOS)
+	}
 	out := t.TempDir()
 	const version = "v0.0.0-disttest"
-	cmd := exec.Command("make", "-C", "../..", "dist", "DIST="+out, "VERSION="+version)
-	if b, err := cmd.CombinedOutput(); err != nil {
+	host := "linux/" + runtime.GOARCH
+	cmd := exec.Command("make", "-C", "../..", "dist", "DIST="+out, "VERSION="+version, "DIST_PLATFORMS="+host)
+	buildMu.Lock()
+	b, err := cmd.CombinedOutput()
+	buildMu.Unlock()
+	if err != nil {
 		t.Fatalf("make dist: %v\n%s", err, b)
 	}
 	sums, err := os.ReadFile(filepath.Join(out, "SHA256SUMS"))
@@ -93,8 +108,48 @@ func TestMakeDist(t *testing.T) {
 			}
 		}
 	}
-	if !seen["amd64"] || !seen["arm64"] {
-		t.Fatalf("SHA256SUMS lists %s", sums)
+	if len(seen) != 1 || !seen[runtime.GOARCH] {
+		t.Fatalf("SHA256SUMS lists %s, want the %s tarball alone", sums, host)
+	}
+}
+
+// distPlatforms returns the platforms `make dist` builds by default, as its
+// recipe lists them.
+func distPlatforms(t *testing.T) []string {
+	t.Helper()
+	b, err := exec.Command("make", "-C", "../..", "-s", "-n", "dist", "DIST="+t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n dist: %v\n%s", err, b)
+	}
+	m := regexp.MustCompile(`for p in ([^;]*);`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("make -n dist: no platform loop in\n%s", b)
+	}
+	return strings.Fields(string(m[1]))
+}
+
+// TestDistPlatformsResolve checks that `make dist` builds linux/amd64 and
+// linux/arm64 by default and that the program resolves for each: every
+// package it imports has Go files for the platform with CGO_ENABLED=0 (what
+// a cross-build needs beyond what TestMakeDist builds for the host).
+func TestDistPlatformsResolve(t *testing.T) {
+	t.Parallel()
+	platforms := distPlatforms(t)
+	if strings.Join(platforms, " ") != "linux/amd64 linux/arm64" {
+		t.Fatalf("make dist builds %v by default, want linux/amd64 and linux/arm64", platforms)
+	}
+	for _, p := range platforms {
+		goos, goarch, _ := strings.Cut(p, "/")
+		cmd := exec.Command("go", "list", "-e", "-deps", "-f",
+			`{{if .Error}}{{.ImportPath}}: {{.Error}}{{"\n"}}{{end}}`, ".")
+		cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0")
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list for %s: %v\n%s", p, err, b)
+		}
+		if s := strings.TrimSpace(string(b)); s != "" {
+			t.Errorf("the program does not resolve for %s:\n%s", p, s)
+		}
 	}
 }
 

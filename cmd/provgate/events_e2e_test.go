@@ -633,8 +633,8 @@ func TestE2EEventsSlowConsumer(t *testing.T) {
 		big := strings.Repeat("x", 512<<10)
 		// 8 MiB: more than the server's socket buffer and the slow
 		// client's small window hold, so the server's writer blocks and
-		// the buffer of 4 events overflows; the posts end well within the
-		// 10 s a blocked write may take.
+		// the buffer of 4 events overflows; the posts end within the
+		// test servers' write timeout (testStreamWriteTimeout).
 		for i := 0; i < 16; i++ {
 			s.Must(200, "POST", "/events", map[string]any{"Type": "big", "Action": "blob", "Key": strconv.Itoa(i),
 				"Object": map[string]any{"Data": big}}, admin())

@@ -123,7 +123,8 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	s := &tserver{t: t, Name: db.Name, DSN: db.DSN, DataDir: dir, Stdout: &logBuffer{}, Stderr: &logBuffer{},
 		Clock: &testClock{}, Reload: make(chan os.Signal, 1), cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
-	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, verified: e2eVerified, compiled: e2eCompiled, scryptN: testScryptN}
+	h := hooks{ready: ready, reload: s.Reload, now: s.Clock.Now, verified: e2eVerified, compiled: e2eCompiled, scryptN: testScryptN,
+		streamWriteTimeout: testStreamWriteTimeout}
 	go func() { s.done <- runWith(ctx, args, getenv, s.Stdout, s.Stderr, h) }()
 	select {
 	case addr := <-ready:
@@ -215,6 +216,13 @@ var e2eCompiled = opa.NewCompiled()
 // machine running two test suites at once a start that compiles and tests
 // a policy directory took close to a minute.
 const startLimit = 3 * time.Minute
+
+// testStreamWriteTimeout bounds a test server's write to an event stream.
+// TestE2EEventsSlowConsumer blocks a stream's write until 16 large events
+// are posted and seen by another stream: the default 10 s was missed with
+// two test runs on one machine, and the write failed before the overflow
+// could close the stream with its reason.
+const testStreamWriteTimeout = 2 * time.Minute
 
 // testScryptN is the scrypt cost of the passwords test servers hash
 // (hooks.scryptN): the lowest the server accepts, as fixtureHash. At the

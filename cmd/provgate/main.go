@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/provgate/provgate/gateway/auth"
 	"github.com/provgate/provgate/policies/opa"
 )
 
@@ -60,11 +61,24 @@ type hooks struct {
 	// the process (opa.Options.Compiled).
 	compiled *opa.Compiled
 	// scryptN, when not 0, is the scrypt cost N of the passwords the
-	// server hashes (auth.HashPasswordN) and of its unknown-user decoy;
-	// 0 is the default. Tests lower it: at the default cost the admin
-	// password's hash and first check are most of a test server's start
-	// under the race detector.
+	// server and admin reset-password hash (auth.HashPasswordN) and of the
+	// server's unknown-user decoy; 0 is the default. Tests lower it: at the
+	// default cost the admin password's hash and first check are most of a
+	// test server's start under the race detector.
 	scryptN int
+	// streamWriteTimeout, when not 0, bounds one write to an event stream
+	// instead of the default (stream.Options.WriteTimeout). Tests raise
+	// it: a test that stops reading a stream on purpose must not see the
+	// write time out first on a loaded machine.
+	streamWriteTimeout time.Duration
+}
+
+// hashPassword is the password hash of the hooks' scrypt cost.
+func (h hooks) hashPassword() func(pw string) ([]byte, error) {
+	if h.scryptN != 0 {
+		return auth.HashPasswordN(h.scryptN)
+	}
+	return auth.HashPassword
 }
 
 // usageError marks mistakes in the command line, which exit with status 2.
@@ -136,7 +150,7 @@ func runWith(ctx context.Context, args []string, getenv func(string) string, std
 	case "access":
 		return accessCommand(ctx, rest, getenv, stdout, stderr)
 	case "admin":
-		return adminCommand(ctx, rest, getenv, stdout, stderr)
+		return adminCommand(ctx, rest, getenv, stdout, stderr, h)
 	case "help":
 		fmt.Fprint(stderr, usageText)
 		return errHelp

@@ -49,10 +49,19 @@ func envMap(kv map[string]string) func(string) string {
 // runCLI runs one short-lived command line.
 func runCLI(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	// Passwords it hashes (admin reset-password) take the test servers'
+	// scrypt cost, which those servers then check.
+	return runCLIWith(t, env, hooks{scryptN: testScryptN}, args...)
+}
+
+// runCLIWith is runCLI with the given hooks; hooks{} is the program as
+// shipped (the default scrypt cost).
+func runCLIWith(t *testing.T, env map[string]string, h hooks, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	var out, errOut cliOutput
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = run(ctx, args, envMap(env), &out, &errOut)
+	err = runWith(ctx, args, envMap(env), &out, &errOut, h)
 	return out.String(), errOut.String(), err
 }
 

@@ -37,10 +37,7 @@ func TestReadOnlyRoot(t *testing.T) {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		unavailable("unshare(1)")
 	}
-	bin := filepath.Join(t.TempDir(), "provgate")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := shippedBinary(t)
 	data := t.TempDir()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -43,7 +43,9 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(report(err, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeShipped()
+	os.Exit(code)
 }
 
 // replica is one provgate process.

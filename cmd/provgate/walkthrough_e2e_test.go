@@ -71,11 +71,7 @@ func TestE2EReadmeWalkthrough(t *testing.T) {
 		t.Fatalf("the walkthrough has %d numbered steps, want 9", n)
 	}
 
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "provgate"), ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := filepath.Dir(shippedBinary(t))
 	work := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

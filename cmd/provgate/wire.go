@@ -86,7 +86,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	// Event streams, and the relay that carries events between replicas
 	// sharing a PostgreSQL database (docs/design.md §13).
 	hub := stream.New(stream.Options{Bus: bus, Logger: logger, Buffer: cfg.EventBuffer, MaxPerPrincipal: cfg.EventStreams,
-		FlushInterval: flushInterval(cfg.EventFlush)})
+		FlushInterval: flushInterval(cfg.EventFlush), WriteTimeout: h.streamWriteTimeout})
 	closers = append(closers, hub.Close)
 	var fresh *policydata.Freshness
 	var relay *eventbus.Relay
@@ -108,10 +108,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	// The object service validates plugins with the callback service, which
 	// in turn reads machines and plugins through the object service.
 	var cb *callback.Service
-	hashPassword := auth.HashPassword
-	if h.scryptN != 0 {
-		hashPassword = auth.HashPasswordN(h.scryptN)
-	}
+	hashPassword := h.hashPassword()
 	obj := objects.New(st, objects.Options{
 		Kinds: kinds, Bus: bus, Logger: logger, HashPassword: hashPassword, NewSecret: auth.NewSecret, SecureKey: secureKey,
 		Providers: []string{callback.ProviderName}, ValidatePlugin: func(p *backend.Plugin) []string { return cb.Configure(p) },
