@@ -37,6 +37,11 @@ const (
 const (
 	DefaultTimeout = 7200 // seconds, callbacks and json-token auths
 	DefaultMethod  = "POST"
+	// MaxRetry bounds Retry of a callback or json-token auth: with Delay 0
+	// and a target that fails at once, every retry is an outbound request
+	// and an attempt record, so one callbackDo must not be able to ask for
+	// millions of them within its Timeout (docs/design.md §12.1).
+	MaxRetry = 100
 )
 
 // Callback is one entry of callback/callbacks (docs/design.md §12.1).
@@ -301,6 +306,7 @@ func validateCallback(p *problems, name string, c *Callback, auths map[string]*A
 		}
 	}
 	nonNegative(p, where, "Retry", c.Retry)
+	atMost(p, where, "Retry", c.Retry, MaxRetry)
 	nonNegative(p, where, "Delay", c.Delay)
 	nonNegative(p, where, "Timeout", c.Timeout)
 	for _, a := range authList(c) {
@@ -346,6 +352,7 @@ func validateAuth(p *problems, name string, a *Auth, opts ValidateOptions) {
 		p.add("%s: unknown AuthType %q (basic, json-token or exec)", where, a.AuthType)
 	}
 	nonNegative(p, where, "Retry", a.Retry)
+	atMost(p, where, "Retry", a.Retry, MaxRetry)
 	nonNegative(p, where, "Delay", a.Delay)
 	nonNegative(p, where, "Timeout", a.Timeout)
 }
@@ -353,6 +360,12 @@ func validateAuth(p *problems, name string, a *Auth, opts ValidateOptions) {
 func nonNegative(p *problems, where, field string, v int) {
 	if v < 0 {
 		p.add("%s: %s must not be negative", where, field)
+	}
+}
+
+func atMost(p *problems, where, field string, v, max int) {
+	if v > max {
+		p.add("%s: %s %d is more than %d", where, field, v, max)
 	}
 }
 

@@ -235,6 +235,7 @@ func TestE2ECallback(t *testing.T) {
 				{"no_url", map[string]any{"x": map[string]any{"Method": "POST"}}, nil, []string{`callback "x": Url is required`}},
 				{"bad_method", map[string]any{"x": map[string]any{"Url": "http://127.0.0.1/x", "Method": "FETCH"}}, nil, []string{"invalid Method"}},
 				{"retries_typo", map[string]any{"x": map[string]any{"Url": "http://127.0.0.1/x", "Retries": 3}}, nil, []string{`unknown field "Retries"`, `"Retry"`}},
+				{"endless_retries", map[string]any{"x": map[string]any{"Url": "http://127.0.0.1/x", "Retry": 1000000}}, nil, []string{`callback "x": Retry 1000000 is more than 100`}},
 				{"missing_auth", map[string]any{"x": map[string]any{"Url": "http://127.0.0.1/x", "Auth": "nope"}}, nil, []string{`auth "nope" is not defined`}},
 				{"exec_outside_dir", map[string]any{"x": map[string]any{"Url": "http://127.0.0.1/x", "Auth": "ex"}},
 					map[string]any{"ex": map[string]any{"AuthType": "exec", "Path": outside}}, []string{`auth "ex"`, "exec Path is not an executable file inside the allowed exec directory"}},
