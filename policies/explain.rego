@@ -32,6 +32,39 @@ import data.provgate.tenancy
 #   order) and vetoes (consulted only when everything before allows).
 # entrypoint: true
 trail := {
+	"tenant": {
+		"tenants": [t | t := data.provgate.user_tenant[input.principal.name]],
+		"hidden": false,
+		"hidden_by": [],
+		"other_machine": false,
+	},
+	"license": license_step,
+	"claims": [{
+		"claim": {"scope": w.scope, "action": w.action, "specific": w.specific},
+		"held": true,
+		"licensed": true,
+		"covered_by": plain_covered_by(w),
+		"token_roles": {"restricted": false, "covered_by": []},
+		"restriction": {"restricted": false, "covered": true},
+		"own_credential": false,
+		"granted_by": [],
+	} |
+		some w in input.required
+	],
+	"vetoes_consulted": true,
+	"vetoes": [],
+} if {
+	# A request the decision allowed in its one pass
+	# (authz.plainly_allowed): a user's token restricted neither by roles
+	# nor by claims asks for one claim in the wanted form, in a scope that
+	# needs no license, that a role holds, on an object the user's tenant
+	# (if any) shows, and no extension vetoes. Its trail is written from
+	# lookups like the pass's own: the user's tenant, the license, and
+	# what covers the claim; every other step is what the step rules
+	# answer for such a request (the gate has no failures when no claim
+	# needs a license).
+	authz.plainly_allowed
+} else := {
 	"tenant": {"tenants": sort(tenancy.tenant_names), "hidden": false, "hidden_by": [], "other_machine": false},
 	"license": license_step,
 	"claims": [{
@@ -63,6 +96,45 @@ trail := {
 	"vetoes_consulted": vetoes_consulted,
 	"vetoes": veto_steps,
 }
+
+# plain_covered_by(w): covered_by for the wanted claim w of a request
+# authz.plainly_allowed allowed (user_covers_one, with each role's claims
+# matched by lookups as claims.covers_one matches them: the exact action
+# key, else the first fallback key present).
+plain_covered_by(w) := ({{"source": "self", "role": "", "claim": ""} | grants.self_holds_one(w)} | plain_role_covers(w)) | {{"source": "claim", "role": "", "claim": dc} |
+	some dc in input.principal.claims
+	claims.covers_one(claims.compile(dc), w)
+}
+
+# plain_role_covers(w): the claims of the user's roles covering w, each
+# with its role (as user_covers_one names them). A claim's node covers
+# w's specific when it names every object or that key (claims.wanted_in);
+# an empty specific (lists, creates) is covered by any node.
+plain_role_covers(w) := {{"source": "role", "role": name, "claim": object.get(r, ["claims", i], "")} |
+	keys := array.concat([w.action], w.fallback)
+	roles := data.provgate.roles
+	some name in input.principal.roles
+	r := roles[name]
+	some i, g in role_claims(r, name)
+	actions := g[w.scope]
+	n := [x | some k in keys; x := actions[k]][0]
+	object.get(n.keys, w.specific, n.all)
+} if {
+	w.specific != ""
+} else := {{"source": "role", "role": name, "claim": object.get(r, ["claims", i], "")} |
+	keys := array.concat([w.action], w.fallback)
+	roles := data.provgate.roles
+	some name in input.principal.roles
+	r := roles[name]
+	some i, g in role_claims(r, name)
+	actions := g[w.scope]
+	_ = [x | some k in keys; x := actions[k]][0]
+}
+
+# role_claims(r, name): grants.role(name), for the role r already read.
+role_claims(r, name) := compiled if {
+	compiled := r.compiled
+} else := grants.plain_role[name]
 
 # Booleans of rules that are true or undefined (an undefined argument
 # would leave a whole call undefined, so each gets its own rule).

@@ -179,3 +179,102 @@ test_role_diff_equal_roles_empty if {
 	d := data.provgate.explain.role_diff([c("machines", "*", "*")], [c("machines", "*", "*")]) with data.provgate.scopes as fixtures.scopes
 	d == {"only_a": [], "only_b": []}
 }
+
+# Roles in the form policies.NewData stores them (claims, compiled,
+# index), tenants with member sets: the one pass of the decision
+# (authz.plainly_allowed) allows, and the trail written from its lookups
+# is the trail the steps give.
+indexed_role(cs, compiled, index) := {"claims": cs, "compiled": compiled, "index": index}
+
+node(keys) := {"all": false, "keys": {k: true | some k in keys}}
+
+every_key := {"all": true, "keys": {}}
+
+plain_world := object.union(fixtures.data_licensed, {
+	"roles": {
+		"params": indexed_role(
+			[c("machines", "get,update:/Params", "m1,m3")],
+			[{"machines": {"get": node(["m1", "m3"]), "update:/Params": node(["m1", "m3"])}}],
+			{"machines": {"get": node(["m1", "m3"]), "update:/Params": node(["m1", "m3"])}},
+		),
+		"wide": indexed_role(
+			[c("machines", "update", "*")],
+			[{"machines": {"update": every_key}}],
+			{"machines": {"update": every_key}},
+		),
+		"m3getter": indexed_role(
+			[c("machines", "get", "m3"), c("pools", "get", "p1")],
+			[{"machines": {"get": node(["m3"])}}, {"pools": {"get": node(["p1"])}}],
+			{"machines": {"get": node(["m3"])}, "pools": {"get": node(["p1"])}},
+		),
+		"lister": indexed_role(
+			[c("machines", "list", "m1")],
+			[{"machines": {"list": node(["m1"])}}],
+			{"machines": {"list": node(["m1"])}},
+		),
+		"alllister": indexed_role(
+			[c("machines", "list", "*")],
+			[{"machines": {"list": every_key}}],
+			{"machines": {"list": every_key}},
+		),
+		"usersget": indexed_role(
+			[c("users", "get", "*")],
+			[{"users": {"get": every_key}}],
+			{"users": {"get": every_key}},
+		),
+	},
+	"tenants": {"t2": {"members": {"machines": ["m3"]}, "member_set": {"machines": {"m3": true}}, "users": ["tom"]}},
+	"user_tenant": {"tom": "t2"},
+})
+
+plain_user(name, roles) := object.union(fixtures.user(name, roles), {"token_roles": null})
+
+wanted(scope, action, specific, base, fallback) := object.union(c(scope, action, specific), {"base": base, "fallback": fallback})
+
+plain_request(principal, w, key) := object.union(fixtures.request(principal, [w]), {"object": {"scope": w.scope, "key": key}})
+
+plainly(world, request_) if {
+	data.provgate.authz.plainly_allowed with input as request_
+		with data.provgate.roles as world.roles
+		with data.provgate.tenants as world.tenants
+		with data.provgate.user_tenant as world.user_tenant
+		with data.provgate.machine_tenants as world.machine_tenants
+		with data.provgate.license as world.license
+		with data.provgate.scopes as world.scopes
+}
+
+test_plainly_allowed_trail_is_the_steps_trail if {
+	params_bar := wanted("machines", "update:/Params/bar", "m3", "update", ["update:/Params", "update:", "update"])
+	get_m3 := wanted("machines", "get", "m3", "get", [])
+	direct := object.union(plain_user("noel", ["params"]), {"claims": [c("machines", "get", "*")]})
+	unlicensed := object.union(plain_world, {"license": {"valid": false, "features": []}})
+	every case in [
+		# Two roles cover through fallback keys, a third does not.
+		[plain_world, plain_request(plain_user("tom", ["params", "wide", "m3getter"]), params_bar, "m3")],
+		[plain_world, plain_request(plain_user("tom", ["params", "m3getter", "nosuchrole"]), get_m3, "m3")],
+		[unlicensed, plain_request(plain_user("tom", ["params", "m3getter"]), get_m3, "m3")],
+		# An empty specific (a list) is covered by a node of any key.
+		[plain_world, fixtures.request(plain_user("noel", ["lister", "alllister"]), [wanted("machines", "list", "", "list", [])])],
+		# A direct claim and a self claim cover beside a role.
+		[plain_world, plain_request(direct, wanted("machines", "get", "m1", "get", []), "m1")],
+		[plain_world, plain_request(plain_user("tom", ["usersget"]), wanted("users", "get", "tom", "get", []), "tom")],
+	] {
+		[world, req] := case
+		plainly(world, req)
+		x := explain(world, req)
+		x.decision.allow
+		x.trail == steps_trail(world, req)
+		count(x.trail.claims[0].covered_by) > 0
+	}
+}
+
+# The covers named for the first case.
+test_plainly_allowed_trail_names_each_covering_role if {
+	params_bar := wanted("machines", "update:/Params/bar", "m3", "update", ["update:/Params", "update:", "update"])
+	x := explain(plain_world, plain_request(plain_user("tom", ["params", "wide", "m3getter"]), params_bar, "m3"))
+	x.trail.claims[0].covered_by == {
+		{"source": "role", "role": "params", "claim": c("machines", "get,update:/Params", "m1,m3")},
+		{"source": "role", "role": "wide", "claim": c("machines", "update", "*")},
+	}
+	x.trail.tenant.tenants == ["t2"]
+}

@@ -23,15 +23,20 @@ deny contains "vetoed" if {
 }
 `
 
-// authz.plainly_allowed decides the common request in one pass; outcome
-// decides every request step by step. Wherever the pass allows, outcome
-// must allow too, so the decision equals outcome for every request that
-// is not a list. Compared here over principals (tenants, token roles,
-// restrictions, machines, vetoes), objects the tenant lists or hides,
-// wanted claims of every form, and both licenses; the pass must also
-// actually decide some of them, or the comparison would say nothing.
-func TestPlainlyAllowedAgreesWithOutcome(t *testing.T) {
-	ctx := context.Background()
+// plainWorld is the world both one-pass comparisons run over: roles,
+// tenants, the principals, wanted claims and objects, and the embedded
+// policy compiled with an extension that vetoes.
+type plainWorld struct {
+	compiler   *ast.Compiler
+	roles      []backend.Role
+	tenants    []backend.Tenant
+	principals []policies.Principal
+	wanted     []backend.Claim
+	objects    []*policies.Object
+}
+
+func newPlainWorld(t *testing.T) plainWorld {
+	t.Helper()
 	roles := []backend.Role{
 		{Name: "superuser", Claims: []backend.Claim{claim("*", "*", "*")}},
 		{Name: "params", Claims: []backend.Claim{claim("machines", "get,list,update:/Params", "m1,m2,m3"), claim("pools", "*", "p1")}},
@@ -48,7 +53,7 @@ func TestPlainlyAllowedAgreesWithOutcome(t *testing.T) {
 	}
 	var principals []policies.Principal
 	for _, name := range []string{"tina", "tom", "una", "noel", "vera"} {
-		for _, rs := range [][]string{{"superuser"}, {"params", "exact"}, {"exact", "actions"}, {"rbac", "users"}, {"empty", "missing"}} {
+		for _, rs := range [][]string{{"superuser"}, {"params", "exact"}, {"exact", "actions"}, {"rbac", "users"}, {"empty", "missing"}, {"params", "superuser"}} {
 			principals = append(principals, user(name, rs...))
 		}
 	}
@@ -60,6 +65,11 @@ func TestPlainlyAllowedAgreesWithOutcome(t *testing.T) {
 	principals = append(principals, restricted, policies.Principal{Kind: "machine", Name: "m1", MachineToken: "operations"})
 	direct := user("noel")
 	direct.Claims = []backend.Claim{claim("machines", "get", "m1")}
+	principals = append(principals, direct)
+	// Direct claims beside roles: the pass can allow through a role
+	// while a direct claim covers too.
+	direct = user("noel", "params", "exact")
+	direct.Claims = []backend.Claim{claim("machines", "get,update", "m1,m3")}
 	principals = append(principals, direct)
 
 	var wanted []backend.Claim
@@ -88,64 +98,134 @@ func TestPlainlyAllowedAgreesWithOutcome(t *testing.T) {
 	if c.Compile(mods); c.Failed() {
 		t.Fatal(c.Errors)
 	}
+	return plainWorld{compiler: c, roles: roles, tenants: tenants, principals: principals, wanted: wanted, objects: objects}
+}
+
+// prepare prepares query against the world's data with license lic.
+func (w plainWorld) prepare(t *testing.T, lic policies.LicenseData, query string) rego.PreparedEvalQuery {
+	t.Helper()
+	store := inmem.NewFromObject(map[string]any{"provgate": toAny(policies.NewData(w.roles, w.tenants, lic))})
+	pq, err := rego.New(rego.Query(query), rego.Compiler(w.compiler), rego.Store(store)).PrepareForEval(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pq
+}
+
+// each calls fn with every sixth request of the world, as a policy input.
+// The sixth is shifted by the principal, so that each claim meets every
+// object (each principal has as many requests as a multiple of six).
+func (w plainWorld) each(t *testing.T, fn func(in policies.Input, value ast.Value)) {
+	t.Helper()
+	n := 0
+	for pi, p := range w.principals {
+		for _, c := range w.wanted {
+			for i, obj := range w.objects {
+				if n++; (n+pi)%6 != 0 {
+					continue
+				}
+				in := request(p, c)
+				in.Object, in.Method = obj, "PATCH"
+				if i%2 == 0 {
+					in.Method = "GET"
+				}
+				if c.Action == "get" && c.Specific == "m2" {
+					// Two claims: never decided by the pass.
+					in.Required = append(in.Required, claim("machines", "get", "m1"))
+				}
+				value, err := inputValue(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fn(in, value)
+			}
+		}
+	}
+}
+
+// authz.plainly_allowed decides the common request in one pass; outcome
+// decides every request step by step. Wherever the pass allows, outcome
+// must allow too, so the decision equals outcome for every request that
+// is not a list. Compared here over principals (tenants, token roles,
+// restrictions, machines, vetoes), objects the tenant lists or hides,
+// wanted claims of every form, and both licenses; the pass must also
+// actually decide some of them, or the comparison would say nothing.
+func TestPlainlyAllowedAgreesWithOutcome(t *testing.T) {
+	ctx := context.Background()
+	world := newPlainWorld(t)
 	for _, lic := range []policies.LicenseData{{Valid: true, Features: []string{"rbac"}}, {}} {
-		store := inmem.NewFromObject(map[string]any{"provgate": toAny(policies.NewData(roles, tenants, lic))})
-		prepare := func(query string) rego.PreparedEvalQuery {
-			pq, err := rego.New(rego.Query(query), rego.Compiler(c), rego.Store(store)).PrepareForEval(ctx)
+		both := world.prepare(t, lic, "x := [data.provgate.authz.decision, data.provgate.authz.outcome]")
+		plain := world.prepare(t, lic, "data.provgate.authz.plainly_allowed")
+		passed, other := 0, 0
+		world.each(t, func(in policies.Input, value ast.Value) {
+			p, obj := in.Principal, in.Object
+			rs, err := both.Eval(ctx, rego.EvalParsedInput(value))
+			if err != nil || len(rs) != 1 {
+				t.Fatalf("%+v: %v %v", in, rs, err)
+			}
+			got := rs[0].Bindings["x"].([]any)
+			if !reflect.DeepEqual(got[0], got[1]) {
+				t.Fatalf("%+v %v %v: decision %v, outcome %v", p, in.Required, obj, got[0], got[1])
+			}
+			rs, err = plain.Eval(ctx, rego.EvalParsedInput(value))
 			if err != nil {
 				t.Fatal(err)
 			}
-			return pq
-		}
-		both, plain := prepare("x := [data.provgate.authz.decision, data.provgate.authz.outcome]"), prepare("data.provgate.authz.plainly_allowed")
-		passed, other, n := 0, 0, 0
-		for _, p := range principals {
-			for _, w := range wanted {
-				for i, obj := range objects {
-					// Every sixth combination, so that each principal,
-					// claim and object still meets the others.
-					if n++; n%6 != 0 {
-						continue
-					}
-					in := request(p, w)
-					in.Object, in.Method = obj, "PATCH"
-					if i%2 == 0 {
-						in.Method = "GET"
-					}
-					if w.Action == "get" && w.Specific == "m2" {
-						// Two claims: never decided by the pass.
-						in.Required = append(in.Required, claim("machines", "get", "m1"))
-					}
-					value, err := inputValue(in)
-					if err != nil {
-						t.Fatal(err)
-					}
-					rs, err := both.Eval(ctx, rego.EvalParsedInput(value))
-					if err != nil || len(rs) != 1 {
-						t.Fatalf("%+v: %v %v", in, rs, err)
-					}
-					got := rs[0].Bindings["x"].([]any)
-					if !reflect.DeepEqual(got[0], got[1]) {
-						t.Fatalf("%+v %v %v: decision %v, outcome %v", p, in.Required, obj, got[0], got[1])
-					}
-					rs, err = plain.Eval(ctx, rego.EvalParsedInput(value))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(rs) == 1 {
-						passed++
-						if d, _ := decisionValue(got[1]); !d.Allow {
-							t.Fatalf("%+v %v %v: plainly allowed, outcome %v", p, in.Required, obj, got[1])
-						}
-					} else {
-						other++
-					}
+			if len(rs) == 1 {
+				passed++
+				if d, _ := decisionValue(got[1]); !d.Allow {
+					t.Fatalf("%+v %v %v: plainly allowed, outcome %v", p, in.Required, obj, got[1])
 				}
+			} else {
+				other++
 			}
-		}
+		})
 		t.Logf("license %v: %d decided by the one pass, %d by outcome alone", lic.Valid, passed, other)
 		if passed < 100 || other < 100 {
 			t.Errorf("license %v: %d decided by the one pass, %d by outcome alone: the comparison needs both", lic.Valid, passed, other)
+		}
+	}
+}
+
+// For every request the one pass allows, the explain trail is written
+// from its lookups (policies/explain.rego); it must be the trail the step
+// rules give (tenant_step, license_step, claim_step, veto_steps). Compared
+// for every request of the world, so that the other written-out trail
+// (an allowed request of an unrestricted token) is compared as well.
+func TestExplainTrailIsTheStepsTrail(t *testing.T) {
+	ctx := context.Background()
+	world := newPlainWorld(t)
+	const query = `x := [data.provgate.explain.trail, {
+		"tenant": data.provgate.explain.tenant_step,
+		"license": data.provgate.explain.license_step,
+		"claims": [data.provgate.explain.claim_step(c) | some c in input.required],
+		"vetoes_consulted": data.provgate.explain.vetoes_consulted,
+		"vetoes": data.provgate.explain.veto_steps,
+	}, {true | data.provgate.authz.plainly_allowed}]`
+	for _, lic := range []policies.LicenseData{{Valid: true, Features: []string{"rbac"}}, {}} {
+		pq := world.prepare(t, lic, query)
+		passed, covers := 0, map[any]int{}
+		world.each(t, func(in policies.Input, value ast.Value) {
+			rs, err := pq.Eval(ctx, rego.EvalParsedInput(value))
+			if err != nil || len(rs) != 1 {
+				t.Fatalf("%+v: %v %v", in, rs, err)
+			}
+			got := rs[0].Bindings["x"].([]any)
+			if !reflect.DeepEqual(got[0], got[1]) {
+				t.Fatalf("%+v %v %v:\ntrail %v\nsteps %v", in.Principal, in.Required, in.Object, got[0], got[1])
+			}
+			if len(got[2].([]any)) == 1 {
+				passed++
+				for _, step := range got[0].(map[string]any)["claims"].([]any) {
+					for _, c := range step.(map[string]any)["covered_by"].([]any) {
+						covers[c.(map[string]any)["source"]]++
+					}
+				}
+			}
+		})
+		t.Logf("license %v: %d trails written for the one pass, naming covers %v", lic.Valid, passed, covers)
+		if passed < 100 || covers["role"] <= passed || covers["self"] == 0 || covers["claim"] == 0 {
+			t.Errorf("license %v: %d trails written for the one pass, %d covers: the comparison needs them", lic.Valid, passed, covers)
 		}
 	}
 }
