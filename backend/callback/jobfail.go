@@ -147,14 +147,15 @@ const claimTimeout = 30 * time.Second
 
 // release hands deliveries claimed by a worker that stopped before sending
 // them back: pending, due at once and no longer leased, for the restarted
-// server or another replica. The claim's attempt stays counted. A release
-// that fails leaves the leases to run out, as after a crash.
+// server or another replica. The claim's attempt stays counted, and the
+// last error stays the last send's. A release that fails leaves the leases
+// to run out, as after a crash.
 func (s *Service) release(worker context.Context, ds []backend.Delivery) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(worker), claimTimeout)
 	defer cancel()
 	now := s.opts.Now()
 	for _, d := range ds {
-		if err := s.opts.Store.FinishDelivery(ctx, d.ID, backend.DeliveryPending, "server stopped before sending", now); err != nil {
+		if err := s.opts.Store.FinishDelivery(ctx, d.ID, backend.DeliveryPending, d.LastError, now); err != nil {
 			s.log.Warn("callback: releasing a delivery failed", "delivery", d.ID, "err", err)
 		}
 	}
