@@ -892,6 +892,39 @@ func TestJobFail(t *testing.T) {
 			t.Errorf("%+v", d)
 		}
 	})
+	t.Run("a worker stopped between claim and send hands the delivery back", func(t *testing.T) {
+		rc := newReceiver(t, nil)
+		worker, stop := context.WithCancel(context.Background())
+		claims := &stopOnClaim{stop: stop}
+		e := newEnv(t, func(o *Options) {
+			claims.fakeStore = o.Store.(*fakeStore)
+			o.Store = claims
+		})
+		e.plugins.list = []*backend.Plugin{plugin(map[string]any{JobFail: map[string]any{"Url": rc.URL}}, nil)}
+		if err := e.svc.JobChanged(context.Background(), testJob(backend.JobRunning), testJob(backend.JobFailed)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.WorkOnce(worker); err != nil && worker.Err() == nil {
+			t.Fatal(err)
+		}
+		if n := len(rc.requests()); n != 0 {
+			t.Fatalf("the stopped worker sent %d requests", n)
+		}
+		d := e.store.deliveries[0]
+		if d.State != backend.DeliveryPending || d.LeaseUntil.After(time.Now()) || d.NextAt.After(time.Now()) {
+			t.Fatalf("after the stopped worker's claim: state %s, leased until %s, due %s; want pending, unleased, due now",
+				d.State, d.LeaseUntil, d.NextAt)
+		}
+		// The restarted server's worker sends it at once, not after the
+		// lease.
+		claims.stop = func() {}
+		if n, err := e.svc.WorkOnce(context.Background()); n != 1 || err != nil {
+			t.Fatalf("the next claim took %d deliveries (%v), want 1", n, err)
+		}
+		if n := len(rc.requests()); n != 1 || d.State != backend.DeliveryDone {
+			t.Fatalf("%d requests, delivery %s; want 1, done", n, d.State)
+		}
+	})
 	t.Run("RunWorker stops with ctx", func(t *testing.T) {
 		rc := newReceiver(t, nil)
 		e := newEnv(t, nil)

@@ -89,6 +89,24 @@ func (f *fakeStore) ClaimDeliveries(_ context.Context, n int, lease time.Duratio
 	return out, nil
 }
 
+// stopOnClaim stops the worker while its claim commits: the claim is
+// written, and the answer is the context's end when the context given has
+// ended, as the PostgreSQL driver answers when the context ends with the
+// COMMIT in flight.
+type stopOnClaim struct {
+	*fakeStore
+	stop func()
+}
+
+func (s *stopOnClaim) ClaimDeliveries(ctx context.Context, n int, lease time.Duration) ([]backend.Delivery, error) {
+	s.stop()
+	ds, err := s.fakeStore.ClaimDeliveries(ctx, n, lease)
+	if err == nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return ds, err
+}
+
 func (f *fakeStore) FinishDelivery(_ context.Context, id int64, state backend.DeliveryState, lastErr string, nextAt time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

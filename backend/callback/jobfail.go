@@ -114,9 +114,24 @@ func (s *Service) WorkOnce(ctx context.Context) (int, error) {
 	if s.opts.Store == nil {
 		return 0, errors.New("callback: no delivery store configured")
 	}
-	ds, err := s.opts.Store.ClaimDeliveries(ctx, s.opts.WorkerBatch, s.opts.DeliveryLease)
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	// The claim is not cut short by a stopping worker: a claim whose
+	// context ends while its COMMIT is in flight may be written yet answer
+	// an error (the PostgreSQL driver gives up on the answer), and its
+	// leases would keep the deliveries from everyone, unsent, until they
+	// run out. A claim that finishes is known, and a stopping worker hands
+	// its deliveries back below (docs/design.md §12.9).
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	ds, err := s.opts.Store.ClaimDeliveries(claimCtx, s.opts.WorkerBatch, s.opts.DeliveryLease)
+	cancel()
 	if err != nil {
 		return 0, err
+	}
+	if ctx.Err() != nil {
+		s.release(ctx, ds)
+		return len(ds), nil
 	}
 	var wg sync.WaitGroup
 	for _, d := range ds {
@@ -124,6 +139,26 @@ func (s *Service) WorkOnce(ctx context.Context) (int, error) {
 	}
 	wg.Wait()
 	return len(ds), nil
+}
+
+// claimTimeout bounds a claim, which a stopping worker does not cancel,
+// and a stopping worker's release of what it claimed.
+const claimTimeout = 30 * time.Second
+
+// release hands deliveries claimed by a worker that stopped before sending
+// them back: pending, due at once and no longer leased, for the restarted
+// server or another replica. The claim's attempt stays counted, and the
+// last error stays the last send's. A release that fails leaves the leases
+// to run out, as after a crash.
+func (s *Service) release(worker context.Context, ds []backend.Delivery) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(worker), claimTimeout)
+	defer cancel()
+	now := s.opts.Now()
+	for _, d := range ds {
+		if err := s.opts.Store.FinishDelivery(ctx, d.ID, backend.DeliveryPending, d.LastError, now); err != nil {
+			s.log.Warn("callback: releasing a delivery failed", "delivery", d.ID, "err", err)
+		}
+	}
 }
 
 func (s *Service) deliver(worker context.Context, d backend.Delivery) {

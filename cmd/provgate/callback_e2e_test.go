@@ -679,7 +679,14 @@ func TestE2ECallbackJobfail(t *testing.T) {
 				failJob(t, s, u)
 				s.Stop()
 				s2 := startE2EIn(t, db, dir, receiverArgs...)
-				rc.waitFor(t, "/jobfail", 1, 10*time.Second)
+				deadline := time.Now().Add(10 * time.Second)
+				for len(rc.on("/jobfail")) < 1 {
+					if time.Now().After(deadline) {
+						t.Fatalf("jobfail not delivered within 10s of the restart\nfirst server's stderr:\n%s\nrestarted server's stderr:\n%s",
+							s.Stderr.String(), s2.Stderr.String())
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
 				s2.WorkerRounds(t)
 				if n := len(rc.on("/jobfail")); n != 1 {
 					t.Fatalf("jobfail sent %d times, want 1", n)
