@@ -113,6 +113,27 @@ func ActionFallback(key string) []string {
 	return append(out, "update")
 }
 
+// IndexNode is one entry of a role's index: the union of the nodes its
+// claims match for one action key, and which claims (positions in the
+// role's Claims) feed it, so that what covers a wanted claim is named by
+// lookup (docs/design.md §9.8).
+type IndexNode struct {
+	// All: some claim names every object of the scope.
+	All bool `json:"all"`
+	// Keys are the listed specifics, each with the positions of the
+	// claims listing it (never empty, so a listed key reads as true).
+	Keys map[string][]int `json:"keys"`
+	// AllBy are the positions of the claims naming every object.
+	AllBy []int `json:"all_by"`
+	// By are the positions of every claim matched for the key (those
+	// covering a wanted claim with an empty specific: lists, creates).
+	By []int `json:"by"`
+}
+
+// Index is a role's claims merged by IndexClaims: scope → action key →
+// IndexNode.
+type Index map[string]map[string]IndexNode
+
 // IndexClaims merges the compiled claims of one role into a single
 // scope → action key → specifics map that decides a one-action,
 // one-specific wanted claim exactly as trying the claims one by one does.
@@ -123,29 +144,34 @@ func ActionFallback(key string) []string {
 // that one, so each claim matches w exactly as it matches it. A union of
 // specifics covers one specific when some claim's does; wanted claims
 // naming several actions or specifics need one single claim to cover them
-// all and are not decided with the index.
-func IndexClaims(compiled []CompiledClaim) CompiledClaim {
-	out := CompiledClaim{}
+// all and are not decided with the index. Each entry also records which
+// claims (their positions in compiled) it merged, by what they name.
+func IndexClaims(compiled []CompiledClaim) Index {
+	out := Index{}
 	for _, c := range compiled {
 		for scope, actions := range c {
 			if out[scope] == nil {
-				out[scope] = map[string]SpecNode{}
+				out[scope] = map[string]IndexNode{}
 			}
 			for key := range actions {
-				out[scope][key] = SpecNode{Keys: map[string]bool{}}
+				out[scope][key] = IndexNode{Keys: map[string][]int{}, AllBy: []int{}, By: []int{}}
 			}
 		}
 	}
 	for scope, keys := range out {
 		for key, merged := range keys {
-			for _, c := range compiled {
+			for i, c := range compiled {
 				n, ok := matchKey(c[scope], key)
 				if !ok {
 					continue
 				}
-				merged.All = merged.All || n.All
+				merged.By = append(merged.By, i)
+				if n.All {
+					merged.All = true
+					merged.AllBy = append(merged.AllBy, i)
+				}
 				for k := range n.Keys {
-					merged.Keys[k] = true
+					merged.Keys[k] = append(merged.Keys[k], i)
 				}
 			}
 			keys[key] = merged

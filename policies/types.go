@@ -174,8 +174,9 @@ type RoleData struct {
 	// the policy compiles Claims itself.
 	Compiled []CompiledClaim `json:"compiled,omitempty"`
 	// Index answers "does this role hold action key k on scope s" with one
-	// lookup (see IndexClaims). When absent the policy walks Compiled.
-	Index CompiledClaim `json:"index,omitempty"`
+	// lookup (see IndexClaims), and which claims grant it. When absent
+	// the policy walks Compiled.
+	Index Index `json:"index,omitempty"`
 }
 
 // TenantData is one tenant as the policy sees it.
