@@ -121,7 +121,8 @@ type IndexNode struct {
 	// All: some claim names every object of the scope.
 	All bool `json:"all"`
 	// Keys are the listed specifics, each with the positions of the
-	// claims listing it (never empty, so a listed key reads as true).
+	// claims covering it: those listing it and those naming every object
+	// (never empty, so a listed key reads as true).
 	Keys map[string][]int `json:"keys"`
 	// AllBy are the positions of the claims naming every object.
 	AllBy []int `json:"all_by"`
@@ -174,7 +175,30 @@ func IndexClaims(compiled []CompiledClaim) Index {
 					merged.Keys[k] = append(merged.Keys[k], i)
 				}
 			}
+			// A claim naming every object covers each listed key too.
+			for k, ps := range merged.Keys {
+				merged.Keys[k] = mergePositions(ps, merged.AllBy)
+			}
 			keys[key] = merged
+		}
+	}
+	return out
+}
+
+// mergePositions is the sorted union of two sorted position lists.
+func mergePositions(a, b []int) []int {
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		switch {
+		case len(b) == 0 || (len(a) > 0 && a[0] < b[0]):
+			out, a = append(out, a[0]), a[1:]
+		case len(a) == 0 || b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
 		}
 	}
 	return out

@@ -110,21 +110,20 @@ plain_covered_by(w) := ({{"source": "self", "role": "", "claim": ""} | grants.se
 # with its role (as user_covers_one names them). A role's index entry for
 # w (the exact action key, else the first fallback key present, as
 # claims.covers_one looks it up) names the claims it merged
-# (policies.IndexClaims): those naming every object (all_by) or w's
-# specific (keys) cover it, and an empty specific (lists, creates) is
-# covered by every one of them (by; claims.wanted_in). A role without such
+# (policies.IndexClaims): keys[s] those covering specific s (listing it
+# or naming every object), all_by those naming every object (which alone
+# cover a specific no claim lists), by all of them (an empty specific,
+# lists and creates, is covered by any; claims.wanted_in). A role without
 # an index (data written by hand) has its claims matched one by one.
-plain_role_covers(w) := indexed_role_covers(w) | walked_role_covers(w)
-
-indexed_role_covers(w) := {{"source": "role", "role": name, "claim": r.claims[i]} |
+plain_role_covers(w) := {{"source": "role", "role": name, "claim": r.claims[i]} |
 	keys := array.concat([w.action], w.fallback)
 	roles := data.provgate.roles
 	some name in input.principal.roles
 	r := roles[name]
 	actions := r.index[w.scope]
 	n := [x | some k in keys; x := actions[k]][0]
-	some i in array.concat(n.all_by, object.get(n.keys, w.specific, []))
-} if {
+	some i in object.get(n.keys, w.specific, n.all_by)
+} | walked_role_covers(w) if {
 	w.specific != ""
 } else := {{"source": "role", "role": name, "claim": r.claims[i]} |
 	keys := array.concat([w.action], w.fallback)
@@ -134,31 +133,18 @@ indexed_role_covers(w) := {{"source": "role", "role": name, "claim": r.claims[i]
 	actions := r.index[w.scope]
 	n := [x | some k in keys; x := actions[k]][0]
 	some i in n.by
-}
+} | walked_role_covers(w)
 
 walked_role_covers(w) := {{"source": "role", "role": name, "claim": object.get(r, ["claims", i], "")} |
 	keys := array.concat([w.action], w.fallback)
 	roles := data.provgate.roles
 	some name in input.principal.roles
 	r := roles[name]
-	not claims_indexed(r, w.scope)
+	not r.index
 	some i, g in role_claims(r, name)
 	actions := g[w.scope]
 	n := [x | some k in keys; x := actions[k]][0]
 	claims.wanted_in(n, w)
-}
-
-# claims_indexed(r, scope): the role's index names the claims granting
-# each of its entries in scope, or holds nothing there (no claim of the
-# role names the scope).
-claims_indexed(r, scope) if {
-	r.index
-	not r.index[scope]
-}
-
-claims_indexed(r, scope) if {
-	some n in r.index[scope]
-	is_array(n.by)
 }
 
 # role_claims(r, name): grants.role(name), for the role r already read.
