@@ -273,6 +273,7 @@ func (d Data) Normalized() Data {
 		}
 		out.Roles[name] = r
 	}
+	out.RolesIndexed = true
 	out.Tenants = make(map[string]TenantData, len(d.Tenants))
 	for name, t := range d.Tenants {
 		if t.Members == nil {

@@ -107,40 +107,40 @@ plain_covered_by(w) := ({{"source": "self", "role": "", "claim": ""} | grants.se
 }
 
 # plain_role_covers(w): the claims of the user's roles covering w, each
-# with its role (as user_covers_one names them). A role's index entry for
-# w (the exact action key, else the first fallback key present, as
-# claims.covers_one looks it up) names the claims it merged
-# (policies.IndexClaims): keys[s] those covering specific s (listing it
-# or naming every object), all_by those naming every object (which alone
-# cover a specific no claim lists), by all of them (an empty specific,
-# lists and creates, is covered by any; claims.wanted_in). A role without
-# an index (data written by hand) has its claims matched one by one.
+# with its role (as user_covers_one names them). Where every role has an
+# index (data.provgate.roles_indexed, policies.Data.Normalized), they are
+# read from it (policies.IndexClaims): the entry of each of w's keys (its
+# action and fallback keys) names the claims it merged, keys[s] those
+# covering specific s (listing it or naming every object), all_by those
+# naming every object (which alone cover a specific no claim lists), by
+# all of them (an empty specific, lists and creates, is covered by any;
+# claims.wanted_in). A claim has the same specifics for each of its
+# actions (policies.CompileClaim), so whichever of w's keys it holds
+# first, claims.covers_one finds that node: the claims named for any of
+# w's keys are exactly those covering w. Otherwise (data written by hand)
+# each claim is matched as claims.covers_one matches it: the exact action
+# key, else the first fallback key present.
 plain_role_covers(w) := {{"source": "role", "role": name, "claim": r.claims[i]} |
 	keys := array.concat([w.action], w.fallback)
-	roles := data.provgate.roles
-	some name in input.principal.roles
-	r := roles[name]
-	actions := r.index[w.scope]
-	n := [x | some k in keys; x := actions[k]][0]
-	some i in object.get(n.keys, w.specific, n.all_by)
-} | walked_role_covers(w) if {
+	name := input.principal.roles[_]
+	r := data.provgate.roles[name]
+	n := r.index[w.scope][keys[_]]
+	i := object.get(n.keys, w.specific, n.all_by)[_]
+} if {
+	data.provgate.roles_indexed
 	w.specific != ""
 } else := {{"source": "role", "role": name, "claim": r.claims[i]} |
 	keys := array.concat([w.action], w.fallback)
-	roles := data.provgate.roles
-	some name in input.principal.roles
-	r := roles[name]
-	actions := r.index[w.scope]
-	n := [x | some k in keys; x := actions[k]][0]
-	some i in n.by
-} | walked_role_covers(w)
-
-walked_role_covers(w) := {{"source": "role", "role": name, "claim": object.get(r, ["claims", i], "")} |
+	name := input.principal.roles[_]
+	r := data.provgate.roles[name]
+	i := r.index[w.scope][keys[_]].by[_]
+} if {
+	data.provgate.roles_indexed
+} else := {{"source": "role", "role": name, "claim": object.get(r, ["claims", i], "")} |
 	keys := array.concat([w.action], w.fallback)
 	roles := data.provgate.roles
 	some name in input.principal.roles
 	r := roles[name]
-	not r.index
 	some i, g in role_claims(r, name)
 	actions := g[w.scope]
 	n := [x | some k in keys; x := actions[k]][0]

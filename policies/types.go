@@ -164,6 +164,9 @@ type Data struct {
 	// Scopes are the actions valid in each scope
 	// (backend.Catalog.ScopeActions).
 	Scopes map[string][]string `json:"scopes"`
+	// RolesIndexed says every role has its Index (set by Normalized):
+	// the explain trail then names what covers a claim from the indexes.
+	RolesIndexed bool `json:"roles_indexed,omitempty"`
 }
 
 // RoleData is one role as the policy sees it.
