@@ -124,11 +124,10 @@ type IndexNode struct {
 	// claims covering it: those listing it and those naming every object
 	// (never empty, so a listed key reads as true).
 	Keys map[string][]int `json:"keys"`
-	// AllBy are the positions of the claims naming every object.
+	// AllBy are the positions of the claims naming every object. With
+	// those in Keys, they are every claim merged (those covering a wanted
+	// claim with an empty specific: lists, creates).
 	AllBy []int `json:"all_by"`
-	// By are the positions of every claim matched for the key (those
-	// covering a wanted claim with an empty specific: lists, creates).
-	By []int `json:"by"`
 }
 
 // Index is a role's claims merged by IndexClaims: scope → action key →
@@ -155,7 +154,7 @@ func IndexClaims(compiled []CompiledClaim) Index {
 				out[scope] = map[string]IndexNode{}
 			}
 			for key := range actions {
-				out[scope][key] = IndexNode{Keys: map[string][]int{}, AllBy: []int{}, By: []int{}}
+				out[scope][key] = IndexNode{Keys: map[string][]int{}, AllBy: []int{}}
 			}
 		}
 	}
@@ -166,7 +165,6 @@ func IndexClaims(compiled []CompiledClaim) Index {
 				if !ok {
 					continue
 				}
-				merged.By = append(merged.By, i)
 				if n.All {
 					merged.All = true
 					merged.AllBy = append(merged.AllBy, i)

@@ -112,9 +112,9 @@ plain_covered_by(w) := ({{"source": "self", "role": "", "claim": ""} | grants.se
 # read from it (policies.IndexClaims): the entry of each of w's keys (its
 # action and fallback keys) names the claims it merged, keys[s] those
 # covering specific s (listing it or naming every object), all_by those
-# naming every object (which alone cover a specific no claim lists), by
-# all of them (an empty specific, lists and creates, is covered by any;
-# claims.wanted_in). A claim has the same specifics for each of its
+# naming every object (which alone cover a specific no claim lists); an
+# empty specific (lists, creates) is covered by every claim named there
+# (claims.wanted_in). A claim has the same specifics for each of its
 # actions (policies.CompileClaim), so whichever of w's keys it holds
 # first, claims.covers_one finds that node: the claims named for any of
 # w's keys are exactly those covering w. Otherwise (data written by hand)
@@ -133,7 +133,14 @@ plain_role_covers(w) := {{"source": "role", "role": name, "claim": r.claims[i]} 
 	keys := array.concat([w.action], w.fallback)
 	name := input.principal.roles[_]
 	r := data.provgate.roles[name]
-	i := r.index[w.scope][keys[_]].by[_]
+	n := r.index[w.scope][keys[_]]
+	i := n.all_by[_]
+} | {{"source": "role", "role": name, "claim": r.claims[i]} |
+	keys := array.concat([w.action], w.fallback)
+	name := input.principal.roles[_]
+	r := data.provgate.roles[name]
+	n := r.index[w.scope][keys[_]]
+	i := n.keys[_][_]
 } if {
 	data.provgate.roles_indexed
 } else := {{"source": "role", "role": name, "claim": object.get(r, ["claims", i], "")} |

@@ -189,13 +189,13 @@ indexed_role(cs, compiled, index) := {"claims": cs, "compiled": compiled, "index
 
 # An index entry merging the claims at positions ps, which list keys
 # (policies.IndexClaims).
-node(keys, ps) := {"all": false, "keys": {k: ps | some k in keys}, "all_by": [], "by": ps}
+node(keys, ps) := {"all": false, "keys": {k: ps | some k in keys}, "all_by": []}
 
 compiled_node(keys) := {"all": false, "keys": {k: true | some k in keys}}
 
 every_key := {"all": true, "keys": {}}
 
-every_key_by(ps) := {"all": true, "keys": {}, "all_by": ps, "by": ps}
+every_key_by(ps) := {"all": true, "keys": {}, "all_by": ps}
 
 plain_world := object.union(fixtures.data_licensed, {
 	"roles": {
