@@ -113,6 +113,27 @@ func ActionFallback(key string) []string {
 	return append(out, "update")
 }
 
+// IndexNode is one entry of a role's index: the union of the nodes its
+// claims match for one action key, and which claims (positions in the
+// role's Claims) feed it, so that what covers a wanted claim is named by
+// lookup (docs/design.md §9.8).
+type IndexNode struct {
+	// All: some claim names every object of the scope.
+	All bool `json:"all"`
+	// Keys are the listed specifics, each with the positions of the
+	// claims covering it: those listing it and those naming every object
+	// (never empty, so a listed key reads as true).
+	Keys map[string][]int `json:"keys"`
+	// AllBy are the positions of the claims naming every object. With
+	// those in Keys, they are every claim merged (those covering a wanted
+	// claim with an empty specific: lists, creates).
+	AllBy []int `json:"all_by"`
+}
+
+// Index is a role's claims merged by IndexClaims: scope → action key →
+// IndexNode.
+type Index map[string]map[string]IndexNode
+
 // IndexClaims merges the compiled claims of one role into a single
 // scope → action key → specifics map that decides a one-action,
 // one-specific wanted claim exactly as trying the claims one by one does.
@@ -123,32 +144,59 @@ func ActionFallback(key string) []string {
 // that one, so each claim matches w exactly as it matches it. A union of
 // specifics covers one specific when some claim's does; wanted claims
 // naming several actions or specifics need one single claim to cover them
-// all and are not decided with the index.
-func IndexClaims(compiled []CompiledClaim) CompiledClaim {
-	out := CompiledClaim{}
+// all and are not decided with the index. Each entry also records which
+// claims (their positions in compiled) it merged, by what they name.
+func IndexClaims(compiled []CompiledClaim) Index {
+	out := Index{}
 	for _, c := range compiled {
 		for scope, actions := range c {
 			if out[scope] == nil {
-				out[scope] = map[string]SpecNode{}
+				out[scope] = map[string]IndexNode{}
 			}
 			for key := range actions {
-				out[scope][key] = SpecNode{Keys: map[string]bool{}}
+				out[scope][key] = IndexNode{Keys: map[string][]int{}, AllBy: []int{}}
 			}
 		}
 	}
 	for scope, keys := range out {
 		for key, merged := range keys {
-			for _, c := range compiled {
+			for i, c := range compiled {
 				n, ok := matchKey(c[scope], key)
 				if !ok {
 					continue
 				}
-				merged.All = merged.All || n.All
+				if n.All {
+					merged.All = true
+					merged.AllBy = append(merged.AllBy, i)
+				}
 				for k := range n.Keys {
-					merged.Keys[k] = true
+					merged.Keys[k] = append(merged.Keys[k], i)
 				}
 			}
+			// A claim naming every object covers each listed key too.
+			for k, ps := range merged.Keys {
+				merged.Keys[k] = mergePositions(ps, merged.AllBy)
+			}
 			keys[key] = merged
+		}
+	}
+	return out
+}
+
+// mergePositions is the sorted union of two sorted position lists.
+func mergePositions(a, b []int) []int {
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		switch {
+		case len(b) == 0 || (len(a) > 0 && a[0] < b[0]):
+			out, a = append(out, a[0]), a[1:]
+		case len(a) == 0 || b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
 		}
 	}
 	return out
@@ -223,6 +271,7 @@ func (d Data) Normalized() Data {
 		}
 		out.Roles[name] = r
 	}
+	out.RolesIndexed = true
 	out.Tenants = make(map[string]TenantData, len(d.Tenants))
 	for name, t := range d.Tenants {
 		if t.Members == nil {

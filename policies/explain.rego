@@ -107,20 +107,42 @@ plain_covered_by(w) := ({{"source": "self", "role": "", "claim": ""} | grants.se
 }
 
 # plain_role_covers(w): the claims of the user's roles covering w, each
-# with its role (as user_covers_one names them). A claim's node covers
-# w's specific when it names every object or that key (claims.wanted_in);
-# an empty specific (lists, creates) is covered by any node.
-plain_role_covers(w) := {{"source": "role", "role": name, "claim": object.get(r, ["claims", i], "")} |
+# with its role (as user_covers_one names them). Where every role has an
+# index (data.provgate.roles_indexed, policies.Data.Normalized), they are
+# read from it (policies.IndexClaims): the entry of each of w's keys (its
+# action and fallback keys) names the claims it merged, keys[s] those
+# covering specific s (listing it or naming every object), all_by those
+# naming every object (which alone cover a specific no claim lists); an
+# empty specific (lists, creates) is covered by every claim named there
+# (claims.wanted_in). A claim has the same specifics for each of its
+# actions (policies.CompileClaim), so whichever of w's keys it holds
+# first, claims.covers_one finds that node: the claims named for any of
+# w's keys are exactly those covering w. Otherwise (data written by hand)
+# each claim is matched as claims.covers_one matches it: the exact action
+# key, else the first fallback key present.
+plain_role_covers(w) := {{"source": "role", "role": name, "claim": r.claims[i]} |
 	keys := array.concat([w.action], w.fallback)
-	roles := data.provgate.roles
-	some name in input.principal.roles
-	r := roles[name]
-	some i, g in role_claims(r, name)
-	actions := g[w.scope]
-	n := [x | some k in keys; x := actions[k]][0]
-	object.get(n.keys, w.specific, n.all)
+	name := input.principal.roles[_]
+	r := data.provgate.roles[name]
+	n := r.index[w.scope][keys[_]]
+	i := object.get(n.keys, w.specific, n.all_by)[_]
 } if {
+	data.provgate.roles_indexed
 	w.specific != ""
+} else := {{"source": "role", "role": name, "claim": r.claims[i]} |
+	keys := array.concat([w.action], w.fallback)
+	name := input.principal.roles[_]
+	r := data.provgate.roles[name]
+	n := r.index[w.scope][keys[_]]
+	i := n.all_by[_]
+} | {{"source": "role", "role": name, "claim": r.claims[i]} |
+	keys := array.concat([w.action], w.fallback)
+	name := input.principal.roles[_]
+	r := data.provgate.roles[name]
+	n := r.index[w.scope][keys[_]]
+	i := n.keys[_][_]
+} if {
+	data.provgate.roles_indexed
 } else := {{"source": "role", "role": name, "claim": object.get(r, ["claims", i], "")} |
 	keys := array.concat([w.action], w.fallback)
 	roles := data.provgate.roles
@@ -128,7 +150,8 @@ plain_role_covers(w) := {{"source": "role", "role": name, "claim": object.get(r,
 	r := roles[name]
 	some i, g in role_claims(r, name)
 	actions := g[w.scope]
-	_ = [x | some k in keys; x := actions[k]][0]
+	n := [x | some k in keys; x := actions[k]][0]
+	claims.wanted_in(n, w)
 }
 
 # role_claims(r, name): grants.role(name), for the role r already read.

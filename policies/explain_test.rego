@@ -14,6 +14,7 @@ explain(world, request_) := out if {
 		with data.provgate.machine_tenants as world.machine_tenants
 		with data.provgate.license as world.license
 		with data.provgate.scopes as world.scopes
+		with data.provgate.roles_indexed as object.get(world, "roles_indexed", false)
 }
 
 on_object(req, scope, key) := object.union(req, {"object": {"scope": scope, "key": key}})
@@ -186,42 +187,50 @@ test_role_diff_equal_roles_empty if {
 # is the trail the steps give.
 indexed_role(cs, compiled, index) := {"claims": cs, "compiled": compiled, "index": index}
 
-node(keys) := {"all": false, "keys": {k: true | some k in keys}}
+# An index entry merging the claims at positions ps, which list keys
+# (policies.IndexClaims).
+node(keys, ps) := {"all": false, "keys": {k: ps | some k in keys}, "all_by": []}
+
+compiled_node(keys) := {"all": false, "keys": {k: true | some k in keys}}
 
 every_key := {"all": true, "keys": {}}
+
+every_key_by(ps) := {"all": true, "keys": {}, "all_by": ps}
 
 plain_world := object.union(fixtures.data_licensed, {
 	"roles": {
 		"params": indexed_role(
 			[c("machines", "get,update:/Params", "m1,m3")],
-			[{"machines": {"get": node(["m1", "m3"]), "update:/Params": node(["m1", "m3"])}}],
-			{"machines": {"get": node(["m1", "m3"]), "update:/Params": node(["m1", "m3"])}},
+			[{"machines": {"get": compiled_node(["m1", "m3"]), "update:/Params": compiled_node(["m1", "m3"])}}],
+			{"machines": {"get": node(["m1", "m3"], [0]), "update:/Params": node(["m1", "m3"], [0])}},
 		),
 		"wide": indexed_role(
 			[c("machines", "update", "*")],
 			[{"machines": {"update": every_key}}],
-			{"machines": {"update": every_key}},
+			{"machines": {"update": every_key_by([0])}},
 		),
 		"m3getter": indexed_role(
 			[c("machines", "get", "m3"), c("pools", "get", "p1")],
-			[{"machines": {"get": node(["m3"])}}, {"pools": {"get": node(["p1"])}}],
-			{"machines": {"get": node(["m3"])}, "pools": {"get": node(["p1"])}},
+			[{"machines": {"get": compiled_node(["m3"])}}, {"pools": {"get": compiled_node(["p1"])}}],
+			{"machines": {"get": node(["m3"], [0])}, "pools": {"get": node(["p1"], [1])}},
 		),
 		"lister": indexed_role(
 			[c("machines", "list", "m1")],
-			[{"machines": {"list": node(["m1"])}}],
-			{"machines": {"list": node(["m1"])}},
+			[{"machines": {"list": compiled_node(["m1"])}}],
+			{"machines": {"list": node(["m1"], [0])}},
 		),
 		"alllister": indexed_role(
 			[c("machines", "list", "*")],
 			[{"machines": {"list": every_key}}],
-			{"machines": {"list": every_key}},
+			{"machines": {"list": every_key_by([0])}},
 		),
 		"usersget": indexed_role(
 			[c("users", "get", "*")],
 			[{"users": {"get": every_key}}],
-			{"users": {"get": every_key}},
+			{"users": {"get": every_key_by([0])}},
 		),
+		# Written by hand without an index: its claims are matched one by one.
+		"unindexed": {"claims": [c("machines", "update", "m3")]},
 	},
 	"tenants": {"t2": {"members": {"machines": ["m3"]}, "member_set": {"machines": {"m3": true}}, "users": ["tom"]}},
 	"user_tenant": {"tom": "t2"},
@@ -252,6 +261,8 @@ test_plainly_allowed_trail_is_the_steps_trail if {
 		# Two roles cover through fallback keys, a third does not.
 		[plain_world, plain_request(plain_user("tom", ["params", "wide", "m3getter"]), params_bar, "m3")],
 		[plain_world, plain_request(plain_user("tom", ["params", "m3getter", "nosuchrole"]), get_m3, "m3")],
+		# A role without an index covers beside one with it.
+		[plain_world, plain_request(plain_user("tom", ["params", "unindexed"]), params_bar, "m3")],
 		[unlicensed, plain_request(plain_user("tom", ["params", "m3getter"]), get_m3, "m3")],
 		# An empty specific (a list) is covered by a node of any key.
 		[plain_world, fixtures.request(plain_user("noel", ["lister", "alllister"]), [wanted("machines", "list", "", "list", [])])],
@@ -260,21 +271,36 @@ test_plainly_allowed_trail_is_the_steps_trail if {
 		[plain_world, plain_request(plain_user("tom", ["usersget"]), wanted("users", "get", "tom", "get", []), "tom")],
 	] {
 		[world, req] := case
-		plainly(world, req)
-		x := explain(world, req)
-		x.decision.allow
-		x.trail == steps_trail(world, req)
-		count(x.trail.claims[0].covered_by) > 0
+		trail_is_the_steps_trail(world, req)
+
+		# The same world with its indexed roles only, marked as such
+		# (policies.Data.Normalized): the covers are read from the indexes.
+		trail_is_the_steps_trail(indexed_only(world), req)
 	}
+}
+
+indexed_only(world) := object.union(object.remove(world, ["roles"]), {
+	"roles": {name: r | some name, r in world.roles; r.index},
+	"roles_indexed": true,
+})
+
+trail_is_the_steps_trail(world, req) if {
+	plainly(world, req)
+	x := explain(world, req)
+	x.decision.allow
+	x.trail == steps_trail(world, req)
+	count(x.trail.claims[0].covered_by) > 0
 }
 
 # The covers named for the first case.
 test_plainly_allowed_trail_names_each_covering_role if {
 	params_bar := wanted("machines", "update:/Params/bar", "m3", "update", ["update:/Params", "update:", "update"])
-	x := explain(plain_world, plain_request(plain_user("tom", ["params", "wide", "m3getter"]), params_bar, "m3"))
-	x.trail.claims[0].covered_by == {
-		{"source": "role", "role": "params", "claim": c("machines", "get,update:/Params", "m1,m3")},
-		{"source": "role", "role": "wide", "claim": c("machines", "update", "*")},
+	every world in [plain_world, indexed_only(plain_world)] {
+		x := explain(world, plain_request(plain_user("tom", ["params", "wide", "m3getter"]), params_bar, "m3"))
+		x.trail.claims[0].covered_by == {
+			{"source": "role", "role": "params", "claim": c("machines", "get,update:/Params", "m1,m3")},
+			{"source": "role", "role": "wide", "claim": c("machines", "update", "*")},
+		}
+		x.trail.tenant.tenants == ["t2"]
 	}
-	x.trail.tenant.tenants == ["t2"]
 }

@@ -164,6 +164,9 @@ type Data struct {
 	// Scopes are the actions valid in each scope
 	// (backend.Catalog.ScopeActions).
 	Scopes map[string][]string `json:"scopes"`
+	// RolesIndexed says every role has its Index (set by Normalized):
+	// the explain trail then names what covers a claim from the indexes.
+	RolesIndexed bool `json:"roles_indexed,omitempty"`
 }
 
 // RoleData is one role as the policy sees it.
@@ -174,8 +177,9 @@ type RoleData struct {
 	// the policy compiles Claims itself.
 	Compiled []CompiledClaim `json:"compiled,omitempty"`
 	// Index answers "does this role hold action key k on scope s" with one
-	// lookup (see IndexClaims). When absent the policy walks Compiled.
-	Index CompiledClaim `json:"index,omitempty"`
+	// lookup (see IndexClaims), and which claims grant it. When absent
+	// the policy walks Compiled.
+	Index Index `json:"index,omitempty"`
 }
 
 // TenantData is one tenant as the policy sees it.
