@@ -34,6 +34,7 @@ type Config struct {
 	ConfigFile       string // YAML file of flag values (--config), applied before the environment
 	DataDir          string // state directory: SQLite file, TLS files, initial admin password
 	Database         string // DSN; empty selects the SQLite file <DataDir>/provgate.db
+	DatabaseConns    int    // PostgreSQL connections of this replica's pool (SQLite always uses one)
 	Listen           string // host:port of the API listener
 	TLSCert          string // PEM certificate file; with TLSKey replaces the generated one
 	TLSKey           string // PEM private key file
@@ -115,6 +116,7 @@ func defaultConfig() Config {
 		EventStreams:          16,
 		ObjectCacheSize:       objects.DefaultViewCacheSize,
 		ScryptConcurrency:     1,
+		DatabaseConns:         20,
 		DecisionLogURLBuffer:  10000,
 	}
 }
@@ -128,6 +130,7 @@ func (c *Config) flagSet(name string) *flag.FlagSet {
 	fs.StringVar(&c.ConfigFile, configFlag, c.ConfigFile, "YAML `file` setting any of these flags by name (data-dir: /var/lib/provgate); the environment and flags win over it")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the SQLite database, generated TLS files and the initial admin password")
 	fs.StringVar(&c.Database, "database", c.Database, "database: postgres://..., postgresql://... or libpq key=value pairs for PostgreSQL, sqlite:PATH for a SQLite file; empty selects the SQLite file <data-dir>/provgate.db")
+	fs.IntVar(&c.DatabaseConns, "database-conns", c.DatabaseConns, "PostgreSQL connections this server's pool may open (one more listens for other replicas' changes); replicas together must stay under the database's max_connections")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address of the API listener, host:port")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate file (with --tls-key); default: a self-signed certificate generated in the data dir")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key file (with --tls-cert)")
@@ -294,6 +297,9 @@ func (c Config) Validate() error {
 	if c.EventStreams < 1 || c.EventStreams > 1<<16 {
 		return fmt.Errorf("--event-streams %d: must be between 1 and 65536", c.EventStreams)
 	}
+	if c.DatabaseConns < 2 || c.DatabaseConns > 1000 {
+		return fmt.Errorf("--database-conns %d: must be between 2 and 1000", c.DatabaseConns)
+	}
 	if c.ScryptConcurrency < 1 || c.ScryptConcurrency > 64 {
 		return fmt.Errorf("--scrypt-concurrency %d: must be between 1 and 64", c.ScryptConcurrency)
 	}
@@ -358,6 +364,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("config", c.ConfigFile),
 		slog.String("data_dir", c.DataDir),
 		slog.String("database", store.RedactDSN(c.Database)),
+		slog.Int("database_conns", c.DatabaseConns),
 		slog.String("listen", c.Listen),
 		slog.String("tls_cert", c.TLSCert),
 		slog.String("tls_key", c.TLSKey),

@@ -107,6 +107,13 @@ func startE2E(t testing.TB, db dbCase, extraArgs ...string) *tserver {
 }
 
 // startE2EIn starts a server with a given data dir (restarts reuse it).
+// testDatabaseConns is the PostgreSQL pool of each test server: tests run
+// side by side (and two test runs may share one database server), each
+// with several servers, and together they must stay under PostgreSQL's
+// max_connections (100 by default); 20 a server, the shipped default,
+// ran out of connections there.
+const testDatabaseConns = "6"
+
 func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserver {
 	t.Helper()
 	// The jobfail worker polls often, so that waiting for its rounds
@@ -114,7 +121,7 @@ func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserv
 	args := []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--shutdown-timeout", "5s",
 		"--callback-poll-interval", "100ms"}
 	if db.DSN != "" {
-		args = append(args, "--database", db.DSN)
+		args = append(args, "--database", db.DSN, "--database-conns", testDatabaseConns)
 	}
 	args = append(args, extraArgs...)
 	env := map[string]string{"PROVGATE_ADMIN_PASSWORD": e2eAdminPassword}

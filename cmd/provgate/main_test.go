@@ -215,6 +215,7 @@ func TestUsageErrors(t *testing.T) {
 		{"file path as dsn", nil, []string{"--database", "./provgate.db"}, "--database: not a database DSN"},
 		{"zero shutdown timeout", nil, []string{"--shutdown-timeout", "0s"}, "--shutdown-timeout 0s"},
 		{"negative object cache", map[string]string{"PROVGATE_OBJECT_CACHE_SIZE": "-1"}, nil, "--object-cache-size -1"},
+		{"one database connection", map[string]string{"PROVGATE_DATABASE_CONNS": "1"}, nil, "--database-conns 1: must be between 2 and 1000"},
 		{"no scrypt slot", nil, []string{"--scrypt-concurrency", "0"}, "--scrypt-concurrency 0: must be between 1 and 64"},
 		{"tiny memory limit", map[string]string{"PROVGATE_MEMORY_LIMIT": "1MiB"}, nil, "--memory-limit 1048576: must be 0"},
 		{"bad memory limit", nil, []string{"--memory-limit", "lots"}, "invalid value \"lots\" for flag -memory-limit"},

@@ -338,7 +338,7 @@ func serveErr(t *testing.T, db dbCase, dir string, extra ...string) error {
 	t.Helper()
 	args := []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--shutdown-timeout", "5s"}
 	if db.DSN != "" {
-		args = append(args, "--database", db.DSN)
+		args = append(args, "--database", db.DSN, "--database-conns", testDatabaseConns)
 	}
 	args = append(args, extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -88,7 +88,7 @@ func freePort(t *testing.T) int {
 
 func tryStartReplica(t *testing.T, name, dsn, dir string, port int, extra []string) (*replica, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	args := append([]string{"serve", "--data-dir", dir, "--listen", addr, "--database", dsn,
+	args := append([]string{"serve", "--data-dir", dir, "--listen", addr, "--database", dsn, "--database-conns", testDatabaseConns,
 		"--shutdown-timeout", "5s", "--log-level", "warn"}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), childEnv+"=1", "PROVGATE_ADMIN_PASSWORD="+e2eAdminPassword)

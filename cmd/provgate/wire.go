@@ -57,7 +57,7 @@ func buildApp(ctx context.Context, cfg Config, h hooks, logger *slog.Logger, std
 	// The one kind and scope catalog every package reads (docs/design.md
 	// §1.4).
 	kinds := backend.NewCatalog()
-	st, err := store.Open(ctx, cfg.DatabaseDSN(), store.Options{Logger: logger, Kinds: kinds})
+	st, err := store.Open(ctx, cfg.DatabaseDSN(), store.Options{Logger: logger, Kinds: kinds, MaxOpenConns: cfg.DatabaseConns})
 	if err != nil {
 		return nil, nil, err
 	}
