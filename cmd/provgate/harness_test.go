@@ -110,12 +110,9 @@ func startE2E(t testing.TB, db dbCase, extraArgs ...string) *tserver {
 // testDatabaseConns is the PostgreSQL pool of each test server: tests run
 // side by side (and two test runs may share one database server), each
 // with several servers, and together they must stay under PostgreSQL's
-// max_connections (100 by default). 20 a server, the shipped default, ran
-// out of connections in one run; 6 (59 connections at the peak of one
-// run) in two runs side by side. Three are enough: the server's work
-// never needs two connections at once (SQLite runs it on one), so a small
-// pool only queues.
-const testDatabaseConns = "3"
+// max_connections (100 by default); 20 a server, the shipped default,
+// ran out of connections there.
+const testDatabaseConns = "6"
 
 func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserver {
 	t.Helper()
