@@ -14,9 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	gosqlite "github.com/glebarez/go-sqlite"
 	"github.com/glebarez/sqlite"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -47,11 +50,63 @@ func openPostgres(ctx context.Context, dsn string, opts Options, log *slog.Logge
 	if n <= 0 {
 		n = 20
 	}
-	return connect(ctx, postgres.Open(dsn), log, fail, func(sqlDB *stdsql.DB) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fail(err)
+	}
+	sqlDB := stdsql.OpenDB(&patientConnector{Connector: stdlib.GetConnector(*cfg), wait: connectTimeout, log: log})
+	return connect(ctx, postgres.New(postgres.Config{Conn: sqlDB}), log, fail, func(sqlDB *stdsql.DB) {
 		sqlDB.SetMaxOpenConns(n)
 		sqlDB.SetMaxIdleConns(n / 2)
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	})
+}
+
+// patientConnector opens PostgreSQL connections for the pool, waiting out
+// refusals that end by themselves: a server at max_connections (SQLSTATE
+// 53300, also a role's CONNECTION LIMIT) accepts again once other clients
+// close theirs, one starting up or shutting down (57P03) once a failover or
+// restart is over. It retries with exponential backoff for up to wait or the
+// caller's deadline, whichever is first, then fails with the server's own
+// words (docs/design.md §14.3). Any other error fails at once.
+type patientConnector struct {
+	driver.Connector
+	wait time.Duration
+	log  *slog.Logger
+}
+
+func (c *patientConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 20 * time.Millisecond
+	b.MaxInterval = time.Second
+	start := time.Now()
+	for refused := false; ; refused = true {
+		conn, err := c.Connector.Connect(ctx)
+		if err == nil || !Refused(err) {
+			if err == nil && refused {
+				c.log.Warn("store: PostgreSQL refused connections for a while; connected", "waited", time.Since(start).Round(time.Millisecond))
+			}
+			return conn, err
+		}
+		next := b.NextBackOff()
+		if time.Since(start)+next > c.wait {
+			return nil, fmt.Errorf("still refused after %s: %w", time.Since(start).Round(time.Millisecond), err)
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (refused while waiting: %w)", context.Cause(ctx), err)
+		}
+	}
+}
+
+// Refused reports whether err is PostgreSQL refusing a new connection for a
+// while: too many connections (53300) or not accepting them now (57P03).
+func Refused(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "53300" || pgErr.Code == "57P03")
 }
 
 // connect opens d, sets up its connection pool with pool and pings it

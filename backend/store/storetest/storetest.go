@@ -11,15 +11,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"gorm.io/driver/postgres"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/provgate/provgate/backend/store"
 )
@@ -101,37 +101,46 @@ func PostgresDSN(t testing.TB) string {
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return unavailable("%s must be a postgres:// URL", EnvDSN)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard, DisableAutomaticPing: true})
-	if err != nil {
-		return unavailable("%v", err)
-	}
-	adminDB, err := admin.DB()
-	if err != nil {
-		return unavailable("%v", err)
-	}
-	if err := adminDB.PingContext(ctx); err != nil {
-		_ = adminDB.Close()
+	// The schema is made and dropped on short-lived connections: a test
+	// holds no connection of its own between the two, so tests waiting for
+	// their turn (t.Parallel) do not fill PostgreSQL's max_connections, and
+	// neither do two test runs side by side.
+	schema := "t_" + randomHex(8)
+	if err := adminExec(dsn, `CREATE SCHEMA `+schema); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			t.Fatalf("storetest: create schema: %v", err)
+		}
 		return unavailable("cannot reach the test database: %v", err)
 	}
-	schema := "t_" + randomHex(8)
-	if err := admin.WithContext(ctx).Exec(`CREATE SCHEMA ` + schema).Error; err != nil {
-		_ = adminDB.Close()
-		t.Fatalf("storetest: create schema: %v", err)
-	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := admin.WithContext(ctx).Exec(`DROP SCHEMA IF EXISTS ` + schema + ` CASCADE`).Error; err != nil {
+		if err := adminExec(dsn, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`); err != nil {
 			t.Logf("storetest: drop schema %s: %v", schema, err)
 		}
-		_ = adminDB.Close()
 	})
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// adminExec runs one statement on a connection of its own, closed after it.
+func adminExec(dsn, sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	// A database at max_connections (other tests, another test run) frees
+	// connections as tests end; wait for one as servers do (store.Refused).
+	for wait := 20 * time.Millisecond; err != nil && store.Refused(err) && ctx.Err() == nil; wait = min(2*wait, time.Second) {
+		time.Sleep(wait)
+		conn, err = pgx.Connect(ctx, dsn)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	_, err = conn.Exec(ctx, sql)
+	return err
 }
 
 func randomHex(n int) string {
