@@ -63,11 +63,12 @@ func plainData(d policies.Data) map[string]any {
 // the policy makes on plain roles and plain required claims. The roles
 // hold runs of 1 to 3 claims of every form; each principal holds one of
 // them and the one 7 places on. Each run asks, for both licenses, with
-// one principal of each two neighbouring roles (drawn from the logged
-// seed) every scope and action, one specific per pair: the 16 actions
-// of one principal and scope take the 5 specifics of one random
-// permutation in turn, so that each meets every specific in each scope.
-// Runs with other seeds cover the other principals and pairings.
+// one principal of each three neighbouring roles (drawn from the logged
+// seed, so that roles of every length and claim are held each run) every
+// scope and action, one specific per pair: the 16 actions of one
+// principal and scope take the 5 specifics of one random permutation in
+// turn, so that each principal meets every specific in each scope. Runs
+// with other seeds cover the other principals and pairings.
 func TestIndexedDecisionsMatchPlain(t *testing.T) {
 	claims := []backend.Claim{
 		claim("machines", "get,list,action:callbackDo", "*"),
@@ -100,8 +101,8 @@ func TestIndexedDecisionsMatchPlain(t *testing.T) {
 	specifics := []string{"", "m1", "m2", "bob", "*"}
 	rng, _ := sampleRand(t, t.Name())
 	var principals []policies.Principal
-	for i := 0; i < len(names); i += 2 {
-		j := i + rng.IntN(min(2, len(names)-i))
+	for i := 0; i < len(names); i += 3 {
+		j := i + rng.IntN(min(3, len(names)-i))
 		principals = append(principals, user("bob", names[j], names[(j+7)%len(names)]))
 	}
 	var wanted [][]backend.Claim // per principal
