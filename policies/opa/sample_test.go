@@ -14,13 +14,16 @@ import (
 // and a failing run is repeated by setting this variable to its seed.
 const seedEnv = "PROVGATE_TEST_SEED"
 
+// runSeed is the seed of this run's samples when seedEnv is not set.
+var runSeed = rand.Uint64()
+
 // sampleRand returns the random source a sample named name is drawn
-// from, and its seed: the seed of seedEnv, else a random one, logged
-// either way. The name is mixed in, so that the samples of one run are
-// independent draws from one seed.
+// from, and its seed: the seed of seedEnv, else the run's random one,
+// logged either way. The name is mixed in, so that the samples of one
+// run are independent draws from one seed.
 func sampleRand(t *testing.T, name string) (*rand.Rand, uint64) {
 	t.Helper()
-	seed := rand.Uint64()
+	seed := runSeed
 	if s := os.Getenv(seedEnv); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
