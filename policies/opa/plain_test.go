@@ -173,9 +173,10 @@ type plainTally struct {
 
 // plainWalk is one walk over a sample of the world for both licenses. The
 // two comparisons ask of every request the same decision, so one walk
-// serves both tests: the test that walks leaves it for the other one,
-// which takes it; a test that finds no walk of the other test's walks
-// anew (so a run of either test alone, or a repeated run, walks itself).
+// serves both tests: the test that walks leaves the walk for the other
+// one, which takes it; a test that finds no walk left by the other test
+// walks anew (so either test run alone, or run again by -count, walks
+// itself).
 type plainWalk struct {
 	by      string
 	seed    uint64
