@@ -60,7 +60,15 @@ func plainData(d policies.Data) map[string]any {
 
 // The role index and the input's wanted form are shortcuts: a decision
 // with them (normalized data, input from inputValue) must equal the one
-// the policy makes on plain roles and plain required claims.
+// the policy makes on plain roles and plain required claims. The roles
+// hold runs of 1 to 3 claims of every form; each principal holds one of
+// them and the one 7 places on. Each run asks, for both licenses, with
+// one principal of each three neighbouring roles (drawn from the logged
+// seed, so that roles of every length and claim are held each run) every
+// scope and action, one specific per pair: the 16 actions of one
+// principal and scope take the 5 specifics of one random permutation in
+// turn, so that each principal meets every specific in each scope. Runs
+// with other seeds cover the other principals and pairings.
 func TestIndexedDecisionsMatchPlain(t *testing.T) {
 	claims := []backend.Claim{
 		claim("machines", "get,list,action:callbackDo", "*"),
@@ -86,27 +94,38 @@ func TestIndexedDecisionsMatchPlain(t *testing.T) {
 	}
 	roles = append(roles, backend.Role{Name: "superuser", Claims: []backend.Claim{claim("*", "*", "*")}})
 	names = append(names, "superuser", "missing")
-	var wanted []backend.Claim
-	for _, scope := range []string{"machines", "pools", "roles", "tenants", "users", "info", "bogus"} {
-		for _, action := range []string{"get", "list", "create", "delete", "update", "update:", "update:/Params",
-			"update:/Params/a", "update:/Params/a/b", "update:/Name", "update:Params", "action", "action:x",
-			"action:callbackDo", "token", "bogus"} {
-			for _, specific := range []string{"", "m1", "m2", "bob", "*"} {
-				wanted = append(wanted, claim(scope, action, specific))
-			}
+	scopes := []string{"machines", "pools", "roles", "tenants", "users", "info", "bogus"}
+	actions := []string{"get", "list", "create", "delete", "update", "update:", "update:/Params",
+		"update:/Params/a", "update:/Params/a/b", "update:/Name", "update:Params", "action", "action:x",
+		"action:callbackDo", "token", "bogus"}
+	specifics := []string{"", "m1", "m2", "bob", "*"}
+	rng, _ := sampleRand(t, t.Name())
+	var principals []policies.Principal
+	for i := 0; i < len(names); i += 3 {
+		j := i + rng.IntN(min(3, len(names)-i))
+		principals = append(principals, user("bob", names[j], names[(j+7)%len(names)]))
+	}
+	var wanted [][]backend.Claim // per principal
+	for range principals {
+		var ws []backend.Claim
+		for _, scope := range scopes {
+			strata(rng, len(actions), perCell(len(actions), len(specifics)), len(specifics), func(a, s int) {
+				ws = append(ws, claim(scope, actions[a], specifics[s]))
+			})
 		}
+		wanted = append(wanted, ws)
+	}
+	mods, err := parse(policies.Policies())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ast.NewCompiler()
+	if c.Compile(mods); c.Failed() {
+		t.Fatal(c.Errors)
 	}
 	for _, lic := range []policies.LicenseData{{Valid: true, Features: []string{"rbac"}}, {}} {
 		d := policies.NewData(roles, nil, lic)
 		ctx := context.Background()
-		mods, err := parse(policies.Policies())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := ast.NewCompiler()
-		if c.Compile(mods); c.Failed() {
-			t.Fatal(c.Errors)
-		}
 		indexed, err := rego.New(rego.Query(DecisionPath), rego.Compiler(c),
 			rego.Store(inmem.NewFromObject(map[string]any{"provgate": toAny(d)}))).PrepareForEval(ctx)
 		if err != nil {
@@ -118,12 +137,8 @@ func TestIndexedDecisionsMatchPlain(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := 0
-		for i, role := range names {
-			if i%4 != 0 {
-				continue
-			}
-			p := user("bob", role, names[(i+7)%len(names)])
-			for _, w := range wanted {
+		for i, p := range principals {
+			for _, w := range wanted[i] {
 				in := request(p, w)
 				value, err := inputValue(in)
 				if err != nil {

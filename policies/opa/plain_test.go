@@ -2,7 +2,10 @@ package opa
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -24,14 +27,17 @@ deny contains "vetoed" if {
 `
 
 // plainWorld is the world both one-pass comparisons run over: roles,
-// tenants, the principals, wanted claims and objects, and the embedded
-// policy compiled with an extension that vetoes.
+// tenants, the principals, the scopes, actions and specifics of wanted
+// claims, and objects, and the embedded policy compiled with an extension
+// that vetoes.
 type plainWorld struct {
 	compiler   *ast.Compiler
 	roles      []backend.Role
 	tenants    []backend.Tenant
 	principals []policies.Principal
-	wanted     []backend.Claim
+	scopes     []string
+	actions    []string
+	specifics  []string
 	objects    []*policies.Object
 }
 
@@ -71,16 +77,12 @@ func newPlainWorld(t *testing.T) plainWorld {
 	direct = user("noel", "params", "exact")
 	direct.Claims = []backend.Claim{claim("machines", "get,update", "m1,m3")}
 	principals = append(principals, direct)
+	// The same on every object of two scopes, so that any sample of the
+	// world holds requests the pass allows while a direct claim covers.
+	direct = user("una", "superuser")
+	direct.Claims = []backend.Claim{claim("machines,pools", "*", "*")}
+	principals = append(principals, direct)
 
-	var wanted []backend.Claim
-	for _, scope := range []string{"machines", "pools", "roles", "tenants", "users", "info", "bogus"} {
-		for _, action := range []string{"get", "list", "update", "update:", "update:/Params", "update:/Params/a",
-			"update:/Params/a/b", "update:/Name", "update:Params", "action", "action:x", "password", "bogus"} {
-			for _, specific := range []string{"", "m1", "m2", "p1", "noel", "*"} {
-				wanted = append(wanted, claim(scope, action, specific))
-			}
-		}
-	}
 	objects := []*policies.Object{nil, {Scope: "machines", Key: "m1"}, {Scope: "machines", Key: "m3"}, {Scope: "pools", Key: "p1"}, {Scope: "roles", Key: "params"}}
 
 	mods, err := parse(map[string]string{"plainveto.rego": plainVeto})
@@ -98,7 +100,13 @@ func newPlainWorld(t *testing.T) plainWorld {
 	if c.Compile(mods); c.Failed() {
 		t.Fatal(c.Errors)
 	}
-	return plainWorld{compiler: c, roles: roles, tenants: tenants, principals: principals, wanted: wanted, objects: objects}
+	return plainWorld{
+		compiler: c, roles: roles, tenants: tenants, principals: principals, objects: objects,
+		scopes: []string{"machines", "pools", "roles", "tenants", "users", "info", "bogus"},
+		actions: []string{"get", "list", "update", "update:", "update:/Params", "update:/Params/a",
+			"update:/Params/a/b", "update:/Name", "update:Params", "action", "action:x", "password", "bogus"},
+		specifics: []string{"", "m1", "m2", "p1", "noel", "*"},
+	}
 }
 
 // prepare prepares query against the world's data with license lic.
@@ -112,20 +120,23 @@ func (w plainWorld) prepare(t *testing.T, lic policies.LicenseData, query string
 	return pq
 }
 
-// each calls fn with every sixth request of the world, as a policy input.
-// The sixth is shifted by the principal, so that each claim meets every
-// object (each principal has as many requests as a multiple of six).
-func (w plainWorld) each(t *testing.T, fn func(in policies.Input, value ast.Value)) {
+// sample calls fn with a stratified sample of the world's requests, as
+// policy inputs. Every cell (principal, scope, action) is asked, each
+// with 3 of its 30 pairs of specific and object; the 13 cells of one
+// principal and scope take the pairs of one random permutation in turn,
+// so that each principal asks in each scope with every specific on every
+// object. Which action meets which pair is what the seed picks: runs
+// with other seeds cover the rest of the world.
+func (w plainWorld) sample(t *testing.T, rng *rand.Rand, fn func(in policies.Input, value ast.Value)) {
 	t.Helper()
-	n := 0
-	for pi, p := range w.principals {
-		for _, c := range w.wanted {
-			for i, obj := range w.objects {
-				if n++; (n+pi)%6 != 0 {
-					continue
-				}
+	pairs := len(w.specifics) * len(w.objects)
+	for _, p := range w.principals {
+		for _, scope := range w.scopes {
+			strata(rng, len(w.actions), perCell(len(w.actions), pairs), pairs, func(cell, pair int) {
+				c := claim(scope, w.actions[cell], w.specifics[pair/len(w.objects)])
+				i := pair % len(w.objects)
 				in := request(p, c)
-				in.Object, in.Method = obj, "PATCH"
+				in.Object, in.Method = w.objects[i], "PATCH"
 				if i%2 == 0 {
 					in.Method = "GET"
 				}
@@ -138,51 +149,152 @@ func (w plainWorld) each(t *testing.T, fn func(in policies.Input, value ast.Valu
 					t.Fatal(err)
 				}
 				fn(in, value)
-			}
+			})
 		}
 	}
+}
+
+// plainTally is what one license's walk over the sample found.
+type plainTally struct {
+	lic policies.LicenseData
+	// passed and other count the requests the one pass decided and
+	// those outcome decided alone; agree is the first request where
+	// decision, outcome and the pass disagree, if any.
+	passed, other int
+	agree         string
+	// compared counts the allowed requests whose trails were compared,
+	// written those of them the one pass allowed, and covers the covers
+	// their trails name, by source; trail is the first request whose
+	// written-out trail differs from the steps' trail, if any.
+	compared, written int
+	covers            map[any]int
+	trail             string
+}
+
+// plainWalk is one walk over a sample of the world for both licenses. The
+// two comparisons ask of every request the same decision, so one walk
+// serves both tests: the test that walks leaves the walk for the other
+// one, which takes it; a test that finds no walk left by the other test
+// walks anew (so either test run alone, or run again by -count, walks
+// itself).
+type plainWalk struct {
+	by      string
+	seed    uint64
+	tallies []plainTally
+}
+
+var plainWalks struct {
+	mu   sync.Mutex
+	left *plainWalk
+}
+
+// sharedPlainWalk returns the walk the other comparison left, or walks.
+func sharedPlainWalk(t *testing.T) *plainWalk {
+	t.Helper()
+	plainWalks.mu.Lock()
+	defer plainWalks.mu.Unlock()
+	if w := plainWalks.left; w != nil && w.by != t.Name() {
+		plainWalks.left = nil
+		t.Logf("the sample %s walked, seed %d (%s=%d replays it)", w.by, w.seed, seedEnv, w.seed)
+		return w
+	}
+	w := walkPlainWorld(t)
+	plainWalks.left = w
+	return w
+}
+
+// walkPlainWorld asks of every request of a sample of the world, for both
+// licenses, the decision, outcome and whether the one pass allows; of
+// the allowed requests it also asks the written-out trail and the step
+// rules' trail.
+func walkPlainWorld(t *testing.T) *plainWalk {
+	t.Helper()
+	ctx := context.Background()
+	world := newPlainWorld(t)
+	rng, seed := sampleRand(t, "plainWorld")
+	walk := &plainWalk{by: t.Name(), seed: seed}
+	const trails = `x := [data.provgate.explain.trail, {
+		"tenant": data.provgate.explain.tenant_step,
+		"license": data.provgate.explain.license_step,
+		"claims": [data.provgate.explain.claim_step(c) | some c in input.required],
+		"vetoes_consulted": data.provgate.explain.vetoes_consulted,
+		"vetoes": data.provgate.explain.veto_steps,
+	}]`
+	// One sample for both licenses, so that each request is compared
+	// under both.
+	var inputs []policies.Input
+	var values []ast.Value
+	world.sample(t, rng, func(in policies.Input, value ast.Value) {
+		inputs, values = append(inputs, in), append(values, value)
+	})
+	for _, lic := range []policies.LicenseData{{Valid: true, Features: []string{"rbac"}}, {}} {
+		decided := world.prepare(t, lic, "x := [data.provgate.authz.decision, data.provgate.authz.outcome, {true | data.provgate.authz.plainly_allowed}]")
+		steps := world.prepare(t, lic, trails)
+		tally := plainTally{lic: lic, covers: map[any]int{}}
+		for j, in := range inputs {
+			p, obj, value := in.Principal, in.Object, values[j]
+			rs, err := decided.Eval(ctx, rego.EvalParsedInput(value))
+			if err != nil || len(rs) != 1 {
+				t.Fatalf("%+v: %v %v", in, rs, err)
+			}
+			got := rs[0].Bindings["x"].([]any)
+			if tally.agree == "" && !reflect.DeepEqual(got[0], got[1]) {
+				tally.agree = fmt.Sprintf("%+v %v %v: decision %v, outcome %v", p, in.Required, obj, got[0], got[1])
+			}
+			plainly := len(got[2].([]any)) == 1
+			if plainly {
+				tally.passed++
+				if d, _ := decisionValue(got[1]); !d.Allow && tally.agree == "" {
+					tally.agree = fmt.Sprintf("%+v %v %v: plainly allowed, outcome %v", p, in.Required, obj, got[1])
+				}
+			} else {
+				tally.other++
+			}
+			if got[0].(map[string]any)["allow"] != true {
+				continue
+			}
+			tally.compared++
+			rs, err = steps.Eval(ctx, rego.EvalParsedInput(value))
+			if err != nil || len(rs) != 1 {
+				t.Fatalf("%+v: %v %v", in, rs, err)
+			}
+			trail := rs[0].Bindings["x"].([]any)
+			if tally.trail == "" && !reflect.DeepEqual(trail[0], trail[1]) {
+				tally.trail = fmt.Sprintf("%+v %v %v:\ntrail %v\nsteps %v", p, in.Required, obj, trail[0], trail[1])
+			}
+			if plainly {
+				tally.written++
+				for _, step := range trail[0].(map[string]any)["claims"].([]any) {
+					for _, c := range step.(map[string]any)["covered_by"].([]any) {
+						tally.covers[c.(map[string]any)["source"]]++
+					}
+				}
+			}
+		}
+		walk.tallies = append(walk.tallies, tally)
+	}
+	return walk
 }
 
 // authz.plainly_allowed decides the common request in one pass; outcome
 // decides every request step by step. Wherever the pass allows, outcome
 // must allow too, so the decision equals outcome for every request that
 // is not a list. Compared here over principals (tenants, token roles,
-// restrictions, machines, vetoes), objects the tenant lists or hides,
-// wanted claims of every form, and both licenses; the pass must also
-// actually decide some of them, or the comparison would say nothing.
+// restrictions, machines, vetoes, direct claims), objects the tenant
+// lists or hides, wanted claims of every form, and both licenses; the
+// pass must also actually decide some of them, or the comparison would
+// say nothing. Each run compares a sample (plainWorld.sample): every
+// principal, scope and action, and in each scope every specific on every
+// object, with the pairing drawn from the logged seed.
 func TestPlainlyAllowedAgreesWithOutcome(t *testing.T) {
-	ctx := context.Background()
-	world := newPlainWorld(t)
-	for _, lic := range []policies.LicenseData{{Valid: true, Features: []string{"rbac"}}, {}} {
-		both := world.prepare(t, lic, "x := [data.provgate.authz.decision, data.provgate.authz.outcome]")
-		plain := world.prepare(t, lic, "data.provgate.authz.plainly_allowed")
-		passed, other := 0, 0
-		world.each(t, func(in policies.Input, value ast.Value) {
-			p, obj := in.Principal, in.Object
-			rs, err := both.Eval(ctx, rego.EvalParsedInput(value))
-			if err != nil || len(rs) != 1 {
-				t.Fatalf("%+v: %v %v", in, rs, err)
-			}
-			got := rs[0].Bindings["x"].([]any)
-			if !reflect.DeepEqual(got[0], got[1]) {
-				t.Fatalf("%+v %v %v: decision %v, outcome %v", p, in.Required, obj, got[0], got[1])
-			}
-			rs, err = plain.Eval(ctx, rego.EvalParsedInput(value))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rs) == 1 {
-				passed++
-				if d, _ := decisionValue(got[1]); !d.Allow {
-					t.Fatalf("%+v %v %v: plainly allowed, outcome %v", p, in.Required, obj, got[1])
-				}
-			} else {
-				other++
-			}
-		})
-		t.Logf("license %v: %d decided by the one pass, %d by outcome alone", lic.Valid, passed, other)
-		if passed < 100 || other < 100 {
-			t.Errorf("license %v: %d decided by the one pass, %d by outcome alone: the comparison needs both", lic.Valid, passed, other)
+	for _, tally := range sharedPlainWalk(t).tallies {
+		if tally.agree != "" {
+			t.Fatal(tally.agree)
+		}
+		lic := tally.lic
+		t.Logf("license %v: %d decided by the one pass, %d by outcome alone", lic.Valid, tally.passed, tally.other)
+		if tally.passed < 100 || tally.other < 100 {
+			t.Errorf("license %v: %d decided by the one pass, %d by outcome alone: the comparison needs both", lic.Valid, tally.passed, tally.other)
 		}
 	}
 }
@@ -190,53 +302,20 @@ func TestPlainlyAllowedAgreesWithOutcome(t *testing.T) {
 // For every request the one pass allows, the explain trail is written
 // from its lookups (policies/explain.rego); it must be the trail the step
 // rules give (tenant_step, license_step, claim_step, veto_steps). Compared
-// for every allowed request of the world, so that the other written-out
+// for every allowed request of the sample, so that the other written-out
 // trail (an allowed request of an unrestricted token) is compared as
 // well. A refused request's trail is the step rules' own (explain.rego's
 // last branch), so comparing it would compare the steps with themselves:
-// the decision is asked first and only allowed requests are compared.
+// only allowed requests are compared, by the decision the walk asks for
+// TestPlainlyAllowedAgreesWithOutcome too.
 func TestExplainTrailIsTheStepsTrail(t *testing.T) {
-	ctx := context.Background()
-	world := newPlainWorld(t)
-	const query = `x := [data.provgate.explain.trail, {
-		"tenant": data.provgate.explain.tenant_step,
-		"license": data.provgate.explain.license_step,
-		"claims": [data.provgate.explain.claim_step(c) | some c in input.required],
-		"vetoes_consulted": data.provgate.explain.vetoes_consulted,
-		"vetoes": data.provgate.explain.veto_steps,
-	}, {true | data.provgate.authz.plainly_allowed}]`
-	for _, lic := range []policies.LicenseData{{Valid: true, Features: []string{"rbac"}}, {}} {
-		pq := world.prepare(t, lic, query)
-		allowed := world.prepare(t, lic, "data.provgate.authz.decision.allow")
-		passed, compared, covers := 0, 0, map[any]int{}
-		world.each(t, func(in policies.Input, value ast.Value) {
-			rs, err := allowed.Eval(ctx, rego.EvalParsedInput(value))
-			if err != nil || len(rs) != 1 {
-				t.Fatalf("%+v: %v %v", in, rs, err)
-			}
-			if rs[0].Expressions[0].Value != true {
-				return
-			}
-			compared++
-			rs, err = pq.Eval(ctx, rego.EvalParsedInput(value))
-			if err != nil || len(rs) != 1 {
-				t.Fatalf("%+v: %v %v", in, rs, err)
-			}
-			got := rs[0].Bindings["x"].([]any)
-			if !reflect.DeepEqual(got[0], got[1]) {
-				t.Fatalf("%+v %v %v:\ntrail %v\nsteps %v", in.Principal, in.Required, in.Object, got[0], got[1])
-			}
-			if len(got[2].([]any)) == 1 {
-				passed++
-				for _, step := range got[0].(map[string]any)["claims"].([]any) {
-					for _, c := range step.(map[string]any)["covered_by"].([]any) {
-						covers[c.(map[string]any)["source"]]++
-					}
-				}
-			}
-		})
-		t.Logf("license %v: %d allowed requests compared, %d trails written for the one pass, naming covers %v", lic.Valid, compared, passed, covers)
-		if passed < 100 || compared <= passed || covers["role"] <= passed || covers["self"] == 0 || covers["claim"] == 0 {
+	for _, tally := range sharedPlainWalk(t).tallies {
+		if tally.trail != "" {
+			t.Fatal(tally.trail)
+		}
+		lic, passed, covers := tally.lic, tally.written, tally.covers
+		t.Logf("license %v: %d allowed requests compared, %d trails written for the one pass, naming covers %v", lic.Valid, tally.compared, passed, covers)
+		if passed < 100 || tally.compared <= passed || covers["role"] <= passed || covers["self"] == 0 || covers["claim"] == 0 {
 			t.Errorf("license %v: %d trails written for the one pass, %d covers: the comparison needs them", lic.Valid, passed, covers)
 		}
 	}
