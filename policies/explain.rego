@@ -25,6 +25,28 @@ import data.provgate.grants
 import data.provgate.tenancy
 
 # METADATA
+# title: Explanation
+# description: |
+#   The trail as the server reads it (Go: policies/opa, Engine.Explain).
+#   For a request the decision allowed in its one pass, {"pass": values}:
+#   the few values its trail is written from (trail's first body), the
+#   rest of it written out in Go; for any other, {"trail": trail}.
+# entrypoint: true
+explanation := {"pass": {"tenants": tenants, "licensed": licensed, "covered_by": plain_covered_by(w)}} if {
+	# As trail's first body: the user's tenants, whether there is a
+	# license, and what covers the one wanted claim (the license gate has
+	# no failures: the claim's scope needs no license).
+	authz.plainly_allowed
+	[w] := input.required
+	tenants := [t | t := data.provgate.user_tenant[input.principal.name]]
+} else := {"trail": trail}
+
+# licensed: the license gate's answer, true or false.
+licensed if authz.licensed
+
+else := false
+
+# METADATA
 # title: Trail
 # description: |
 #   The steps of data.provgate.authz.decision for the same input (Go:

@@ -369,12 +369,13 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 		path, query string
 		into        **rego.PreparedEvalQuery
 	}{
+		{policies.ExplanationPath, explanationQuery, &p.explain},
 		{policies.ExplainPath, explainQuery, &p.explain},
 		{RoleDiffPath, RoleDiffPath + "(input.a, input.b)", &p.roleDiff},
 		{ClaimContainsPath, ClaimContainsPath + "(input.a, input.b)", &p.claimContains},
 		{UngrantedPath, UngrantedPath, &p.ungranted},
 	} {
-		if len(compiler.GetRulesExact(ast.MustParseRef(q.path))) == 0 {
+		if len(compiler.GetRulesExact(ast.MustParseRef(q.path))) == 0 || (q.into == &p.explain && p.explain != nil) {
 			continue
 		}
 		pq, err := rego.New(rego.Query(q.query), rego.Compiler(compiler), rego.Store(e.store)).PrepareForEval(ctx)
@@ -382,6 +383,9 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 			return nil, policyError("prepare "+q.path, err)
 		}
 		*q.into = &pq
+		if q.path == policies.ExplanationPath {
+			p.explainPass = true
+		}
 	}
 	return p, nil
 }

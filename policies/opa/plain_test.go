@@ -188,13 +188,16 @@ func TestPlainlyAllowedAgreesWithOutcome(t *testing.T) {
 }
 
 // For every request the one pass allows, the explain trail is written
-// from its lookups (policies/explain.rego); it must be the trail the step
-// rules give (tenant_step, license_step, claim_step, veto_steps). Compared
-// for every allowed request of the world, so that the other written-out
-// trail (an allowed request of an unrestricted token) is compared as
-// well. A refused request's trail is the step rules' own (explain.rego's
-// last branch), so comparing it would compare the steps with themselves:
-// the decision is asked first and only allowed requests are compared.
+// from its lookups: by the policy's trail (policies/explain.rego) and, from
+// the values the explanation hands over, by the server
+// (explanationFrom). Both must be the trail the step rules give
+// (tenant_step, license_step, claim_step, veto_steps). Compared for every
+// allowed request of the world, so that the other written-out trail (an
+// allowed request of an unrestricted token) and the explanation that
+// carries a whole trail are compared as well. A refused request's trail is
+// the step rules' own (explain.rego's last branch), so comparing it would
+// compare the steps with themselves: the decision is asked first and only
+// allowed requests are compared.
 func TestExplainTrailIsTheStepsTrail(t *testing.T) {
 	ctx := context.Background()
 	world := newPlainWorld(t)
@@ -204,11 +207,11 @@ func TestExplainTrailIsTheStepsTrail(t *testing.T) {
 		"claims": [data.provgate.explain.claim_step(c) | some c in input.required],
 		"vetoes_consulted": data.provgate.explain.vetoes_consulted,
 		"vetoes": data.provgate.explain.veto_steps,
-	}, {true | data.provgate.authz.plainly_allowed}]`
+	}, {true | data.provgate.authz.plainly_allowed}, data.provgate.explain.explanation]`
 	for _, lic := range []policies.LicenseData{{Valid: true, Features: []string{"rbac"}}, {}} {
 		pq := world.prepare(t, lic, query)
 		allowed := world.prepare(t, lic, "data.provgate.authz.decision.allow")
-		passed, compared, covers := 0, 0, map[any]int{}
+		passed, compared, covers := 0, 0, map[string]int{}
 		world.each(t, func(in policies.Input, value ast.Value) {
 			rs, err := allowed.Eval(ctx, rego.EvalParsedInput(value))
 			if err != nil || len(rs) != 1 {
@@ -218,26 +221,40 @@ func TestExplainTrailIsTheStepsTrail(t *testing.T) {
 				return
 			}
 			compared++
-			rs, err = pq.Eval(ctx, rego.EvalParsedInput(value))
+			rs, err = pq.Eval(ctx, rego.EvalParsedInput(value), rego.EvalGenerateJSON(asTerm))
 			if err != nil || len(rs) != 1 {
 				t.Fatalf("%+v: %v %v", in, rs, err)
 			}
-			got := rs[0].Bindings["x"].([]any)
-			if !reflect.DeepEqual(got[0], got[1]) {
-				t.Fatalf("%+v %v %v:\ntrail %v\nsteps %v", in.Principal, in.Required, in.Object, got[0], got[1])
+			got := rs[0].Bindings["x"].(*ast.Term).Value.(*ast.Array)
+			if !got.Elem(0).Equal(got.Elem(1)) {
+				t.Fatalf("%+v %v %v:\ntrail %v\nsteps %v", in.Principal, in.Required, in.Object, got.Elem(0), got.Elem(1))
 			}
-			if len(got[2].([]any)) == 1 {
+			steps, err := trailFrom(got.Elem(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			written, err := explanationFrom(got.Elem(3), in)
+			if err != nil {
+				t.Fatalf("%+v %v %v: %v", in.Principal, in.Required, in.Object, err)
+			}
+			if !reflect.DeepEqual(written, steps) {
+				t.Fatalf("%+v %v %v:\nexplanation %v\nwritten %+v\nsteps %+v", in.Principal, in.Required, in.Object, got.Elem(3), written, steps)
+			}
+			if got.Elem(2).Value.(ast.Set).Len() == 1 {
 				passed++
-				for _, step := range got[0].(map[string]any)["claims"].([]any) {
-					for _, c := range step.(map[string]any)["covered_by"].([]any) {
-						covers[c.(map[string]any)["source"]]++
+				if _, ok := got.Elem(3).Value.(ast.Object).Get(ast.StringTerm("pass")).Value.(ast.Object); !ok {
+					t.Fatalf("%+v %v %v: plainly allowed, explained by %v", in.Principal, in.Required, in.Object, got.Elem(3))
+				}
+				for _, step := range written.Claims {
+					for _, c := range step.CoveredBy {
+						covers[c.Source]++
 					}
 				}
 			}
 		})
 		t.Logf("license %v: %d allowed requests compared, %d trails written for the one pass, naming covers %v", lic.Valid, compared, passed, covers)
 		if passed < 100 || compared <= passed || covers["role"] <= passed || covers["self"] == 0 || covers["claim"] == 0 {
-			t.Errorf("license %v: %d trails written for the one pass, %d covers: the comparison needs them", lic.Valid, passed, covers)
+			t.Errorf("license %v: %d trails written for the one pass, covers %v: the comparison needs them", lic.Valid, passed, covers)
 		}
 	}
 }

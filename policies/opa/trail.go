@@ -2,6 +2,7 @@ package opa
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -27,8 +28,65 @@ func trailFrom(v any) (*policies.Trail, error) {
 	if !ok {
 		return nil, fmt.Errorf("trail is %T, not a term", v)
 	}
+	return trailValue(t.Value)
+}
+
+// explanationFrom reads an explanation term (policies.ExplanationPath) of
+// the input in: {"trail": trail} is read as trailFrom reads a trail;
+// {"pass": values}, for a request the decision allowed in its one pass, is
+// written out as the policy's trail writes it from the same values (the
+// first body of data.provgate.explain.trail): the user's tenants, the
+// license (with no failures: no claim needs one), the one required claim,
+// held and licensed, with what covers it, and no veto. Only the values are
+// built in Rego; TestExplainTrailIsTheStepsTrail compares the trail
+// written here with the step rules' (docs/design.md §9.8).
+func explanationFrom(v any, in policies.Input) (*policies.Trail, error) {
+	t, ok := v.(*ast.Term)
+	if !ok {
+		return nil, fmt.Errorf("explanation is %T, not a term", v)
+	}
 	r := &astReader{}
-	o := r.object(t.Value, "trail")
+	o := r.object(t.Value, "explanation")
+	if tr := r.field(o, "trail"); tr != nil {
+		return trailValue(tr)
+	}
+	pass := r.object(r.field(o, "pass"), "explanation.pass")
+	if r.err != nil {
+		return nil, fmt.Errorf("malformed explanation: %w", r.err)
+	}
+	if pass == nil {
+		return nil, errors.New("malformed explanation: neither a trail nor the values of one")
+	}
+	if len(in.Required) != 1 {
+		return nil, fmt.Errorf("malformed explanation: the values of a one-claim trail for %d claims", len(in.Required))
+	}
+	c := in.Required[0]
+	out := &policies.Trail{
+		Tenant: policies.TenantStep{Tenants: r.strings(r.field(pass, "tenants"), "pass.tenants"), HiddenBy: []string{}},
+		License: policies.LicenseStep{Licensed: r.bool(r.field(pass, "licensed"), "pass.licensed"),
+			Failures: []string{}},
+		Claims: []policies.ClaimStep{{
+			Claim:       policies.ClaimText{Scope: c.Scope, Action: c.Action, Specific: c.Specific},
+			Held:        true,
+			Licensed:    true,
+			CoveredBy:   r.covers(r.field(pass, "covered_by")),
+			TokenRoles:  policies.TokenRolesStep{CoveredBy: []string{}},
+			Restriction: policies.RestrictionStep{Covered: true},
+			GrantedBy:   []string{},
+		}},
+		VetoesConsulted: true,
+		Vetoes:          []policies.Veto{},
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("malformed explanation: %w", r.err)
+	}
+	return out, nil
+}
+
+// trailValue reads a trail value.
+func trailValue(v ast.Value) (*policies.Trail, error) {
+	r := &astReader{}
+	o := r.object(v, "trail")
 	var out policies.Trail
 	if ten := r.object(r.field(o, "tenant"), "tenant"); ten != nil {
 		out.Tenant = policies.TenantStep{
@@ -58,16 +116,7 @@ func trailFrom(v any) (*policies.Trail, error) {
 			st.Claim = policies.ClaimText{Scope: r.string(r.field(cl, "scope"), "claim.scope"),
 				Action: r.string(r.field(cl, "action"), "claim.action"), Specific: r.string(r.field(cl, "specific"), "claim.specific")}
 		}
-		st.CoveredBy = []policies.Cover{}
-		if !r.each(r.field(c, "covered_by"), "covered_by", func(v ast.Value) {
-			if cv := r.object(v, "covered_by[]"); cv != nil {
-				st.CoveredBy = append(st.CoveredBy, policies.Cover{Source: r.string(r.field(cv, "source"), "source"),
-					Role: r.string(r.field(cv, "role"), "role"), Claim: r.claimText(r.field(cv, "claim"), "claim")})
-			}
-		}) {
-			st.CoveredBy = nil
-		}
-		st.CoveredBy = sortCovers(st.CoveredBy)
+		st.CoveredBy = r.covers(r.field(c, "covered_by"))
 		if tr := r.object(r.field(c, "token_roles"), "token_roles"); tr != nil {
 			st.TokenRoles = policies.TokenRolesStep{Restricted: r.bool(r.field(tr, "restricted"), "token_roles.restricted"),
 				CoveredBy: r.strings(r.field(tr, "covered_by"), "token_roles.covered_by")}
@@ -94,6 +143,20 @@ func trailFrom(v any) (*policies.Trail, error) {
 		return nil, fmt.Errorf("malformed trail: %w", r.err)
 	}
 	return &out, nil
+}
+
+// covers reads a claim's covered_by, ordered by sortCovers.
+func (r *astReader) covers(v ast.Value) []policies.Cover {
+	out := []policies.Cover{}
+	if !r.each(v, "covered_by", func(v ast.Value) {
+		if cv := r.object(v, "covered_by[]"); cv != nil {
+			out = append(out, policies.Cover{Source: r.string(r.field(cv, "source"), "source"),
+				Role: r.string(r.field(cv, "role"), "role"), Claim: r.claimText(r.field(cv, "claim"), "claim")})
+		}
+	}) {
+		out = nil
+	}
+	return sortCovers(out)
 }
 
 // claimText reads the claim that covers a required claim: the claim
@@ -134,8 +197,8 @@ var trailKeys = func() map[string]*ast.Term {
 	out := map[string]*ast.Term{}
 	for _, k := range []string{"action", "claim", "claims", "covered", "covered_by", "failures", "granted_by", "held",
 		"hidden", "hidden_by", "license", "licensed", "message", "other_machine", "own_credential", "package",
-		"restricted", "restriction", "role", "scope", "source", "specific", "tenant", "tenants", "token_roles",
-		"vetoes", "vetoes_consulted"} {
+		"pass", "restricted", "restriction", "role", "scope", "source", "specific", "tenant", "tenants", "token_roles",
+		"trail", "vetoes", "vetoes_consulted"} {
 		out[k] = ast.StringTerm(k)
 	}
 	return out
