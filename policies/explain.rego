@@ -29,22 +29,46 @@ import data.provgate.tenancy
 # description: |
 #   The trail as the server reads it (Go: policies/opa, Engine.Explain).
 #   For a request the decision allowed in its one pass, {"pass": values}:
-#   the few values its trail is written from (trail's first body), the
+#   the values its trail is written from (see trail's first body), the
 #   rest of it written out in Go; for any other, {"trail": trail}.
 # entrypoint: true
-explanation := {"pass": {"tenants": tenants, "licensed": licensed, "covered_by": plain_covered_by(w)}} if {
-	# As trail's first body: the user's tenants, whether there is a
-	# license, and what covers the one wanted claim (the license gate has
-	# no failures: the claim's scope needs no license).
+explanation := {"pass": {
+	"tenants": [t | t := data.provgate.user_tenant[input.principal.name]],
+	"licensed": {true | authz.licensed},
+	"self": {true | grants.self_holds_one(w)},
+	"roles": {[name, r.claims[i]] |
+		keys := array.concat([w.action], w.fallback)
+		some name in input.principal.roles
+		r := roles[name]
+		n := r.index[w.scope][keys[_]]
+		some i in object.get(n.keys, w.specific, n.all_by)
+	},
+	"claims": {dc | some dc in input.principal.claims; claims.covers_one(claims.compile(dc), w)},
+}} if {
+	# The values of trail's first body, each as small as it can be: the
+	# user's tenants; the license ({true} when there is one: the gate has
+	# no failures, since the claim's scope needs no license); what covers
+	# the one wanted claim: the self claims ({true} when they do), the
+	# claims of the user's roles as [role, claim] (read from the indexes
+	# as plain_role_covers reads them, the lookups written out here: they
+	# are what the trail costs above its decision) and the direct claims.
 	authz.plainly_allowed
 	[w] := input.required
-	tenants := [t | t := data.provgate.user_tenant[input.principal.name]]
+	data.provgate.roles_indexed
+	w.specific != ""
+	roles := data.provgate.roles
+} else := {"pass": {
+	"tenants": [t | t := data.provgate.user_tenant[input.principal.name]],
+	"licensed": {true | authz.licensed},
+	"self": {true | grants.self_holds_one(w)},
+	"roles": {[c.role, c.claim] | some c in plain_role_covers(w)},
+	"claims": {dc | some dc in input.principal.claims; claims.covers_one(claims.compile(dc), w)},
+}} if {
+	# The same for an empty specific (lists, creates) or data written by
+	# hand.
+	authz.plainly_allowed
+	[w] := input.required
 } else := {"trail": trail}
-
-# licensed: the license gate's answer, true or false.
-licensed if authz.licensed
-
-else := false
 
 # METADATA
 # title: Trail

@@ -34,12 +34,14 @@ func trailFrom(v any) (*policies.Trail, error) {
 // explanationFrom reads an explanation term (policies.ExplanationPath) of
 // the input in: {"trail": trail} is read as trailFrom reads a trail;
 // {"pass": values}, for a request the decision allowed in its one pass, is
-// written out as the policy's trail writes it from the same values (the
+// written out as the policy's trail writes it for such a request (the
 // first body of data.provgate.explain.trail): the user's tenants, the
 // license (with no failures: no claim needs one), the one required claim,
-// held and licensed, with what covers it, and no veto. Only the values are
-// built in Rego; TestExplainTrailIsTheStepsTrail compares the trail
-// written here with the step rules' (docs/design.md §9.8).
+// held and licensed, with what covers it (the self claims, the role
+// claims, the direct claims, as the values name them), and no veto. Only
+// the values are worked out in Rego; TestExplainTrailIsTheStepsTrail
+// compares the trail written here with the step rules' (docs/design.md
+// §9.8).
 func explanationFrom(v any, in policies.Input) (*policies.Trail, error) {
 	t, ok := v.(*ast.Term)
 	if !ok {
@@ -60,16 +62,31 @@ func explanationFrom(v any, in policies.Input) (*policies.Trail, error) {
 	if len(in.Required) != 1 {
 		return nil, fmt.Errorf("malformed explanation: the values of a one-claim trail for %d claims", len(in.Required))
 	}
+	covers := []policies.Cover{}
+	if r.any(r.field(pass, "self"), "pass.self") {
+		covers = append(covers, policies.Cover{Source: "self"})
+	}
+	r.each(r.field(pass, "roles"), "pass.roles", func(v ast.Value) {
+		a, ok := v.(*ast.Array)
+		if !ok || a.Len() != 2 {
+			r.fail("pass.roles[]", v, "a [role, claim] pair")
+			return
+		}
+		covers = append(covers, policies.Cover{Source: "role", Role: r.string(a.Elem(0).Value, "pass.roles[].role"),
+			Claim: r.claimText(a.Elem(1).Value, "pass.roles[].claim")})
+	})
+	r.each(r.field(pass, "claims"), "pass.claims", func(v ast.Value) {
+		covers = append(covers, policies.Cover{Source: "claim", Claim: r.claimText(v, "pass.claims[]")})
+	})
 	c := in.Required[0]
 	out := &policies.Trail{
-		Tenant: policies.TenantStep{Tenants: r.strings(r.field(pass, "tenants"), "pass.tenants"), HiddenBy: []string{}},
-		License: policies.LicenseStep{Licensed: r.bool(r.field(pass, "licensed"), "pass.licensed"),
-			Failures: []string{}},
+		Tenant:  policies.TenantStep{Tenants: r.strings(r.field(pass, "tenants"), "pass.tenants"), HiddenBy: []string{}},
+		License: policies.LicenseStep{Licensed: r.any(r.field(pass, "licensed"), "pass.licensed"), Failures: []string{}},
 		Claims: []policies.ClaimStep{{
 			Claim:       policies.ClaimText{Scope: c.Scope, Action: c.Action, Specific: c.Specific},
 			Held:        true,
 			Licensed:    true,
-			CoveredBy:   r.covers(r.field(pass, "covered_by")),
+			CoveredBy:   sortCovers(covers),
 			TokenRoles:  policies.TokenRolesStep{CoveredBy: []string{}},
 			Restriction: policies.RestrictionStep{Covered: true},
 			GrantedBy:   []string{},
@@ -197,8 +214,8 @@ var trailKeys = func() map[string]*ast.Term {
 	out := map[string]*ast.Term{}
 	for _, k := range []string{"action", "claim", "claims", "covered", "covered_by", "failures", "granted_by", "held",
 		"hidden", "hidden_by", "license", "licensed", "message", "other_machine", "own_credential", "package",
-		"pass", "restricted", "restriction", "role", "scope", "source", "specific", "tenant", "tenants", "token_roles",
-		"trail", "vetoes", "vetoes_consulted"} {
+		"pass", "restricted", "restriction", "role", "roles", "scope", "self", "source", "specific", "tenant", "tenants",
+		"token_roles", "trail", "vetoes", "vetoes_consulted"} {
 		out[k] = ast.StringTerm(k)
 	}
 	return out
@@ -276,6 +293,20 @@ func (r *astReader) each(v ast.Value, what string, f func(ast.Value)) bool {
 		return false
 	}
 	return true
+}
+
+// any reports whether a set (or array) has an element.
+func (r *astReader) any(v ast.Value, what string) bool {
+	switch a := v.(type) {
+	case ast.Set:
+		return a.Len() > 0
+	case *ast.Array:
+		return a.Len() > 0
+	case nil, ast.Null:
+		return false
+	}
+	r.fail(what, v, "a set")
+	return false
 }
 
 func (r *astReader) strings(v ast.Value, what string) []string {
