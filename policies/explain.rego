@@ -37,11 +37,10 @@ explanation := {"pass": {
 	"licensed": {true | authz.licensed},
 	"self": {true | grants.self_holds_one(w)},
 	"roles": {[name, r.claims[i]] |
-		keys := array.concat([w.action], w.fallback)
 		some name in input.principal.roles
 		r := roles[name]
-		n := r.index[w.scope][keys[_]]
-		some i in object.get(n.keys, w.specific, n.all_by)
+		n := r.index[scope][keys[_]]
+		some i in object.get(n, ["keys", specific], n.all_by)
 	},
 	"claims": {dc | some dc in input.principal.claims; claims.covers_one(claims.compile(dc), w)},
 }} if {
@@ -50,12 +49,16 @@ explanation := {"pass": {
 	# no failures, since the claim's scope needs no license); what covers
 	# the one wanted claim: the self claims ({true} when they do), the
 	# claims of the user's roles as [role, claim] (read from the indexes
-	# as plain_role_covers reads them, the lookups written out here: they
-	# are what the trail costs above its decision) and the direct claims.
+	# as plain_role_covers reads them, the lookups written out here, with
+	# what they share bound once: they are what the trail costs above its
+	# decision) and the direct claims.
 	authz.plainly_allowed
 	[w] := input.required
 	data.provgate.roles_indexed
-	w.specific != ""
+	specific := w.specific
+	specific != ""
+	scope := w.scope
+	keys := array.concat([w.action], w.fallback)
 	roles := data.provgate.roles
 } else := {"pass": {
 	"tenants": [t | t := data.provgate.user_tenant[input.principal.name]],
