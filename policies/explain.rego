@@ -2,8 +2,9 @@
 # §9.8): what the decision found at each step, worked out by the very
 # rules the decision evaluates (tenancy.hides, authz.held,
 # authz.licensed_for, the extensions' deny sets), never by a second copy
-# of them. The server evaluates decision and trail in one query, so both
-# see the same input, data and clock.
+# of them. The server evaluates the decision and the explanation (the
+# trail, or for a request the one pass allowed the values its trail is
+# written from) in one query, so both see the same input, data and clock.
 
 # METADATA
 # title: Explain
