@@ -364,7 +364,8 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 	// access explorer shows the decision alone; without claim_contains a
 	// custom policy cannot narrow restricted tokens further (ClaimContains
 	// answers false); without the grant check every grant-bearing write is
-	// refused (Ungranted).
+	// refused (Ungranted). A policy defining the explanation is explained
+	// through it, one defining only the trail through the trail.
 	for _, q := range []struct {
 		path, query string
 		into        **rego.PreparedEvalQuery
