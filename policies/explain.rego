@@ -2,8 +2,9 @@
 # §9.8): what the decision found at each step, worked out by the very
 # rules the decision evaluates (tenancy.hides, authz.held,
 # authz.licensed_for, the extensions' deny sets), never by a second copy
-# of them. The server evaluates decision and trail in one query, so both
-# see the same input, data and clock.
+# of them. The server evaluates the decision and the explanation (the
+# trail, or for a request the one pass allowed the values its trail is
+# written from) in one query, so both see the same input, data and clock.
 
 # METADATA
 # title: Explain
@@ -23,6 +24,55 @@ import data.provgate.authz
 import data.provgate.claims
 import data.provgate.grants
 import data.provgate.tenancy
+
+# METADATA
+# title: Explanation
+# description: |
+#   The trail as the server reads it (Go: policies/opa, Engine.Explain).
+#   For a request the decision allowed in its one pass, {"pass": values}:
+#   the values its trail is written from (see trail's first body), the
+#   rest of it written out in Go; for any other, {"trail": trail}.
+# entrypoint: true
+explanation := {"pass": {
+	"tenants": [t | t := data.provgate.user_tenant[input.principal.name]],
+	"licensed": {true | authz.licensed},
+	"self": {true | grants.self_holds_one(w)},
+	"roles": {[name, r.claims[i]] |
+		some name in input.principal.roles
+		r := roles[name]
+		n := r.index[scope][keys[_]]
+		some i in object.get(n, ["keys", specific], n.all_by)
+	},
+	"claims": {dc | some dc in input.principal.claims; claims.covers_one(claims.compile(dc), w)},
+}} if {
+	# The values of trail's first body, each as small as it can be: the
+	# user's tenants; the license ({true} when there is one: the gate has
+	# no failures, since the claim's scope needs no license); what covers
+	# the one wanted claim: the self claims ({true} when they do), the
+	# claims of the user's roles as [role, claim] (read from the indexes
+	# as plain_role_covers reads them, the lookups written out here, with
+	# what they share bound once: they are what the trail costs above its
+	# decision) and the direct claims.
+	authz.plainly_allowed
+	[w] := input.required
+	data.provgate.roles_indexed
+	specific := w.specific
+	specific != ""
+	scope := w.scope
+	keys := array.concat([w.action], w.fallback)
+	roles := data.provgate.roles
+} else := {"pass": {
+	"tenants": [t | t := data.provgate.user_tenant[input.principal.name]],
+	"licensed": {true | authz.licensed},
+	"self": {true | grants.self_holds_one(w)},
+	"roles": {[c.role, c.claim] | some c in plain_role_covers(w)},
+	"claims": {dc | some dc in input.principal.claims; claims.covers_one(claims.compile(dc), w)},
+}} if {
+	# The same for an empty specific (lists, creates) or data written by
+	# hand.
+	authz.plainly_allowed
+	[w] := input.required
+} else := {"trail": trail}
 
 # METADATA
 # title: Trail

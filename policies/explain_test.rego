@@ -252,24 +252,27 @@ plainly(world, request_) if {
 		with data.provgate.scopes as world.scopes
 }
 
+# Worlds and requests the one pass allows.
+plain_cases := [
+	# Two roles cover through fallback keys, a third does not.
+	[plain_world, plain_request(plain_user("tom", ["params", "wide", "m3getter"]), params_bar, "m3")],
+	[plain_world, plain_request(plain_user("tom", ["params", "m3getter", "nosuchrole"]), get_m3, "m3")],
+	# A role without an index covers beside one with it.
+	[plain_world, plain_request(plain_user("tom", ["params", "unindexed"]), params_bar, "m3")],
+	[object.union(plain_world, {"license": {"valid": false, "features": []}}), plain_request(plain_user("tom", ["params", "m3getter"]), get_m3, "m3")],
+	# An empty specific (a list) is covered by a node of any key.
+	[plain_world, fixtures.request(plain_user("noel", ["lister", "alllister"]), [wanted("machines", "list", "", "list", [])])],
+	# A direct claim and a self claim cover beside a role.
+	[plain_world, plain_request(object.union(plain_user("noel", ["params"]), {"claims": [c("machines", "get", "*")]}), wanted("machines", "get", "m1", "get", []), "m1")],
+	[plain_world, plain_request(plain_user("tom", ["usersget"]), wanted("users", "get", "tom", "get", []), "tom")],
+]
+
+params_bar := wanted("machines", "update:/Params/bar", "m3", "update", ["update:/Params", "update:", "update"])
+
+get_m3 := wanted("machines", "get", "m3", "get", [])
+
 test_plainly_allowed_trail_is_the_steps_trail if {
-	params_bar := wanted("machines", "update:/Params/bar", "m3", "update", ["update:/Params", "update:", "update"])
-	get_m3 := wanted("machines", "get", "m3", "get", [])
-	direct := object.union(plain_user("noel", ["params"]), {"claims": [c("machines", "get", "*")]})
-	unlicensed := object.union(plain_world, {"license": {"valid": false, "features": []}})
-	every case in [
-		# Two roles cover through fallback keys, a third does not.
-		[plain_world, plain_request(plain_user("tom", ["params", "wide", "m3getter"]), params_bar, "m3")],
-		[plain_world, plain_request(plain_user("tom", ["params", "m3getter", "nosuchrole"]), get_m3, "m3")],
-		# A role without an index covers beside one with it.
-		[plain_world, plain_request(plain_user("tom", ["params", "unindexed"]), params_bar, "m3")],
-		[unlicensed, plain_request(plain_user("tom", ["params", "m3getter"]), get_m3, "m3")],
-		# An empty specific (a list) is covered by a node of any key.
-		[plain_world, fixtures.request(plain_user("noel", ["lister", "alllister"]), [wanted("machines", "list", "", "list", [])])],
-		# A direct claim and a self claim cover beside a role.
-		[plain_world, plain_request(direct, wanted("machines", "get", "m1", "get", []), "m1")],
-		[plain_world, plain_request(plain_user("tom", ["usersget"]), wanted("users", "get", "tom", "get", []), "tom")],
-	] {
+	every case in plain_cases {
 		[world, req] := case
 		trail_is_the_steps_trail(world, req)
 
@@ -277,6 +280,47 @@ test_plainly_allowed_trail_is_the_steps_trail if {
 		# (policies.Data.Normalized): the covers are read from the indexes.
 		trail_is_the_steps_trail(indexed_only(world), req)
 	}
+}
+
+# The server is handed the values a one-pass trail is written from
+# (explanation; policies/opa writes the trail from them): they are the
+# trail's tenants, license and covers.
+test_explanation_hands_the_trails_values if {
+	every case in plain_cases {
+		[world, req] := case
+		explanation_is_the_trails(world, req)
+		explanation_is_the_trails(indexed_only(world), req)
+	}
+}
+
+explanation_is_the_trails(world, req) if {
+	pass := data.provgate.explain.explanation.pass with input as req
+		with data.provgate.roles as world.roles
+		with data.provgate.tenants as world.tenants
+		with data.provgate.user_tenant as world.user_tenant
+		with data.provgate.machine_tenants as world.machine_tenants
+		with data.provgate.license as world.license
+		with data.provgate.scopes as world.scopes
+		with data.provgate.roles_indexed as object.get(world, "roles_indexed", false)
+	trail := explain(world, req).trail
+	pass.tenants == trail.tenant.tenants
+	count(pass.licensed) == 1 == trail.license.licensed
+	covers := ({{"source": "self", "role": "", "claim": ""} | some _ in pass.self} | {{"source": "role", "role": r, "claim": cl} | some [r, cl] in pass.roles}) | {{"source": "claim", "role": "", "claim": dc} | some dc in pass.claims}
+	covers == trail.claims[0].covered_by
+	count(covers) > 0
+}
+
+test_refused_explanation_is_the_trail if {
+	req := plain_request(plain_user("tom", ["m3getter"]), params_bar, "m3")
+	x := data.provgate.explain.explanation with input as req
+		with data.provgate.roles as plain_world.roles
+		with data.provgate.tenants as plain_world.tenants
+		with data.provgate.user_tenant as plain_world.user_tenant
+		with data.provgate.machine_tenants as plain_world.machine_tenants
+		with data.provgate.license as plain_world.license
+		with data.provgate.scopes as plain_world.scopes
+	x == {"trail": explain(plain_world, req).trail}
+	not explain(plain_world, req).decision.allow
 }
 
 indexed_only(world) := object.union(object.remove(world, ["roles"]), {
@@ -294,7 +338,6 @@ trail_is_the_steps_trail(world, req) if {
 
 # The covers named for the first case.
 test_plainly_allowed_trail_names_each_covering_role if {
-	params_bar := wanted("machines", "update:/Params/bar", "m3", "update", ["update:/Params", "update:", "update"])
 	every world in [plain_world, indexed_only(plain_world)] {
 		x := explain(world, plain_request(plain_user("tom", ["params", "wide", "m3getter"]), params_bar, "m3"))
 		x.trail.claims[0].covered_by == {

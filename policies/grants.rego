@@ -249,17 +249,19 @@ credential_action(a) if {
 # self_holds_one(w): the self claims (see self) contain w; written as
 # lookups, since building the compiled self claims costs more than the
 # rest of a decision. users token,password,get <self> (no password for a
-# restricted token); info get *.
-self_holds_one(w) if {
+# restricted token); info get *. Keyed by w's scope (self_holds_in), so
+# that for a claim of any other scope the rule index finds no body to
+# evaluate.
+self_holds_one(w) if self_holds_in(w.scope, w)
+
+self_holds_in("users", w) if {
 	input.principal.kind == "user"
-	w.scope == "users"
 	w.action in self_actions
 	own_specific(w.specific)
 }
 
-self_holds_one(w) if {
+self_holds_in("info", w) if {
 	input.principal.kind == "user"
-	w.scope == "info"
 	w.action == "get"
 }
 

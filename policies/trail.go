@@ -4,6 +4,13 @@ package policies
 // the trail of data.provgate.authz.decision for the same input.
 const ExplainPath = "data.provgate.explain.trail"
 
+// ExplanationPath is the trail as the server reads it
+// (policies/explain.rego): {"pass": values} for a request the decision
+// allowed in its one pass, the values its trail is written from, or
+// {"trail": the trail} for any other. A policy defining it is explained
+// through it, one defining only ExplainPath through the trail.
+const ExplanationPath = "data.provgate.explain.explanation"
+
 // Trail is what the policy found at each step of one decision
 // (docs/design.md §9.8), in evaluation order: tenant visibility, the
 // license gate, every required claim, the extensions' vetoes.

@@ -364,17 +364,19 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 	// access explorer shows the decision alone; without claim_contains a
 	// custom policy cannot narrow restricted tokens further (ClaimContains
 	// answers false); without the grant check every grant-bearing write is
-	// refused (Ungranted).
+	// refused (Ungranted). A policy defining the explanation is explained
+	// through it, one defining only the trail through the trail.
 	for _, q := range []struct {
 		path, query string
 		into        **rego.PreparedEvalQuery
 	}{
+		{policies.ExplanationPath, explanationQuery, &p.explain},
 		{policies.ExplainPath, explainQuery, &p.explain},
 		{RoleDiffPath, RoleDiffPath + "(input.a, input.b)", &p.roleDiff},
 		{ClaimContainsPath, ClaimContainsPath + "(input.a, input.b)", &p.claimContains},
 		{UngrantedPath, UngrantedPath, &p.ungranted},
 	} {
-		if len(compiler.GetRulesExact(ast.MustParseRef(q.path))) == 0 {
+		if len(compiler.GetRulesExact(ast.MustParseRef(q.path))) == 0 || (q.into == &p.explain && p.explain != nil) {
 			continue
 		}
 		pq, err := rego.New(rego.Query(q.query), rego.Compiler(compiler), rego.Store(e.store)).PrepareForEval(ctx)
@@ -382,6 +384,9 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 			return nil, policyError("prepare "+q.path, err)
 		}
 		*q.into = &pq
+		if q.path == policies.ExplanationPath {
+			p.explainPass = true
+		}
 	}
 	return p, nil
 }

@@ -127,6 +127,9 @@ type policy struct {
 	// explain evaluates the decision with its trail; nil when the policy
 	// defines no explain entry point.
 	explain *rego.PreparedEvalQuery
+	// explainPass: explain evaluates the policy's explanation
+	// (policies.ExplanationPath) rather than its trail.
+	explainPass bool
 	// roleDiff is nil when the policy defines no role diff function.
 	roleDiff *rego.PreparedEvalQuery
 	// needs are the costly input parts the policy reads.

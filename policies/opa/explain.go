@@ -19,6 +19,12 @@ import (
 // share the decision's evaluations (docs/design.md §9.8).
 const explainQuery = "decision = " + DecisionPath + "; trail = " + policies.ExplainPath
 
+// explanationQuery is explainQuery for a policy defining the explanation
+// (policies.ExplanationPath): a request the decision allowed in its one
+// pass has its trail written out in Go from a few values, never built in
+// Rego (explanationFrom).
+const explanationQuery = "decision = " + DecisionPath + "; trail = " + policies.ExplanationPath
+
 // Explain evaluates the decision for in together with its trail, without
 // the cache and without a decision log line: it answers "what would this
 // request get, and why", not a request that happened. A policy without
@@ -85,7 +91,12 @@ func (e *Engine) explain(ctx context.Context, in policies.Input, r policies.Repl
 	if out.Decision, err = decisionValue(dv); err != nil {
 		return out, err
 	}
-	if out.Trail, err = trailFrom(rs[0].Bindings["trail"]); err != nil {
+	if p.explainPass {
+		out.Trail, err = explanationFrom(rs[0].Bindings["trail"], in)
+	} else {
+		out.Trail, err = trailFrom(rs[0].Bindings["trail"])
+	}
+	if err != nil {
 		return out, internal("read explain trail", err)
 	}
 	return out, nil

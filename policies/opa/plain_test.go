@@ -167,7 +167,7 @@ type plainTally struct {
 	// their trails name, by source; trail is the first request whose
 	// written-out trail differs from the steps' trail, if any.
 	compared, written int
-	covers            map[any]int
+	covers            map[string]int
 	trail             string
 }
 
@@ -219,7 +219,7 @@ func walkPlainWorld(t *testing.T) *plainWalk {
 		"claims": [data.provgate.explain.claim_step(c) | some c in input.required],
 		"vetoes_consulted": data.provgate.explain.vetoes_consulted,
 		"vetoes": data.provgate.explain.veto_steps,
-	}]`
+	}, data.provgate.explain.explanation]`
 	// One sample for both licenses, so that each request is compared
 	// under both.
 	var inputs []policies.Input
@@ -230,7 +230,7 @@ func walkPlainWorld(t *testing.T) *plainWalk {
 	for _, lic := range []policies.LicenseData{{Valid: true, Features: []string{"rbac"}}, {}} {
 		decided := world.prepare(t, lic, "x := [data.provgate.authz.decision, data.provgate.authz.outcome, {true | data.provgate.authz.plainly_allowed}]")
 		steps := world.prepare(t, lic, trails)
-		tally := plainTally{lic: lic, covers: map[any]int{}}
+		tally := plainTally{lic: lic, covers: map[string]int{}}
 		for j, in := range inputs {
 			p, obj, value := in.Principal, in.Object, values[j]
 			rs, err := decided.Eval(ctx, rego.EvalParsedInput(value))
@@ -254,19 +254,33 @@ func walkPlainWorld(t *testing.T) *plainWalk {
 				continue
 			}
 			tally.compared++
-			rs, err = steps.Eval(ctx, rego.EvalParsedInput(value))
+			rs, err = steps.Eval(ctx, rego.EvalParsedInput(value), rego.EvalGenerateJSON(asTerm))
 			if err != nil || len(rs) != 1 {
 				t.Fatalf("%+v: %v %v", in, rs, err)
 			}
-			trail := rs[0].Bindings["x"].([]any)
-			if tally.trail == "" && !reflect.DeepEqual(trail[0], trail[1]) {
-				tally.trail = fmt.Sprintf("%+v %v %v:\ntrail %v\nsteps %v", p, in.Required, obj, trail[0], trail[1])
+			trail := rs[0].Bindings["x"].(*ast.Term).Value.(*ast.Array)
+			if tally.trail == "" && !trail.Elem(0).Equal(trail.Elem(1)) {
+				tally.trail = fmt.Sprintf("%+v %v %v:\ntrail %v\nsteps %v", p, in.Required, obj, trail.Elem(0), trail.Elem(1))
+			}
+			stepped, err := trailFrom(trail.Elem(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			written, err := explanationFrom(trail.Elem(2), in)
+			if err != nil {
+				t.Fatalf("%+v %v %v: %v", p, in.Required, obj, err)
+			}
+			if tally.trail == "" && !reflect.DeepEqual(written, stepped) {
+				tally.trail = fmt.Sprintf("%+v %v %v:\nexplanation %v\nwritten %+v\nsteps %+v", p, in.Required, obj, trail.Elem(2), written, stepped)
 			}
 			if plainly {
 				tally.written++
-				for _, step := range trail[0].(map[string]any)["claims"].([]any) {
-					for _, c := range step.(map[string]any)["covered_by"].([]any) {
-						tally.covers[c.(map[string]any)["source"]]++
+				if _, ok := trail.Elem(2).Value.(ast.Object).Get(ast.StringTerm("pass")).Value.(ast.Object); !ok && tally.trail == "" {
+					tally.trail = fmt.Sprintf("%+v %v %v: plainly allowed, explained by %v", p, in.Required, obj, trail.Elem(2))
+				}
+				for _, step := range written.Claims {
+					for _, c := range step.CoveredBy {
+						tally.covers[c.Source]++
 					}
 				}
 			}
@@ -300,14 +314,16 @@ func TestPlainlyAllowedAgreesWithOutcome(t *testing.T) {
 }
 
 // For every request the one pass allows, the explain trail is written
-// from its lookups (policies/explain.rego); it must be the trail the step
-// rules give (tenant_step, license_step, claim_step, veto_steps). Compared
-// for every allowed request of the sample, so that the other written-out
-// trail (an allowed request of an unrestricted token) is compared as
-// well. A refused request's trail is the step rules' own (explain.rego's
-// last branch), so comparing it would compare the steps with themselves:
-// only allowed requests are compared, by the decision the walk asks for
-// TestPlainlyAllowedAgreesWithOutcome too.
+// from its lookups: by the policy's trail (policies/explain.rego) and, from
+// the values the explanation hands over, by the server (explanationFrom).
+// Both must be the trail the step rules give (tenant_step, license_step,
+// claim_step, veto_steps). Compared for every allowed request of the
+// sample, so that the other written-out trail (an allowed request of an
+// unrestricted token) and the explanation that carries a whole trail are
+// compared as well. A refused request's trail is the step rules' own
+// (explain.rego's last branch), so comparing it would compare the steps
+// with themselves: only allowed requests are compared, by the decision the
+// walk asks for TestPlainlyAllowedAgreesWithOutcome too.
 func TestExplainTrailIsTheStepsTrail(t *testing.T) {
 	for _, tally := range sharedPlainWalk(t).tallies {
 		if tally.trail != "" {
@@ -316,7 +332,7 @@ func TestExplainTrailIsTheStepsTrail(t *testing.T) {
 		lic, passed, covers := tally.lic, tally.written, tally.covers
 		t.Logf("license %v: %d allowed requests compared, %d trails written for the one pass, naming covers %v", lic.Valid, tally.compared, passed, covers)
 		if passed < 100 || tally.compared <= passed || covers["role"] <= passed || covers["self"] == 0 || covers["claim"] == 0 {
-			t.Errorf("license %v: %d trails written for the one pass, %d covers: the comparison needs them", lic.Valid, passed, covers)
+			t.Errorf("license %v: %d trails written for the one pass, covers %v: the comparison needs them", lic.Valid, passed, covers)
 		}
 	}
 }

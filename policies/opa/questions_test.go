@@ -51,6 +51,7 @@ func TestEmbeddedNameReads(t *testing.T) {
 	want := []string{
 		"data.provgate.authz.own_key",           // restricted_credential: names the principal to compare it with itself
 		"data.provgate.authz.shown_to_user",     // user_tenant[name]
+		"data.provgate.explain.explanation",     // user_tenant[name]: the tenants of a one-pass trail
 		"data.provgate.explain.trail",           // user_tenant[name]: the tenant step of a one-pass trail
 		"data.provgate.grants.claim_restricted", // object.get(input.principal, "restrict", [])
 		"data.provgate.grants.delegated",        // the grant check's subject (input.grants)

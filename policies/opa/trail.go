@@ -2,6 +2,7 @@ package opa
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -27,8 +28,82 @@ func trailFrom(v any) (*policies.Trail, error) {
 	if !ok {
 		return nil, fmt.Errorf("trail is %T, not a term", v)
 	}
+	return trailValue(t.Value)
+}
+
+// explanationFrom reads an explanation term (policies.ExplanationPath) of
+// the input in: {"trail": trail} is read as trailFrom reads a trail;
+// {"pass": values}, for a request the decision allowed in its one pass, is
+// written out as the policy's trail writes it for such a request (the
+// first body of data.provgate.explain.trail): the user's tenants, the
+// license (with no failures: no claim needs one), the one required claim,
+// held and licensed, with what covers it (the self claims, the role
+// claims, the direct claims, as the values name them), and no veto. Only
+// the values are worked out in Rego; TestExplainTrailIsTheStepsTrail
+// compares the trail written here with the step rules' (docs/design.md
+// §9.8).
+func explanationFrom(v any, in policies.Input) (*policies.Trail, error) {
+	t, ok := v.(*ast.Term)
+	if !ok {
+		return nil, fmt.Errorf("explanation is %T, not a term", v)
+	}
 	r := &astReader{}
-	o := r.object(t.Value, "trail")
+	o := r.object(t.Value, "explanation")
+	if tr := r.field(o, "trail"); tr != nil {
+		return trailValue(tr)
+	}
+	pass := r.object(r.field(o, "pass"), "explanation.pass")
+	if r.err != nil {
+		return nil, fmt.Errorf("malformed explanation: %w", r.err)
+	}
+	if pass == nil {
+		return nil, errors.New("malformed explanation: neither a trail nor the values of one")
+	}
+	if len(in.Required) != 1 {
+		return nil, fmt.Errorf("malformed explanation: the values of a one-claim trail for %d claims", len(in.Required))
+	}
+	covers := []policies.Cover{}
+	if r.any(r.field(pass, "self"), "pass.self") {
+		covers = append(covers, policies.Cover{Source: "self"})
+	}
+	r.each(r.field(pass, "roles"), "pass.roles", func(v ast.Value) {
+		a, ok := v.(*ast.Array)
+		if !ok || a.Len() != 2 {
+			r.fail("pass.roles[]", v, "a [role, claim] pair")
+			return
+		}
+		covers = append(covers, policies.Cover{Source: "role", Role: r.string(a.Elem(0).Value, "pass.roles[].role"),
+			Claim: r.claimText(a.Elem(1).Value, "pass.roles[].claim")})
+	})
+	r.each(r.field(pass, "claims"), "pass.claims", func(v ast.Value) {
+		covers = append(covers, policies.Cover{Source: "claim", Claim: r.claimText(v, "pass.claims[]")})
+	})
+	c := in.Required[0]
+	out := &policies.Trail{
+		Tenant:  policies.TenantStep{Tenants: r.strings(r.field(pass, "tenants"), "pass.tenants"), HiddenBy: []string{}},
+		License: policies.LicenseStep{Licensed: r.any(r.field(pass, "licensed"), "pass.licensed"), Failures: []string{}},
+		Claims: []policies.ClaimStep{{
+			Claim:       policies.ClaimText{Scope: c.Scope, Action: c.Action, Specific: c.Specific},
+			Held:        true,
+			Licensed:    true,
+			CoveredBy:   sortCovers(covers),
+			TokenRoles:  policies.TokenRolesStep{CoveredBy: []string{}},
+			Restriction: policies.RestrictionStep{Covered: true},
+			GrantedBy:   []string{},
+		}},
+		VetoesConsulted: true,
+		Vetoes:          []policies.Veto{},
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("malformed explanation: %w", r.err)
+	}
+	return out, nil
+}
+
+// trailValue reads a trail value.
+func trailValue(v ast.Value) (*policies.Trail, error) {
+	r := &astReader{}
+	o := r.object(v, "trail")
 	var out policies.Trail
 	if ten := r.object(r.field(o, "tenant"), "tenant"); ten != nil {
 		out.Tenant = policies.TenantStep{
@@ -58,16 +133,7 @@ func trailFrom(v any) (*policies.Trail, error) {
 			st.Claim = policies.ClaimText{Scope: r.string(r.field(cl, "scope"), "claim.scope"),
 				Action: r.string(r.field(cl, "action"), "claim.action"), Specific: r.string(r.field(cl, "specific"), "claim.specific")}
 		}
-		st.CoveredBy = []policies.Cover{}
-		if !r.each(r.field(c, "covered_by"), "covered_by", func(v ast.Value) {
-			if cv := r.object(v, "covered_by[]"); cv != nil {
-				st.CoveredBy = append(st.CoveredBy, policies.Cover{Source: r.string(r.field(cv, "source"), "source"),
-					Role: r.string(r.field(cv, "role"), "role"), Claim: r.claimText(r.field(cv, "claim"), "claim")})
-			}
-		}) {
-			st.CoveredBy = nil
-		}
-		st.CoveredBy = sortCovers(st.CoveredBy)
+		st.CoveredBy = r.covers(r.field(c, "covered_by"))
 		if tr := r.object(r.field(c, "token_roles"), "token_roles"); tr != nil {
 			st.TokenRoles = policies.TokenRolesStep{Restricted: r.bool(r.field(tr, "restricted"), "token_roles.restricted"),
 				CoveredBy: r.strings(r.field(tr, "covered_by"), "token_roles.covered_by")}
@@ -94,6 +160,20 @@ func trailFrom(v any) (*policies.Trail, error) {
 		return nil, fmt.Errorf("malformed trail: %w", r.err)
 	}
 	return &out, nil
+}
+
+// covers reads a claim's covered_by, ordered by sortCovers.
+func (r *astReader) covers(v ast.Value) []policies.Cover {
+	out := []policies.Cover{}
+	if !r.each(v, "covered_by", func(v ast.Value) {
+		if cv := r.object(v, "covered_by[]"); cv != nil {
+			out = append(out, policies.Cover{Source: r.string(r.field(cv, "source"), "source"),
+				Role: r.string(r.field(cv, "role"), "role"), Claim: r.claimText(r.field(cv, "claim"), "claim")})
+		}
+	}) {
+		out = nil
+	}
+	return sortCovers(out)
 }
 
 // claimText reads the claim that covers a required claim: the claim
@@ -134,8 +214,8 @@ var trailKeys = func() map[string]*ast.Term {
 	out := map[string]*ast.Term{}
 	for _, k := range []string{"action", "claim", "claims", "covered", "covered_by", "failures", "granted_by", "held",
 		"hidden", "hidden_by", "license", "licensed", "message", "other_machine", "own_credential", "package",
-		"restricted", "restriction", "role", "scope", "source", "specific", "tenant", "tenants", "token_roles",
-		"vetoes", "vetoes_consulted"} {
+		"pass", "restricted", "restriction", "role", "roles", "scope", "self", "source", "specific", "tenant", "tenants",
+		"token_roles", "trail", "vetoes", "vetoes_consulted"} {
 		out[k] = ast.StringTerm(k)
 	}
 	return out
@@ -213,6 +293,20 @@ func (r *astReader) each(v ast.Value, what string, f func(ast.Value)) bool {
 		return false
 	}
 	return true
+}
+
+// any reports whether a set (or array) has an element.
+func (r *astReader) any(v ast.Value, what string) bool {
+	switch a := v.(type) {
+	case ast.Set:
+		return a.Len() > 0
+	case *ast.Array:
+		return a.Len() > 0
+	case nil, ast.Null:
+		return false
+	}
+	r.fail(what, v, "a set")
+	return false
 }
 
 func (r *astReader) strings(v ast.Value, what string) []string {
