@@ -84,12 +84,18 @@ func parsePatch(patch []byte, prefix, key string) (jsonpatch.Patch, []Op, error)
 	return p, ops, nil
 }
 
-// applyPatch applies p op by op so that a failure names its line and path:
-// a failed test is a conflict of PatchOp like DRP's "Patch failed to apply
-// at line N".
+// applyPatch applies p, and names the line and path of a failure: a failed
+// test is a conflict of PatchOp like DRP's "Patch failed to apply at line
+// N". The whole patch is applied in one pass (the document parsed and
+// written once); only a patch that fails is applied again op by op, to
+// find the op that failed. Op by op, each op parses and writes the whole
+// document: quadratic in the patch's size (1000 ops at most).
 func applyPatch(p jsonpatch.Patch, doc []byte, prefix, key string) ([]byte, error) {
 	opts := jsonpatch.NewApplyOptions()
 	opts.EscapeHTML = false
+	if out, err := p.ApplyWithOptions(doc, opts); err == nil {
+		return out, nil
+	}
 	for i, op := range p {
 		out, err := jsonpatch.Patch{op}.ApplyWithOptions(doc, opts)
 		if err != nil {

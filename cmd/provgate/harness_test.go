@@ -20,6 +20,15 @@ import (
 
 // The end-to-end harness: each test server runs the real command (runWith)
 // on 127.0.0.1:0 over TLS, on SQLite or on a fresh PostgreSQL schema.
+//
+// The servers run inside the test process, so under -race (make test) every
+// one of them is race-built: the race detector sees the server's own
+// goroutines (handlers, event streams, the jobfail worker, policy reloads)
+// and the tests' concurrent clients together. The replica processes of
+// TestE2EReplicas are this test binary too (TestMain), so the multi-process
+// paths are race-built as well; only the README walkthrough and the
+// read-only filesystem test run the release build (shippedBinary), as a
+// user would.
 
 const e2eAdminPassword = "admin-Pa55word-for-tests"
 
