@@ -925,6 +925,49 @@ func TestJobFail(t *testing.T) {
 			t.Fatalf("%d requests, delivery %s; want 1, done", n, d.State)
 		}
 	})
+	t.Run("a stopping worker lets the sends it started finish, within its grace", func(t *testing.T) {
+		for _, tc := range []struct {
+			name  string
+			grace time.Duration
+			done  bool
+		}{{"within the grace", time.Minute, true}, {"past the grace", 100 * time.Millisecond, false}} {
+			t.Run(tc.name, func(t *testing.T) {
+				started, answer := make(chan struct{}), make(chan struct{})
+				rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+					close(started)
+					select {
+					case <-answer:
+					case <-r.Context().Done():
+					}
+				})
+				defer close(answer)
+				e := newEnv(t, func(o *Options) { o.StopGrace = tc.grace })
+				e.plugins.list = []*backend.Plugin{plugin(map[string]any{JobFail: map[string]any{"Url": rc.URL}}, nil)}
+				if err := e.svc.JobChanged(context.Background(), testJob(backend.JobRunning), testJob(backend.JobFailed)); err != nil {
+					t.Fatal(err)
+				}
+				worker, stop := context.WithCancel(context.Background())
+				go func() {
+					<-started
+					stop()
+					if tc.done {
+						time.Sleep(200 * time.Millisecond)
+						answer <- struct{}{}
+					}
+				}()
+				if n, _ := e.svc.WorkOnce(worker); n != 1 {
+					t.Fatalf("claimed %d, want 1", n)
+				}
+				d := e.store.deliveries[0]
+				if tc.done && d.State != backend.DeliveryDone {
+					t.Fatalf("a send answered 200 ms after the stop, within a %s grace: delivery %s (%s), want done", tc.grace, d.State, d.LastError)
+				}
+				if !tc.done && (d.State != backend.DeliveryPending || d.NextAt.After(time.Now())) {
+					t.Fatalf("a send cut short by the end of the grace: delivery %s due %s, want pending, due now", d.State, d.NextAt)
+				}
+			})
+		}
+	})
 	t.Run("RunWorker stops with ctx", func(t *testing.T) {
 		rc := newReceiver(t, nil)
 		e := newEnv(t, nil)

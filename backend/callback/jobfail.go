@@ -133,12 +133,31 @@ func (s *Service) WorkOnce(ctx context.Context) (int, error) {
 		s.release(ctx, ds)
 		return len(ds), nil
 	}
+	sends, stop := s.sendContext(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	for _, d := range ds {
-		wg.Go(func() { s.deliver(ctx, d) })
+		wg.Go(func() { s.deliver(sends, d) })
 	}
 	wg.Wait()
 	return len(ds), nil
+}
+
+// sendContext is the context of a batch's sends. A worker that stops
+// claims nothing more, but the sends it has started go on for StopGrace:
+// a send cut short has reached the receiver or not, so it is sent again
+// after the restart, and the receiver may get it twice; a send let finish
+// is done once (docs/design.md §12.9).
+func (s *Service) sendContext(worker context.Context) (context.Context, context.CancelFunc) {
+	if s.opts.StopGrace <= 0 {
+		return context.WithCancel(worker)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(worker))
+	stopAfter := context.AfterFunc(worker, func() { time.AfterFunc(s.opts.StopGrace, cancel) })
+	return ctx, func() {
+		stopAfter()
+		cancel()
+	}
 }
 
 // claimTimeout bounds a claim, which a stopping worker does not cancel,

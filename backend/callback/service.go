@@ -59,6 +59,9 @@ type Options struct {
 	DeliveryLease       time.Duration
 	MaxDeliveryAttempts int
 	WorkerBatch         int
+	// StopGrace is how long a stopping worker lets the sends it has
+	// started finish before it cuts them short (0: it cuts them at once).
+	StopGrace time.Duration
 
 	// Destinations are the addresses callbacks and token requests may
 	// reach; the zero value refuses loopback, link-local, unspecified and
