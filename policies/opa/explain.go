@@ -156,7 +156,16 @@ func (e *Engine) explainLicensed(ctx context.Context, p *policy, txn storage.Tra
 	if err != nil {
 		return false, err
 	}
-	licensed := len(rs) == 1 && len(rs[0].Expressions) == 1 && rs[0].Expressions[0].Value == true
+	licensed := false
+	if len(rs) == 1 && len(rs[0].Expressions) == 1 {
+		// A term where the explanation's options ask for terms.
+		switch v := rs[0].Expressions[0].Value.(type) {
+		case bool:
+			licensed = v
+		case *ast.Term:
+			licensed = v.Value.Compare(ast.Boolean(true)) == 0
+		}
+	}
 	if p.licensedByLicense {
 		e.licensed.Store(&licensedAnswer{policy: p, license: license, licensed: licensed})
 	}

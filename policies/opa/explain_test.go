@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,6 +158,40 @@ func TestExplainLicenseStepFollowsTheLicense(t *testing.T) {
 			if x.Trail.License.Licensed != want || len(x.Trail.License.Failures) != 0 {
 				t.Errorf("license %d %+v: license step %+v, want licensed %v", i, lic, x.Trail.License, want)
 			}
+		}
+	}
+}
+
+// A license check that reads the input is evaluated with each request's
+// input (and gives the same license step).
+func TestExplainLicenseStepReadingInput(t *testing.T) {
+	ctx := context.Background()
+	modules := policies.Policies()
+	const check = "licensed if {\n\tdata.provgate.license.valid == true\n"
+	if !strings.Contains(modules["authz.rego"], check) {
+		t.Fatalf("authz.rego has no %q", check)
+	}
+	modules["authz.rego"] = strings.Replace(modules["authz.rego"], check, check+"\tinput.principal.kind == \"user\"\n", 1)
+	e, err := newEngine(ctx, Options{CacheSize: -1}, modules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if p := e.policy.Load(); !p.explainPass || p.licensedByLicense {
+		t.Fatalf("explanation %v, license check by the license alone %v", p.explainPass, p.licensedByLicense)
+	}
+	for _, valid := range []bool{true, false, true} {
+		data := benchData(10)
+		data.License.Valid = valid
+		if err := e.SetData(ctx, data); err != nil {
+			t.Fatal(err)
+		}
+		x, err := e.Explain(ctx, benchInput())
+		if err != nil || !x.Decision.Allow || x.Trail == nil {
+			t.Fatalf("%+v %v", x, err)
+		}
+		if x.Trail.License.Licensed != valid {
+			t.Errorf("license valid %v: license step %+v", valid, x.Trail.License)
 		}
 	}
 }
