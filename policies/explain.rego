@@ -31,11 +31,13 @@ import data.provgate.tenancy
 #   The trail as the server reads it (Go: policies/opa, Engine.Explain).
 #   For a request the decision allowed in its one pass, {"pass": values}:
 #   the values its trail is written from (see trail's first body), the
-#   rest of it written out in Go; for any other, {"trail": trail}.
+#   rest of it written out in Go; for any other, {"trail": trail}. The
+#   license step of such a trail (authz.licensed; no failures, since the
+#   claim's scope needs no license) depends on the data alone: the server
+#   evaluates authz.licensed once per license and policy, not per request.
 # entrypoint: true
 explanation := {"pass": {
 	"tenants": [t | t := data.provgate.user_tenant[input.principal.name]],
-	"licensed": {true | authz.licensed},
 	"self": {true | grants.self_holds_one(w)},
 	"roles": {[name, r.claims[i]] |
 		some name in input.principal.roles
@@ -46,8 +48,7 @@ explanation := {"pass": {
 	"claims": {dc | some dc in input.principal.claims; claims.covers_one(claims.compile(dc), w)},
 }} if {
 	# The values of trail's first body, each as small as it can be: the
-	# user's tenants; the license ({true} when there is one: the gate has
-	# no failures, since the claim's scope needs no license); what covers
+	# user's tenants; what covers
 	# the one wanted claim: the self claims ({true} when they do), the
 	# claims of the user's roles as [role, claim] (read from the indexes
 	# as plain_role_covers reads them, the lookups written out here, with
@@ -63,7 +64,6 @@ explanation := {"pass": {
 	roles := data.provgate.roles
 } else := {"pass": {
 	"tenants": [t | t := data.provgate.user_tenant[input.principal.name]],
-	"licensed": {true | authz.licensed},
 	"self": {true | grants.self_holds_one(w)},
 	"roles": {[c.role, c.claim] | some c in plain_role_covers(w)},
 	"claims": {dc | some dc in input.principal.claims; claims.covers_one(claims.compile(dc), w)},

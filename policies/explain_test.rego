@@ -284,7 +284,7 @@ test_plainly_allowed_trail_is_the_steps_trail if {
 
 # The server is handed the values a one-pass trail is written from
 # (explanation; policies/opa writes the trail from them): they are the
-# trail's tenants, license and covers.
+# trail's tenants and covers; its license step is authz.licensed.
 test_explanation_hands_the_trails_values if {
 	every case in plain_cases {
 		[world, req] := case
@@ -304,7 +304,9 @@ explanation_is_the_trails(world, req) if {
 		with data.provgate.roles_indexed as object.get(world, "roles_indexed", false)
 	trail := explain(world, req).trail
 	pass.tenants == trail.tenant.tenants
-	count(pass.licensed) == 1 == trail.license.licensed
+	object.keys(pass) == {"tenants", "self", "roles", "claims"}
+	licensed := count({true | data.provgate.authz.licensed with data.provgate.license as world.license}) == 1
+	licensed == trail.license.licensed
 	covers := ({{"source": "self", "role": "", "claim": ""} | some _ in pass.self} | {{"source": "role", "role": r, "claim": cl} | some [r, cl] in pass.roles}) | {{"source": "claim", "role": "", "claim": dc} | some dc in pass.claims}
 	covers == trail.claims[0].covered_by
 	count(covers) > 0

@@ -388,7 +388,46 @@ func (e *Engine) build(ctx context.Context, sources map[string]string, extData m
 			p.explainPass = true
 		}
 	}
+	if p.explainPass {
+		pq, err := rego.New(rego.Query(LicensedPath), rego.Compiler(compiler), rego.Store(e.store)).PrepareForEval(ctx)
+		if err != nil {
+			return nil, policyError("prepare "+LicensedPath, err)
+		}
+		p.licensed = pq
+		p.licensedByLicense = licenseOnly(compiler.GetRulesExact(ast.MustParseRef(LicensedPath)))
+	}
 	return p, nil
+}
+
+// licenseOnly reports whether rules read no input and no data but
+// data.provgate.license, call no function of the policy and no
+// non-deterministic built-in (time.now_ns...): their answer then depends
+// on the license alone.
+func licenseOnly(rules []*ast.Rule) bool {
+	prefix := ast.MustParseRef("data.provgate.license")
+	ok := true
+	for _, r := range rules {
+		ast.WalkRefs(r, func(ref ast.Ref) bool {
+			switch {
+			case ref[0].Equal(ast.InputRootDocument):
+				ok = false
+			case ref[0].Equal(ast.DefaultRootDocument) && !ref.HasPrefix(prefix):
+				ok = false
+			default:
+				if b, found := ast.BuiltinMap[ref.String()]; found && b.Nondeterministic {
+					ok = false
+				}
+			}
+			return false
+		})
+		ast.WalkVars(r, func(v ast.Var) bool {
+			if v.Equal(ast.InputRootDocument.Value) {
+				ok = false
+			}
+			return false
+		})
+	}
+	return ok
 }
 
 // runSuites runs the Rego tests over the policy modules on a store holding

@@ -109,8 +109,11 @@ type Engine struct {
 
 	reloads struct{ loaded, refused atomic.Uint64 }
 	// lookups counts decision cache hits and misses (CacheCounts).
-	lookups  struct{ hits, misses atomic.Uint64 }
-	now      func() time.Time // nil: OPA's own clock
+	lookups struct{ hits, misses atomic.Uint64 }
+	now     func() time.Time // nil: OPA's own clock
+	// licensed is the last answer of a policy's licensed rule
+	// (explainLicensed), kept with the license it was evaluated for.
+	licensed atomic.Pointer[licensedAnswer]
 	verified *Verified
 	compiled *Compiled // nil: compile at every load
 }
@@ -130,6 +133,13 @@ type policy struct {
 	// explainPass: explain evaluates the policy's explanation
 	// (policies.ExplanationPath) rather than its trail.
 	explainPass bool
+	// licensed evaluates data.provgate.authz.licensed (LicensedPath), the
+	// license step of a trail written from an explanation's pass values;
+	// licensedByLicense: its rules read data.provgate.license and nothing
+	// else (licenseOnly), so its answer holds for a license until the
+	// license changes.
+	licensed          rego.PreparedEvalQuery
+	licensedByLicense bool
 	// roleDiff is nil when the policy defines no role diff function.
 	roleDiff *rego.PreparedEvalQuery
 	// needs are the costly input parts the policy reads.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/topdown/builtins"
 
 	"github.com/provgate/provgate/backend"
@@ -24,6 +25,18 @@ const explainQuery = "decision = " + DecisionPath + "; trail = " + policies.Expl
 // pass has its trail written out in Go from a few values, never built in
 // Rego (explanationFrom).
 const explanationQuery = "decision = " + DecisionPath + "; trail = " + policies.ExplanationPath
+
+// LicensedPath is the license check whose answer is the license step of a
+// trail written from an explanation's pass values.
+const LicensedPath = "data.provgate.authz.licensed"
+
+// licensedAnswer is the answer of a policy's licensed rule for one
+// license value (Engine.explainLicensed).
+type licensedAnswer struct {
+	policy   *policy
+	license  ast.Value // nil: no license in the data
+	licensed bool
+}
 
 // Explain evaluates the decision for in together with its trail, without
 // the cache and without a decision log line: it answers "what would this
@@ -73,6 +86,16 @@ func (e *Engine) explain(ctx context.Context, in policies.Input, r policies.Repl
 	vc := getFlatCache()
 	defer putFlatCache(vc)
 	opts = append(opts, rego.EvalGenerateJSON(asTerm), rego.EvalVirtualCache(vc))
+	var txn storage.Transaction
+	if p.explainPass {
+		// One transaction for the explanation and its license check, so
+		// that both read the same data.
+		if txn, err = e.store.NewTransaction(ctx); err != nil {
+			return out, internal("evaluate policy", err)
+		}
+		defer e.store.Abort(ctx, txn)
+		opts = append(opts, rego.EvalTransaction(txn))
+	}
 	rs, err := p.explain.Eval(ctx, opts...)
 	if err != nil {
 		return out, internal("evaluate policy", err)
@@ -92,7 +115,9 @@ func (e *Engine) explain(ctx context.Context, in policies.Input, r policies.Repl
 		return out, err
 	}
 	if p.explainPass {
-		out.Trail, err = explanationFrom(rs[0].Bindings["trail"], in)
+		out.Trail, err = explanationFrom(rs[0].Bindings["trail"], in, func() (bool, error) {
+			return e.explainLicensed(ctx, p, txn, opts)
+		})
 	} else {
 		out.Trail, err = trailFrom(rs[0].Bindings["trail"])
 	}
@@ -100,6 +125,64 @@ func (e *Engine) explain(ctx context.Context, in policies.Input, r policies.Repl
 		return out, internal("read explain trail", err)
 	}
 	return out, nil
+}
+
+// explainLicensed answers the policy's license check (LicensedPath) in
+// txn, for a trail written from an explanation's pass values. A check
+// that reads the license alone (policy.licensedByLicense) is evaluated
+// once per license and policy: the answer is kept with the license value
+// it was evaluated for and reused while txn reads the same value
+// (docs/design.md §9.8). Any other is evaluated with the explanation's
+// options (its input, clock and transaction).
+func (e *Engine) explainLicensed(ctx context.Context, p *policy, txn storage.Transaction, opts []rego.EvalOption) (bool, error) {
+	var license ast.Value
+	if p.licensedByLicense {
+		v, err := e.store.Read(ctx, txn, storage.Path{"provgate", "license"})
+		switch {
+		case storage.IsNotFound(err):
+		case err != nil:
+			return false, err
+		default:
+			if license, err = ast.InterfaceToValue(v); err != nil {
+				return false, err
+			}
+		}
+		if a := e.licensed.Load(); a != nil && a.policy == p && sameValue(a.license, license) {
+			return a.licensed, nil
+		}
+		opts = []rego.EvalOption{rego.EvalTransaction(txn)}
+	}
+	rs, err := p.licensed.Eval(ctx, opts...)
+	if err != nil {
+		return false, err
+	}
+	licensed := false
+	if len(rs) == 1 && len(rs[0].Expressions) == 1 {
+		// A term where the explanation's options ask for terms.
+		switch v := rs[0].Expressions[0].Value.(type) {
+		case bool:
+			licensed = v
+		case *ast.Term:
+			licensed = v.Value.Compare(ast.Boolean(true)) == 0
+		}
+	}
+	if p.licensedByLicense {
+		e.licensed.Store(&licensedAnswer{policy: p, license: license, licensed: licensed})
+	}
+	return licensed, nil
+}
+
+// sameValue: a and b are the same value (nil for none).
+func sameValue(a, b ast.Value) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	if x, ok := a.(ast.Object); ok {
+		if y, ok := b.(ast.Object); ok && x == y {
+			return true
+		}
+	}
+	return a.Compare(b) == 0
 }
 
 // RoleDiffPath is the policy's role diff function (policies/explain.rego).

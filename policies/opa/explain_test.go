@@ -4,8 +4,11 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/provgate/provgate/backend"
 	"github.com/provgate/provgate/policies"
@@ -116,5 +119,101 @@ func TestExplainReplayUsesLoggedTime(t *testing.T) {
 	}
 	if !early.Decision.Allow || len(early.Trail.Vetoes) != 0 {
 		t.Errorf("1 minute after issue: %+v %+v", early.Decision, early.Trail.Vetoes)
+	}
+}
+
+// The license step of a trail written from the explanation's pass values
+// is the policy's license check, answered once per license: it follows
+// every change of the license (docs/design.md §9.8).
+func TestExplainLicenseStepFollowsTheLicense(t *testing.T) {
+	ctx := context.Background()
+	e, err := New(ctx, Options{CacheSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if p := e.policy.Load(); !p.explainPass || !p.licensedByLicense {
+		t.Fatalf("the embedded policy: explanation %v, license check by the license alone %v", p.explainPass, p.licensedByLicense)
+	}
+	in := benchInput()
+	for i, lic := range []policies.LicenseData{
+		{Valid: true, Features: []string{"rbac"}},
+		{Valid: false, Features: []string{"rbac"}},
+		{Valid: true, Features: []string{"rbac"}},
+		{Valid: true, Features: []string{}},
+		{},
+		{Valid: true, Features: []string{"rbac"}},
+	} {
+		data := benchData(10)
+		data.License = lic
+		if err := e.SetData(ctx, data); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			x, err := e.Explain(ctx, in)
+			if err != nil || !x.Decision.Allow || x.Trail == nil {
+				t.Fatalf("license %d %+v: %+v %v", i, lic, x, err)
+			}
+			want := lic.Valid && len(lic.Features) == 1
+			if x.Trail.License.Licensed != want || len(x.Trail.License.Failures) != 0 {
+				t.Errorf("license %d %+v: license step %+v, want licensed %v", i, lic, x.Trail.License, want)
+			}
+		}
+	}
+}
+
+// A license check that reads the input is evaluated with each request's
+// input (and gives the same license step).
+func TestExplainLicenseStepReadingInput(t *testing.T) {
+	ctx := context.Background()
+	modules := policies.Policies()
+	const check = "licensed if {\n\tdata.provgate.license.valid == true\n"
+	if !strings.Contains(modules["authz.rego"], check) {
+		t.Fatalf("authz.rego has no %q", check)
+	}
+	modules["authz.rego"] = strings.Replace(modules["authz.rego"], check, check+"\tinput.principal.kind == \"user\"\n", 1)
+	e, err := newEngine(ctx, Options{CacheSize: -1}, modules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if p := e.policy.Load(); !p.explainPass || p.licensedByLicense {
+		t.Fatalf("explanation %v, license check by the license alone %v", p.explainPass, p.licensedByLicense)
+	}
+	for _, valid := range []bool{true, false, true} {
+		data := benchData(10)
+		data.License.Valid = valid
+		if err := e.SetData(ctx, data); err != nil {
+			t.Fatal(err)
+		}
+		x, err := e.Explain(ctx, benchInput())
+		if err != nil || !x.Decision.Allow || x.Trail == nil {
+			t.Fatalf("%+v %v", x, err)
+		}
+		if x.Trail.License.Licensed != valid {
+			t.Errorf("license valid %v: license step %+v", valid, x.Trail.License)
+		}
+	}
+}
+
+// licenseOnly holds for rules reading data.provgate.license alone.
+func TestLicenseOnly(t *testing.T) {
+	for src, want := range map[string]bool{
+		"licensed if {\n\tdata.provgate.license.valid == true\n\t\"rbac\" in data.provgate.license.features\n}": true,
+		"licensed if data.provgate.license.valid == true\n\nlicensed if input.principal.name == \"root\"":       false,
+		"licensed if input.licensed":                                         false,
+		"licensed if data.provgate.roles.admin":                              false,
+		"licensed if other\n\nother if data.provgate.license.valid":          false,
+		"licensed if f(1)\n\nf(x) := x":                                      false,
+		"licensed if time.now_ns() < data.provgate.license.expires":          false,
+		"licensed if time.parse_rfc3339_ns(data.provgate.license.until) > 0": true,
+	} {
+		c, err := ast.CompileModules(map[string]string{"authz.rego": "package provgate.authz\n\n" + src + "\n"})
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if got := licenseOnly(c.GetRulesExact(ast.MustParseRef(LicensedPath))); got != want {
+			t.Errorf("%s: licenseOnly %v, want %v", src, got, want)
+		}
 	}
 }

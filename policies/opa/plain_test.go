@@ -230,6 +230,7 @@ func walkPlainWorld(t *testing.T) *plainWalk {
 	for _, lic := range []policies.LicenseData{{Valid: true, Features: []string{"rbac"}}, {}} {
 		decided := world.prepare(t, lic, "x := [data.provgate.authz.decision, data.provgate.authz.outcome, {true | data.provgate.authz.plainly_allowed}]")
 		steps := world.prepare(t, lic, trails)
+		licensed := world.prepare(t, lic, LicensedPath)
 		tally := plainTally{lic: lic, covers: map[string]int{}}
 		for j, in := range inputs {
 			p, obj, value := in.Principal, in.Object, values[j]
@@ -266,7 +267,10 @@ func walkPlainWorld(t *testing.T) *plainWalk {
 			if err != nil {
 				t.Fatal(err)
 			}
-			written, err := explanationFrom(trail.Elem(2), in)
+			written, err := explanationFrom(trail.Elem(2), in, func() (bool, error) {
+				rs, err := licensed.Eval(ctx)
+				return err == nil && len(rs) == 1 && rs[0].Expressions[0].Value == true, err
+			})
 			if err != nil {
 				t.Fatalf("%+v %v %v: %v", p, in.Required, obj, err)
 			}

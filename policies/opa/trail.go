@@ -36,13 +36,14 @@ func trailFrom(v any) (*policies.Trail, error) {
 // {"pass": values}, for a request the decision allowed in its one pass, is
 // written out as the policy's trail writes it for such a request (the
 // first body of data.provgate.explain.trail): the user's tenants, the
-// license (with no failures: no claim needs one), the one required claim,
+// license as licensed answers it (Engine.explainLicensed; with no
+// failures: no claim needs one), the one required claim,
 // held and licensed, with what covers it (the self claims, the role
 // claims, the direct claims, as the values name them), and no veto. Only
 // the values are worked out in Rego; TestExplainTrailIsTheStepsTrail
 // compares the trail written here with the step rules' (docs/design.md
 // §9.8).
-func explanationFrom(v any, in policies.Input) (*policies.Trail, error) {
+func explanationFrom(v any, in policies.Input, licensed func() (bool, error)) (*policies.Trail, error) {
 	t, ok := v.(*ast.Term)
 	if !ok {
 		return nil, fmt.Errorf("explanation is %T, not a term", v)
@@ -79,9 +80,13 @@ func explanationFrom(v any, in policies.Input) (*policies.Trail, error) {
 		covers = append(covers, policies.Cover{Source: "claim", Claim: r.claimText(v, "pass.claims[]")})
 	})
 	c := in.Required[0]
+	lic, err := licensed()
+	if err != nil {
+		return nil, fmt.Errorf("license check: %w", err)
+	}
 	out := &policies.Trail{
 		Tenant:  policies.TenantStep{Tenants: r.strings(r.field(pass, "tenants"), "pass.tenants"), HiddenBy: []string{}},
-		License: policies.LicenseStep{Licensed: r.any(r.field(pass, "licensed"), "pass.licensed"), Failures: []string{}},
+		License: policies.LicenseStep{Licensed: lic, Failures: []string{}},
 		Claims: []policies.ClaimStep{{
 			Claim:       policies.ClaimText{Scope: c.Scope, Action: c.Action, Specific: c.Specific},
 			Held:        true,
