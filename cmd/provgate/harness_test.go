@@ -118,9 +118,10 @@ func startE2E(t testing.TB, db dbCase, extraArgs ...string) *tserver {
 // startE2EIn starts a server with a given data dir (restarts reuse it).
 // testDatabaseConns is the PostgreSQL pool of each test server: tests run
 // side by side (and two test runs may share one database server), each
-// with several servers, and together they must stay under PostgreSQL's
-// max_connections (100 by default); 20 a server, the shipped default,
-// ran out of connections there.
+// with several servers, and together they stay well under PostgreSQL's
+// max_connections (100 by default). Tests waiting for their turn hold no
+// connection (storetest makes and drops schemas on short-lived ones), and
+// a server waits for a connection refused at the limit (store).
 const testDatabaseConns = "6"
 
 func startE2EIn(t testing.TB, db dbCase, dir string, extraArgs ...string) *tserver {
