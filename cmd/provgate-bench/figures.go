@@ -189,7 +189,7 @@ func decideFigures(d *decideResult, skipped string) []figure {
 		return func(r map[string]benchLine) float64 { return ratio(a(r), b(r)) }
 	}
 	explain := fromRounds("12a", d.perRound(div(ns(explainOn), ns(explainOff))),
-		"Engine.Explain (decision and trail in one query, the trail read from OPA's terms) vs Engine.Decide uncached, the same allowed PATCH input, 10 roles+tenants, in the same benchmark binary and round")
+		"Engine.Explain (decision and explanation in one query, the trail written from the explanation's values) vs Engine.Decide uncached, the same allowed PATCH input, 10 roles+tenants, in the same benchmark binary and round")
 	if d.ExplainOnly {
 		return append(skippedFigures("-explorer-only", "3a", "3b", "3c", "3d", "3e", "3f", "3g"), explain)
 	}
