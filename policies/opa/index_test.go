@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
@@ -115,14 +114,7 @@ func TestIndexedDecisionsMatchPlain(t *testing.T) {
 		}
 		wanted = append(wanted, ws)
 	}
-	mods, err := parse(policies.Policies())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := ast.NewCompiler()
-	if c.Compile(mods); c.Failed() {
-		t.Fatal(c.Errors)
-	}
+	c := compileFiles(t, policies.Policies())
 	for _, lic := range []policies.LicenseData{{Valid: true, Features: []string{"rbac"}}, {}} {
 		d := policies.NewData(roles, nil, lic)
 		ctx := context.Background()

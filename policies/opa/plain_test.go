@@ -85,21 +85,9 @@ func newPlainWorld(t *testing.T) plainWorld {
 
 	objects := []*policies.Object{nil, {Scope: "machines", Key: "m1"}, {Scope: "machines", Key: "m3"}, {Scope: "pools", Key: "p1"}, {Scope: "roles", Key: "params"}}
 
-	mods, err := parse(map[string]string{"plainveto.rego": plainVeto})
-	if err != nil {
-		t.Fatal(err)
-	}
-	embedded, err := parse(policies.Policies())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, m := range embedded {
-		mods[name] = m
-	}
-	c := ast.NewCompiler()
-	if c.Compile(mods); c.Failed() {
-		t.Fatal(c.Errors)
-	}
+	files := policies.Policies()
+	files["plainveto.rego"] = plainVeto
+	c := compileFiles(t, files)
 	return plainWorld{
 		compiler: c, roles: roles, tenants: tenants, principals: principals, objects: objects,
 		scopes: []string{"machines", "pools", "roles", "tenants", "users", "info", "bogus"},

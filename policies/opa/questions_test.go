@@ -21,14 +21,7 @@ import (
 // (groupKey decides such inputs alone): a new rule reading the name must
 // be reviewed against that and added here.
 func TestEmbeddedNameReads(t *testing.T) {
-	mods, err := parse(policies.Policies())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := ast.NewCompiler()
-	if c.Compile(mods); c.Failed() {
-		t.Fatal(c.Errors)
-	}
+	c := compileFiles(t, policies.Policies())
 	var got []string
 	for _, m := range c.Modules {
 		for _, r := range m.Rules {

@@ -213,3 +213,17 @@ func scopesAny() map[string]any {
 // testScopes are the scopes of the kind catalog, as the policy data holds
 // them.
 var testScopes = backend.NewCatalog().ScopeActions()
+
+// compileFiles parses and compiles Rego files (name to source) together.
+func compileFiles(t *testing.T, files map[string]string) *ast.Compiler {
+	t.Helper()
+	mods, err := parse(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ast.NewCompiler()
+	if c.Compile(mods); c.Failed() {
+		t.Fatal(c.Errors)
+	}
+	return c
+}
